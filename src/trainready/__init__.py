@@ -1,0 +1,3 @@
+"""trainready: acceptance tests for LLM-pretraining machines and fleets."""
+
+__version__ = "0.1.0"

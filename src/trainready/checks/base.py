@@ -1,0 +1,149 @@
+"""The check framework: one registry, one lifecycle.
+
+A check subclasses `Check`, sets its class attributes and writes `run(ctx)`
+returning an `Outcome` (its own logic only).  `Check.execute` owns the rest:
+the skip decision, timing, the timeout, and turning any exception into an
+`error` result with a one-line message, so one broken check never ends the run
+(the SuperBench `Benchmark.run` pattern).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Mapping
+
+from trainready.errors import DuplicateCheckError, TrainreadyError, UsageError
+from trainready.records import CheckResult, Level, Outcome, Status
+from trainready.spec.model import NodeSpec
+
+REGISTRY: dict[str, type["Check"]] = {}
+
+
+def register(cls: type["Check"]) -> type["Check"]:
+    """Class decorator: add a check to the one registry. A second name is an error."""
+    if not getattr(cls, "name", ""):
+        raise DuplicateCheckError(f"{cls.__qualname__} has no name")
+    if cls.name in REGISTRY and REGISTRY[cls.name] is not cls:
+        raise DuplicateCheckError(
+            f"check '{cls.name}' registered twice ({REGISTRY[cls.name].__module__} and {cls.__module__})"
+        )
+    REGISTRY[cls.name] = cls
+    return cls
+
+
+@dataclass
+class CheckContext:
+    """What every check may read. Faults are planted by tests (and `--plant`)."""
+
+    spec: NodeSpec
+    workdir: Path
+    faults: Mapping[str, str] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+    # Results of checks that ran before this one, by name (e.g. spec init reads them).
+    previous: dict[str, CheckResult] = field(default_factory=dict)
+
+    def fault(self, name: str) -> str | None:
+        """The value of a planted fault, or None when not planted."""
+        return self.faults.get(name)
+
+
+class Check(ABC):
+    name: ClassVar[str] = ""
+    title: ClassVar[str] = ""
+    level: ClassVar[Level] = Level.QUICK
+    timeout_s: ClassVar[float] = 120.0
+    order: ClassVar[int] = 100  # lower runs first; the seed's four questions in order
+
+    def skip_reason(self, ctx: CheckContext) -> str | None:
+        """Return why this check does not apply here (e.g. no GPU), or None."""
+        return None
+
+    def timeout_for(self, ctx: CheckContext) -> float:
+        return float(ctx.options.get(f"timeout.{self.name}", self.timeout_s))
+
+    @abstractmethod
+    def run(self, ctx: CheckContext) -> Outcome:
+        """The check's own logic."""
+
+    def execute(self, ctx: CheckContext) -> CheckResult:
+        t0 = time.perf_counter()
+        try:
+            reason = self.skip_reason(ctx)
+        except Exception as exc:  # noqa: BLE001 - a probe failing is itself a finding
+            reason = None
+            outcome = _error_outcome(exc)
+        else:
+            outcome = Outcome(Status.SKIP, reason) if reason else self._run_bounded(ctx)
+        return CheckResult(
+            name=self.name,
+            title=self.title or self.name,
+            level=self.level,
+            status=outcome.status,
+            message=outcome.message,
+            remedy=outcome.remedy,
+            metrics=outcome.metrics,
+            duration_s=time.perf_counter() - t0,
+            details=outcome.details,
+        )
+
+    def _run_bounded(self, ctx: CheckContext) -> Outcome:
+        """Run `self.run` in a worker thread; give up after the timeout.
+
+        Multi-process checks bound their own ranks (see `trainready.dist`) well
+        inside this limit; this is the last line of defence for in-process work.
+        """
+        box: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                box["outcome"] = self.run(ctx)
+            except BaseException as exc:  # noqa: BLE001
+                box["exc"] = exc
+
+        timeout = self.timeout_for(ctx)
+        th = threading.Thread(target=target, name=f"check-{self.name}", daemon=True)
+        th.start()
+        th.join(timeout)
+        if th.is_alive():
+            return Outcome(
+                Status.ERROR,
+                f"timed out after {timeout:.0f} s",
+                remedy="Look for a hung device or process (py-spy dump, nvidia-smi); raise the timeout only if the machine is known slow.",
+            )
+        if "exc" in box:
+            return _error_outcome(box["exc"])
+        out = box["outcome"]
+        if not isinstance(out, Outcome):
+            return Outcome(Status.ERROR, f"check returned {type(out).__name__}, not an Outcome")
+        return out
+
+
+def _error_outcome(exc: BaseException) -> Outcome:
+    if isinstance(exc, TrainreadyError):
+        msg = str(exc)
+    else:
+        msg = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+    return Outcome(Status.ERROR, msg, remedy="This is an error in running the check, not a verdict; see the message.")
+
+
+def select(only: list[str] | None, skip: list[str] | None, level: Level) -> list[type[Check]]:
+    """Choose checks from the registry. Unknown names in --only/--skip are usage errors."""
+    for names in (only or [], skip or []):
+        for n in names:
+            if n not in REGISTRY:
+                raise UsageError(f"unknown check '{n}' (known: {', '.join(sorted(REGISTRY))})")
+    chosen = []
+    for cls in sorted(REGISTRY.values(), key=lambda c: (c.order, c.name)):
+        if only:
+            if cls.name not in only:
+                continue
+        elif level == Level.QUICK and cls.level != Level.QUICK:
+            continue
+        if skip and cls.name in skip:
+            continue
+        chosen.append(cls)
+    return chosen

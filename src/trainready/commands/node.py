@@ -1,0 +1,70 @@
+"""`trainready node`: the seed's four questions on this machine."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from trainready.checks import CheckContext, select
+from trainready.commands.common import JSON_HELP, SPEC_HELP, emit, parse_plants, split_names, workdir
+from trainready.records import Level
+from trainready.runner import run_checks
+from trainready.spec import load_spec
+
+
+def node(
+    spec: str = typer.Option(None, "--spec", "-s", help=SPEC_HELP),
+    level: Level = typer.Option(Level.STANDARD, "--level", "-l", help="quick: seconds-long checks only; standard: all."),
+    only: list[str] = typer.Option(None, "--only", help="Run only these checks (comma-separated or repeated)."),
+    skip: list[str] = typer.Option(None, "--skip", help="Leave out these checks."),
+    json_path: str = typer.Option(None, "--json", help=JSON_HELP),
+    work: str = typer.Option(None, "--workdir", help="Scratch directory (token files, checkpoints). Default: a new temp dir."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Also print every metric."),
+    list_checks: bool = typer.Option(False, "--list", help="List the checks and exit."),
+    plant: list[str] = typer.Option(None, "--plant", hidden=True, help="Plant a fault NAME=VALUE (tests)."),
+) -> None:
+    """Accept this machine: GPUs visible, compute right, GPUs exchange results, training resumes.
+
+    Runs every registered check (see --list), prints a table and exits 0 when all
+    pass (warnings allowed), 1 when any fails, 2 on a usage/config error.
+    GPU-only checks say `skip` with the reason on a machine without GPUs.
+
+    Examples:\n
+      trainready node                              # CPU default, 8 gloo ranks\n
+      trainready node --spec example:h200-8x --json node.json\n
+      trainready node --level quick --skip throughput
+    """
+    from pathlib import Path
+
+    checks = select(split_names(only), split_names(skip), level)
+    if list_checks:
+        for c in checks:
+            typer.echo(f"{c.name:<16} {c.level.value:<9} {c.title}")
+        raise typer.Exit(0)
+    node_spec, source = load_spec(spec)
+    ctx = CheckContext(node_spec, workdir(Path(work) if work else None), parse_plants(plant))
+    console = Console(stderr=True)
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task("starting", total=len(checks))
+        report = run_checks(
+            "node",
+            checks,
+            ctx,
+            on_start=lambda c: progress.update(task, description=c.title or c.name),
+            on_done=lambda r: progress.advance(task),
+            context={"spec_source": source, "workdir": str(ctx.workdir)},
+        )
+    raise typer.Exit(emit(report, json_path, verbose=verbose))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("node")(node)

@@ -1,0 +1,301 @@
+"""Start N local ranks (one per GPU with NCCL, or N CPU ranks with gloo), run one
+function in each under `torch.distributed`, and supervise them with a deadline.
+
+Rendezvous is torchrun-style env (`MASTER_ADDR`, `MASTER_PORT`, `RANK`,
+`WORLD_SIZE`, `LOCAL_RANK`).  Every rank reports *stages* to the parent as it
+goes; when the deadline passes, or a rank dies, the parent kills every rank
+and names the culprit: a dead rank by its exit code, a hung rank as the one
+whose progress stopped earliest.  The CLI therefore never hangs on a rank.
+
+Processes come from a forkserver that has already imported torch, so starting
+8 ranks costs a fork each, not a fresh `import torch` each.
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing as mp
+import os
+import queue as queue_mod
+import socket
+import time
+import traceback
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Callable
+
+# How long the survivors get, after one rank died, to report before we kill them.
+DEAD_RANK_GRACE_S = 3.0
+
+
+@dataclass
+class RankContext:
+    """Handed to the rank function: who am I, and how to report progress."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    backend: str
+    device: Any  # torch.device
+    _q: Any = field(repr=False, default=None)
+    _stage_no: int = 0
+
+    def stage(self, name: str) -> None:
+        """Report progress; the parent names a hung rank by its last stage."""
+        self._stage_no += 1
+        if self._q is not None:
+            self._q.put(("stage", self.rank, (self._stage_no, name)))
+
+
+@dataclass(frozen=True)
+class RankOutcome:
+    rank: int
+    state: str  # "ok" | "error" | "hung" | "died" | "stuck"
+    value: Any = None
+    message: str = ""
+    last_stage: str = "started"
+    stage_no: int = 0
+    exitcode: int | None = None
+
+
+@dataclass(frozen=True)
+class LaunchResult:
+    world_size: int
+    backend: str
+    outcomes: tuple[RankOutcome, ...]
+    elapsed_s: float
+    timed_out: bool
+
+    @property
+    def ok(self) -> bool:
+        return all(o.state == "ok" for o in self.outcomes)
+
+    @property
+    def values(self) -> list[Any]:
+        return [o.value for o in self.outcomes]
+
+    @property
+    def culprits(self) -> tuple[int, ...]:
+        """The ranks that caused the failure (not those merely left waiting on them)."""
+        bad = [o for o in self.outcomes if o.state in ("died", "error", "hung")]
+        return tuple(o.rank for o in bad)
+
+    def describe(self) -> str:
+        """One line naming the failing ranks and what each was doing."""
+        if self.ok:
+            return f"all {self.world_size} ranks finished"
+        parts = []
+        for o in self.outcomes:
+            if o.state == "died":
+                parts.append(f"rank {o.rank} died (exit code {o.exitcode}) after '{o.last_stage}'")
+            elif o.state == "error":
+                parts.append(f"rank {o.rank} raised {o.message}")
+            elif o.state == "hung":
+                parts.append(f"rank {o.rank} hung at '{o.last_stage}' (no progress before the deadline)")
+        stuck = [o.rank for o in self.outcomes if o.state == "stuck"]
+        if stuck:
+            parts.append(f"ranks {_ranges(stuck)} were left waiting on them")
+        return "; ".join(parts)
+
+
+def _ranges(ranks: list[int]) -> str:
+    out, start, prev = [], None, None
+    for r in sorted(ranks) + [None]:  # type: ignore[list-item]
+        if start is None:
+            start = prev = r
+        elif r is not None and r == prev + 1:  # type: ignore[operator]
+            prev = r
+        else:
+            out.append(f"{start}" if start == prev else f"{start}-{prev}")
+            start = prev = r
+    return ",".join(out)
+
+
+def _short(msg: str, limit: int = 160) -> str:
+    msg = " ".join(str(msg).split())
+    return msg if len(msg) <= limit else msg[: limit - 1] + "…"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _mp_context() -> Any:
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch", "torch.distributed", "trainready.dist.launch"])
+    return ctx
+
+
+def _resolve(fn: str | Callable[..., Any]) -> Callable[..., Any]:
+    if callable(fn):
+        return fn
+    mod, _, name = fn.partition(":")
+    return getattr(importlib.import_module(mod), name)  # type: ignore[no-any-return]
+
+
+def _worker(
+    rank: int,
+    world_size: int,
+    port: int,
+    backend: str,
+    fn: str,
+    kwargs: dict[str, Any],
+    q: Any,
+    pg_timeout_s: float,
+    threads: int,
+    env: dict[str, str],
+) -> None:
+    os.environ.update(env)
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        WORLD_SIZE=str(world_size),
+        LOCAL_RANK=str(rank),
+        LOCAL_WORLD_SIZE=str(world_size),
+    )
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(threads)
+    if backend == "nccl":
+        torch.cuda.set_device(rank)
+        device = torch.device("cuda", rank)
+    else:
+        device = torch.device("cpu")
+    ctx = RankContext(rank, world_size, rank, backend, device, q)
+    try:
+        ctx.stage("init_process_group")
+        init_kw: dict[str, Any] = {"timeout": timedelta(seconds=pg_timeout_s)}
+        if backend == "nccl":
+            init_kw["device_id"] = device
+        dist.init_process_group(backend, rank=rank, world_size=world_size, **init_kw)
+        ctx.stage("running")
+        value = _resolve(fn)(ctx, **kwargs)
+        q.put(("ok", rank, value))
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, one line
+        tb = traceback.extract_tb(exc.__traceback__)
+        where = f" at {os.path.basename(tb[-1].filename)}:{tb[-1].lineno}" if tb else ""
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        q.put(("error", rank, f"{type(exc).__name__}: {first}{where}"))
+    finally:
+        try:
+            if dist.is_initialized():
+                dist.destroy_process_group()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def launch(
+    fn: str,
+    world_size: int,
+    backend: str = "gloo",
+    kwargs: dict[str, Any] | None = None,
+    timeout_s: float = 60.0,
+    env: dict[str, str] | None = None,
+    threads_per_rank: int | None = None,
+) -> LaunchResult:
+    """Run ``fn(ctx: RankContext, **kwargs)`` on `world_size` local ranks.
+
+    `fn` is ``"module:function"`` so that it can be found in a fresh process.
+    Returns within `timeout_s` + a few seconds whatever the ranks do.
+    """
+    if world_size < 1:
+        raise ValueError("world_size must be >= 1")
+    ctx = _mp_context()
+    q = ctx.Queue()
+    port = free_port()
+    threads = threads_per_rank or max(1, (os.cpu_count() or 1) // world_size)
+    # The process-group timeout is what unblocks survivors stuck in a collective.
+    # Shorter than the parent's deadline so that survivors report their own
+    # timeout first and the silent (hung) rank stands out.
+    pg_timeout = max(2.0, 0.75 * timeout_s)
+    procs = []
+    t0 = time.monotonic()
+    for r in range(world_size):
+        p = ctx.Process(
+            target=_worker,
+            args=(r, world_size, port, backend, fn, kwargs or {}, q, pg_timeout, threads, env or {}),
+            name=f"trainready-rank{r}",
+            daemon=True,
+        )
+        p.start()
+        procs.append(p)
+
+    deadline = t0 + timeout_s
+    done: dict[int, tuple[str, Any]] = {}
+    stages: dict[int, tuple[int, str]] = {r: (0, "started") for r in range(world_size)}
+    died: dict[int, int] = {}
+    first_death: float | None = None
+    timed_out = False
+    while len(done) + len(died) < world_size:
+        now = time.monotonic()
+        if now >= deadline:
+            timed_out = True
+            break
+        if first_death is not None and now - first_death > DEAD_RANK_GRACE_S:
+            break
+        try:
+            kind, rank, payload = q.get(timeout=0.1)
+        except queue_mod.Empty:
+            for r, p in enumerate(procs):
+                if r not in done and r not in died and not p.is_alive() and p.exitcode not in (None, 0):
+                    died[r] = p.exitcode  # type: ignore[assignment]
+                    first_death = first_death or time.monotonic()
+            continue
+        if kind == "stage":
+            stages[rank] = payload
+        else:
+            done[rank] = (kind, payload)
+
+    for p in procs:
+        p.join(timeout=0.2 if (timed_out or died) else 5.0)
+    # Drain late messages so errors that raced the deadline are still reported.
+    while True:
+        try:
+            kind, rank, payload = q.get_nowait()
+        except (queue_mod.Empty, OSError, ValueError):
+            break
+        if kind == "stage":
+            stages[rank] = payload
+        elif rank not in done:
+            done[rank] = (kind, payload)
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+    for p in procs:
+        p.join(timeout=5.0)
+    q.close()
+
+    outcomes = []
+    unresolved = [r for r in range(world_size) if r not in done and r not in died]
+    errored = [r for r in done if done[r][0] == "error"]
+    # Who is to blame: a dead rank; else a rank still silent when the others
+    # had given up (hung); else, if all are silent, the ones whose progress
+    # stopped earliest; a rank's own exception only when nobody died or hung
+    # (otherwise it is most likely the timeout/peer-closed error caused by them).
+    if died:
+        culprits = set(died)
+    elif unresolved and len(unresolved) < world_size:
+        culprits = set(unresolved)
+    elif unresolved:
+        low = min(stages[r][0] for r in unresolved)
+        culprits = {r for r in unresolved if stages[r][0] == low}
+    else:
+        culprits = set(errored)
+    for r in range(world_size):
+        stage_no, stage = stages[r]
+        if r in done and done[r][0] == "ok":
+            outcomes.append(RankOutcome(r, "ok", done[r][1], "", stage, stage_no, procs[r].exitcode))
+        elif r in died:
+            outcomes.append(RankOutcome(r, "died", None, "", stage, stage_no, died[r]))
+        elif r in culprits and r in done:
+            outcomes.append(RankOutcome(r, "error", None, _short(done[r][1]), stage, stage_no, procs[r].exitcode))
+        elif r in culprits:
+            outcomes.append(RankOutcome(r, "hung", None, "", stage, stage_no, None))
+        else:
+            msg = _short(done[r][1]) if r in done else ""
+            outcomes.append(RankOutcome(r, "stuck", None, msg, stage, stage_no, None))
+    return LaunchResult(world_size, backend, tuple(outcomes), time.monotonic() - t0, timed_out)

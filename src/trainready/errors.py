@@ -1,0 +1,55 @@
+"""The one exceptions module.
+
+Every error a user can cause by their input derives from `UsageError` and is
+reported by the CLI as a single line with exit code 2 (no traceback).  Errors
+in recorded evidence (a corrupt checkpoint, a malformed token file) are
+`DataError`s: also one line, but they make the check that met them fail.
+"""
+
+from __future__ import annotations
+
+
+class TrainreadyError(Exception):
+    """Base class of every error trainready raises on purpose."""
+
+    exit_code: int = 1
+
+
+class UsageError(TrainreadyError):
+    """Bad command-line input, spec or path: exit code 2."""
+
+    exit_code = 2
+
+
+class ConfigError(UsageError):
+    """A spec/config file is missing, malformed, has an unknown key or a wrong type.
+
+    The message always names the file, the key and what was expected.
+    """
+
+    def __init__(self, path: str, key: str | None, expected: str) -> None:
+        self.path = path
+        self.key = key
+        self.expected = expected
+        where = f"{path}: key '{key}'" if key else str(path)
+        super().__init__(f"{where}: {expected}")
+
+
+class DuplicateCheckError(TrainreadyError):
+    """A check name was registered twice (a programming error, caught at import)."""
+
+
+class DataError(TrainreadyError):
+    """A data or checkpoint file is not what it claims to be (file + found vs expected)."""
+
+
+class CheckpointError(DataError):
+    """A checkpoint is missing, half-written or fails its checksums."""
+
+
+class RankFailure(TrainreadyError):
+    """One or more distributed ranks failed, hung or died; names them."""
+
+    def __init__(self, message: str, ranks: tuple[int, ...]) -> None:
+        self.ranks = ranks
+        super().__init__(message)

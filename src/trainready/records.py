@@ -1,0 +1,208 @@
+"""Typed, frozen result records and their versioned JSON form.
+
+A `CheckResult` is what one check concluded; a `Report` is one run of a
+command (node, comm, resume, ...) on one host.  Metrics carry an explicit unit
+and structured labels (``{"gpu": "0", "dtype": "bf16"}``), never a name glued
+together from strings, so the fleet layer can group and compare them.
+
+JSON schema versioning: `SCHEMA_VERSION` is bumped on any incompatible change
+(a renamed or removed field); added optional fields keep the version.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+SCHEMA_VERSION = "trainready.report/1"
+
+
+class Status(str, enum.Enum):
+    """Verdict of one check. Ordered by severity in `SEVERITY`."""
+
+    PASS = "pass"
+    WARN = "warn"
+    SKIP = "skip"
+    FAIL = "fail"
+    ERROR = "error"
+
+
+SEVERITY: dict[Status, int] = {
+    Status.PASS: 0,
+    Status.SKIP: 0,
+    Status.WARN: 1,
+    Status.FAIL: 2,
+    Status.ERROR: 3,
+}
+
+
+class Level(str, enum.Enum):
+    """How deep a run goes: `quick` checks take seconds, `standard` adds the rest."""
+
+    QUICK = "quick"
+    STANDARD = "standard"
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """The bound a metric was judged against: ``value <op> bound``.
+
+    `source` says where the bound came from (spec key, seed rule, table entry).
+    """
+
+    op: str  # one of ">=", "<=", "==", ">", "<"
+    bound: float
+    unit: str
+    source: str
+
+    def holds(self, value: float) -> bool:
+        if isinstance(value, float) and math.isnan(value):
+            return False
+        return {
+            ">=": value >= self.bound,
+            "<=": value <= self.bound,
+            ">": value > self.bound,
+            "<": value < self.bound,
+            "==": value == self.bound,
+        }[self.op]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"op": self.op, "bound": _num(self.bound), "unit": self.unit, "source": self.source}
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One measured number: name, value, unit, labels, and what it was judged against."""
+
+    name: str
+    value: float
+    unit: str
+    labels: tuple[tuple[str, str], ...] = ()
+    threshold: Threshold | None = None
+
+    @staticmethod
+    def of(
+        name: str,
+        value: float,
+        unit: str,
+        threshold: Threshold | None = None,
+        **labels: object,
+    ) -> "Metric":
+        return Metric(name, float(value), unit, tuple(sorted((k, str(v)) for k, v in labels.items())), threshold)
+
+    @property
+    def label_dict(self) -> dict[str, str]:
+        return dict(self.labels)
+
+    @property
+    def ok(self) -> bool:
+        return self.threshold is None or self.threshold.holds(self.value)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "value": _num(self.value),
+            "unit": self.unit,
+            "labels": self.label_dict,
+            "threshold": self.threshold.to_json() if self.threshold else None,
+        }
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a check's own logic returns; the base class adds name, timing, level."""
+
+    status: Status
+    message: str
+    metrics: tuple[Metric, ...] = ()
+    remedy: str = ""
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    title: str
+    level: Level
+    status: Status
+    message: str
+    remedy: str
+    metrics: tuple[Metric, ...]
+    duration_s: float
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "title": self.title,
+            "level": self.level.value,
+            "status": self.status.value,
+            "message": self.message,
+            "remedy": self.remedy,
+            "duration_s": round(self.duration_s, 4),
+            "metrics": [m.to_json() for m in self.metrics],
+            "details": _jsonable(self.details),
+        }
+
+
+@dataclass(frozen=True)
+class Report:
+    """One command's run on one host."""
+
+    command: str
+    host: str
+    started_at: str  # ISO-8601 UTC
+    duration_s: float
+    tool_version: str
+    spec: Mapping[str, Any]
+    results: tuple[CheckResult, ...]
+    context: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def status(self) -> Status:
+        worst = Status.PASS
+        for r in self.results:
+            if SEVERITY[r.status] > SEVERITY[worst]:
+                worst = r.status
+        return worst
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if SEVERITY[self.status] >= SEVERITY[Status.FAIL] else 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA_VERSION,
+            "command": self.command,
+            "host": self.host,
+            "started_at": self.started_at,
+            "duration_s": round(self.duration_s, 3),
+            "tool_version": self.tool_version,
+            "status": self.status.value,
+            "spec": _jsonable(self.spec),
+            "context": _jsonable(self.context),
+            "results": [r.to_json() for r in self.results],
+        }
+
+
+def _num(x: float) -> float | str | None:
+    """JSON has no NaN/inf: write them as strings so the file stays valid JSON."""
+    if isinstance(x, float) and (math.isnan(x) or math.isinf(x)):
+        return str(x)
+    return x
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return _num(obj)
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, Mapping):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if hasattr(obj, "to_json"):
+        return obj.to_json()
+    return obj

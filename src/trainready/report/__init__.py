@@ -1,0 +1,1 @@
+"""Rendering reports: rich tables for people, versioned JSON for machines."""

@@ -1,0 +1,71 @@
+"""Render a `Report` as a table (people) or write it as JSON (machines)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from trainready.records import CheckResult, Metric, Report, Status
+from trainready.util.atomic import atomic_write_json
+
+STYLE = {
+    Status.PASS: "bold green",
+    Status.WARN: "bold yellow",
+    Status.SKIP: "dim",
+    Status.FAIL: "bold red",
+    Status.ERROR: "bold magenta",
+}
+
+
+def status_text(s: Status) -> Text:
+    return Text(s.value.upper(), style=STYLE[s])
+
+
+def fmt_metric(m: Metric) -> str:
+    labels = ",".join(f"{k}={v}" for k, v in m.labels)
+    val = f"{m.value:.4g}" if abs(m.value) < 1e5 else f"{m.value:.3e}"
+    thr = f" ({m.threshold.op} {m.threshold.bound:.4g})" if m.threshold else ""
+    unit = "" if m.unit == "1" else f" {m.unit}"
+    return f"{m.name}{'[' + labels + ']' if labels else ''} = {val}{unit}{thr}"
+
+
+def results_table(results: tuple[CheckResult, ...] | list[CheckResult], title: str = "") -> Table:
+    t = Table(title=title or None, show_lines=False, expand=False)
+    t.add_column("check", style="bold")
+    t.add_column("status")
+    t.add_column("time", justify="right")
+    t.add_column("result", overflow="fold")
+    for r in results:
+        msg = Text(r.message)
+        if r.status in (Status.FAIL, Status.ERROR, Status.WARN) and r.remedy:
+            msg.append(f"\n→ {r.remedy}", style="italic")
+        t.add_row(r.name, status_text(r.status), f"{r.duration_s:.1f}s", msg)
+    return t
+
+
+def print_report(report: Report, console: Console, verbose: bool = False) -> None:
+    console.print(results_table(report.results, title=f"trainready {report.command} on {report.host}"))
+    if verbose:
+        for r in report.results:
+            for m in r.metrics:
+                console.print(f"  {r.name}: {fmt_metric(m)}", highlight=False)
+    counts: dict[str, int] = {}
+    for r in report.results:
+        counts[r.status.value] = counts.get(r.status.value, 0) + 1
+    summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+    console.print(
+        Text.assemble("verdict: ", status_text(report.status), f"  ({summary}; {report.duration_s:.1f} s)")
+    )
+
+
+def write_json(report: Report, path: str | Path) -> Path:
+    """Atomic: a crash leaves the previous file or none, never a partial one."""
+    return atomic_write_json(path, report.to_json())
+
+
+def dumps(report: Report) -> str:
+    return json.dumps(report.to_json(), indent=2)

@@ -1,0 +1,44 @@
+"""Run a list of checks with a progress display and build the `Report`."""
+
+from __future__ import annotations
+
+import datetime as dt
+import socket
+import time
+from typing import Any, Callable, Sequence
+
+from trainready import __version__
+from trainready.checks.base import Check, CheckContext
+from trainready.records import CheckResult, Report
+from trainready.spec.load import spec_to_json
+
+
+def run_checks(
+    command: str,
+    checks: Sequence[type[Check]],
+    ctx: CheckContext,
+    on_start: Callable[[type[Check]], None] | None = None,
+    on_done: Callable[[CheckResult], None] | None = None,
+    context: dict[str, Any] | None = None,
+) -> Report:
+    started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    t0 = time.perf_counter()
+    results = []
+    for cls in checks:
+        if on_start:
+            on_start(cls)
+        res = cls().execute(ctx)
+        ctx.previous[res.name] = res
+        results.append(res)
+        if on_done:
+            on_done(res)
+    return Report(
+        command=command,
+        host=socket.gethostname(),
+        started_at=started,
+        duration_s=time.perf_counter() - t0,
+        tool_version=__version__,
+        spec=spec_to_json(ctx.spec),
+        results=tuple(results),
+        context=context or {},
+    )

@@ -1,0 +1,23 @@
+"""What a node *should* be: the spec every machine is held to."""
+
+from trainready.spec.model import (
+    CommSpec,
+    ComputeSpec,
+    GpuSpec,
+    NodeSpec,
+    ResumeSpec,
+    SoftwareSpec,
+)
+from trainready.spec.load import default_spec, example_path, load_spec
+
+__all__ = [
+    "CommSpec",
+    "ComputeSpec",
+    "GpuSpec",
+    "NodeSpec",
+    "ResumeSpec",
+    "SoftwareSpec",
+    "default_spec",
+    "example_path",
+    "load_spec",
+]

@@ -1,0 +1,93 @@
+"""Spec dataclasses. Every field has a doc; every field has a default so a spec
+file only needs to say what it expects.  `None` means "no expectation": the
+matching check reports the figure and does not judge it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainready.util.strict import doc_field
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    count: int = doc_field(0, "Number of GPUs this node must expose (0 = a CPU-only node).")
+    model: str | None = doc_field(
+        None, "Substring the NVML product name must contain, e.g. 'H200' or 'B200'."
+    )
+    memory_gib_min: float | None = doc_field(None, "Minimum memory per GPU in GiB (NVML total).")
+    driver_branch: str | None = doc_field(
+        None, "Driver branch (major version), e.g. '580'; compared with NVML's driver version."
+    )
+
+
+@dataclass(frozen=True)
+class SoftwareSpec:
+    torch: str | None = doc_field(None, "Expected torch.__version__ prefix, e.g. '2.13.0'.")
+    cuda: str | None = doc_field(
+        None, "Expected torch.version.cuda prefix (the toolkit torch was built for), e.g. '13.3'."
+    )
+    nccl: str | None = doc_field(None, "Expected NCCL version prefix as torch reports it, e.g. '2.30.7'.")
+    cudnn: str | None = doc_field(None, "Expected cuDNN version prefix, e.g. '9.'.")
+    python: str | None = doc_field(None, "Expected Python version prefix, e.g. '3.12'.")
+    image_digest: str | None = doc_field(
+        None, "Container image digest the node must run (sha256:...), compared with --image-digest / TRAINREADY_IMAGE_DIGEST."
+    )
+
+
+@dataclass(frozen=True)
+class ComputeSpec:
+    gemm_min_fraction: float = doc_field(
+        0.60,
+        "Per-GPU BF16 GEMM TFLOP/s must reach this fraction of the GPU's table peak (dense). "
+        "0.60 is conservative: H100/H200 reach ~0.75-0.80 of dense peak on 8192^3 (device notes).",
+    )
+    hbm_min_fraction: float = doc_field(
+        0.70,
+        "Per-GPU device-to-device copy bandwidth (read+write bytes) must reach this fraction of HBM peak.",
+    )
+    gemm_tflops_min: float | None = doc_field(
+        None, "Absolute floor for per-GPU BF16 TFLOP/s (set by `spec init` from a reference node)."
+    )
+    hbm_gbps_min: float | None = doc_field(None, "Absolute floor for per-GPU copy GB/s (set by `spec init`).")
+    spread_max: float = doc_field(
+        0.10, "Largest allowed (best - worst) / best spread of a per-GPU figure across the node's GPUs."
+    )
+
+
+@dataclass(frozen=True)
+class CommSpec:
+    world_size: int = doc_field(
+        0, "Ranks for node-local collectives; 0 = one per GPU, or 8 gloo ranks on a CPU node."
+    )
+    timeout_s: float = doc_field(60.0, "Per-collective timeout in seconds; a hung rank fails the check after this.")
+    min_fraction: float = doc_field(
+        0.80, "A collective's busbw must reach this fraction of its expectation (seed 003's 80% rule)."
+    )
+    expected_busbw_gbps: dict[str, float] = doc_field(
+        default_factory=dict,
+        doc="Expected bus bandwidth per op in GB/s (1e9 B/s) at large sizes, e.g. { all_reduce = 367.0 }.",
+    )
+
+
+@dataclass(frozen=True)
+class ResumeSpec:
+    steps: int = doc_field(100, "Total training steps of the uninterrupted control run.")
+    checkpoint_step: int = doc_field(50, "Step at which run B saves and run C resumes.")
+    atol: float = doc_field(
+        0.0, "Absolute tolerance for parameters/optimizer/loss comparisons, declared before the run (0 = bitwise)."
+    )
+    rtol: float = doc_field(0.0, "Relative tolerance, declared before the run (0 = bitwise).")
+    ranks: int = doc_field(1, "Data-parallel ranks for the resume protocol.")
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    name: str = doc_field("unnamed", "Short name of this node profile.")
+    description: str = doc_field("", "What this spec describes and where its numbers come from.")
+    gpu: GpuSpec = doc_field(default_factory=GpuSpec, doc="What the GPUs must be.")
+    software: SoftwareSpec = doc_field(default_factory=SoftwareSpec, doc="Versions the image must carry.")
+    compute: ComputeSpec = doc_field(default_factory=ComputeSpec, doc="Compute thresholds.")
+    comm: CommSpec = doc_field(default_factory=CommSpec, doc="Collective-communication thresholds.")
+    resume: ResumeSpec = doc_field(default_factory=ResumeSpec, doc="Resume-equivalence protocol.")
