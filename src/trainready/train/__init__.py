@@ -1,0 +1,1 @@
+"""The reference workload: a small decoder-only transformer and its training step."""
