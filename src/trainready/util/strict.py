@@ -51,7 +51,7 @@ def read_toml(path: str | Path) -> dict[str, Any]:
 def load_dataclass(cls: type[T], data: dict[str, Any], path: str, prefix: str = "") -> T:
     """Build `cls` from `data`, strictly."""
     if not isinstance(data, dict):
-        raise ConfigError(path, prefix or None, f"expected a table, got {_tname(data)}")
+        raise ConfigError(path, prefix.rstrip(".") or None, f"expected a table, got {_tname(data)}")
     hints = get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     kwargs: dict[str, Any] = {}

@@ -1,0 +1,39 @@
+import json
+import math
+
+from trainready.records import CheckResult, Level, Metric, Report, Status, Threshold
+
+
+def _result(status: Status) -> CheckResult:
+    return CheckResult("x", "X", Level.QUICK, status, "m", "", (), 0.1)
+
+
+def test_threshold_ops_and_nan():
+    t = Threshold(">=", 10.0, "GB/s", "spec")
+    assert not t.holds(9.99)
+    assert t.holds(10.0)
+    assert not t.holds(math.nan)  # a NaN figure never passes
+    assert Threshold("<=", 1, "s", "x").holds(0.5) and not Threshold("<=", 1, "s", "x").holds(1.5)
+
+
+def test_metric_labels_are_structured_and_sorted():
+    m = Metric.of("busbw", 12.5, "GB/s", None, op="all_reduce", gpu=3)
+    assert m.labels == (("gpu", "3"), ("op", "all_reduce"))
+    assert m.to_json()["labels"] == {"gpu": "3", "op": "all_reduce"}
+
+
+def test_report_status_and_exit_codes():
+    assert Report("node", "h", "t", 0, "v", {}, (_result(Status.PASS), _result(Status.WARN))).exit_code == 0
+    assert Report("node", "h", "t", 0, "v", {}, (_result(Status.PASS), _result(Status.SKIP))).status == Status.PASS
+    failing = Report("node", "h", "t", 0, "v", {}, (_result(Status.PASS), _result(Status.FAIL)))
+    assert failing.exit_code == 1 and failing.status == Status.FAIL
+    assert Report("node", "h", "t", 0, "v", {}, (_result(Status.ERROR),)).exit_code == 1
+
+
+def test_json_is_strict_even_with_nan():
+    m = Metric.of("x", math.nan, "1")
+    r = CheckResult("x", "X", Level.QUICK, Status.FAIL, "m", "", (m,), 0.1, {"v": math.inf})
+    text = json.dumps(Report("node", "h", "t", 0, "v", {}, (r,)).to_json(), allow_nan=False)
+    doc = json.loads(text)
+    assert doc["schema"] == "trainready.report/1"
+    assert doc["results"][0]["metrics"][0]["value"] == "nan"

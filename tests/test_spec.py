@@ -1,0 +1,57 @@
+import pytest
+
+from trainready.errors import ConfigError
+from trainready.spec import load_spec
+from trainready.spec.load import EXAMPLES
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_examples_load(name):
+    spec, src = load_spec(f"example:{name}")
+    assert spec.name == name and src.endswith(f"{name}.toml")
+
+
+def test_b200_reference_carries_seed_versions():
+    spec, _ = load_spec("example:b200-reference")
+    assert (spec.gpu.count, spec.gpu.model) == (8, "B200")
+    assert spec.software.cuda == "13.3" and spec.software.nccl == "2.30.7" and spec.software.torch == "2.13.0a0"
+
+
+@pytest.mark.parametrize(
+    "body, key, words",
+    [
+        ("[gpu]\ncount = 'eight'\n", "gpu.count", "expected an integer, got string 'eight'"),
+        ("[gpu]\ncuont = 8\n", "gpu.cuont", "unknown key"),
+        ("bogus = 1\n", "bogus", "unknown key"),
+        ("[comm]\nexpected_busbw_gbps = { all_reduce = 'fast' }\n", "comm.expected_busbw_gbps.all_reduce", "expected a number"),
+        ("[resume]\ncheckpoint_step = 100\n", "resume.checkpoint_step", "0 < checkpoint_step < steps"),
+        ("gpu = 3\n", "gpu", "expected a table"),
+    ],
+)
+def test_bad_specs_name_file_and_key(tmp_path, body, key, words):
+    p = tmp_path / "node.toml"
+    p.write_text(body)
+    with pytest.raises(ConfigError) as ei:
+        load_spec(p)
+    msg = str(ei.value)
+    assert str(p) in msg and f"key '{key}'" in msg and words in msg
+    assert "\n" not in msg
+
+
+def test_missing_and_malformed_files(tmp_path):
+    with pytest.raises(ConfigError, match="file not found"):
+        load_spec(tmp_path / "nope.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[gpu\ncount = 1")
+    with pytest.raises(ConfigError, match="malformed TOML"):
+        load_spec(bad)
+
+
+def test_cli_bad_spec_exits_2_with_one_line(cli, tmp_path):
+    p = tmp_path / "node.toml"
+    p.write_text("[gpu]\ncount = 'eight'\n")
+    r = cli("node", "--spec", str(p), "--only", "allreduce")
+    assert r.returncode == 2
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert lines == [f"trainready: error: {p}: key 'gpu.count': expected an integer, got string 'eight'"]
+    assert "Traceback" not in r.stderr + r.stdout
