@@ -21,6 +21,15 @@ BIN_DTYPES = {"uint16": np.dtype("<u2"), "uint32": np.dtype("<u4")}
 DEFAULT_BIN_DTYPE = "uint16"  # nanoGPT
 
 
+def as_dtype(name: str, path: Path) -> np.dtype:
+    """The caller's dtype name as a numpy dtype; a DataError naming `path` if it is not one."""
+    try:
+        return np.dtype(name)
+    except TypeError:
+        raise DataError(f"{path}: dtype: found '{name}', expected a numpy integer dtype name such as uint16") \
+            from None
+
+
 def sidecar_path(path: Path) -> Path:
     return Path(str(path) + ".json")
 
@@ -57,7 +66,7 @@ class FlatTokens:
         self._files = [p]
         if p.suffix == ".npy":
             self._arr = _open_npy(p)
-            if dtype is not None and np.dtype(dtype) != self._arr.dtype:
+            if dtype is not None and as_dtype(dtype, p) != self._arr.dtype:
                 raise DataError(f"{p}: dtype: found {self._arr.dtype.name}, expected {dtype} (given by the caller)")
         else:
             dt = _bin_dtype(p, dtype)

@@ -11,7 +11,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from trainready.data.flat import FlatTokens
+from trainready.data.flat import FlatTokens, as_dtype
 from trainready.data.megatron import IndexedDataset, bin_path, idx_path, sha256_files
 from trainready.errors import DataError
 
@@ -84,7 +84,7 @@ def open_tokens(path: str | Path, dtype: str | None = None) -> TokenSource:
 
 def _megatron(prefix: Path, dtype: str | None) -> MegatronTokens:
     src = MegatronTokens(prefix)
-    if dtype is not None and np.dtype(dtype) != src.dtype:
+    if dtype is not None and as_dtype(dtype, src.dataset.idx_path) != src.dtype:
         raise DataError(f"{src.dataset.idx_path}: dtype: found {src.dtype.name}, expected {dtype} (given by the caller)")
     return src
 
