@@ -141,3 +141,24 @@ def test_bad_dtype_name(tmp_path: Path) -> None:
 
 def test_directory_is_refused(tmp_path: Path) -> None:
     assert "found a directory" in _err(tmp_path)
+
+
+def test_unknown_suffix_file(tmp_path: Path) -> None:
+    p = tmp_path / "train.tokens"
+    p.write_bytes(b"\x00" * 8)
+    assert "found a file with suffix '.tokens'" in _err(p)
+
+
+def test_fingerprint_sees_a_changed_large_file(tmp_path: Path) -> None:
+    from trainready.data.megatron import sample_hash
+
+    p = tmp_path / "big.bin"
+    data = bytearray(np.arange(1 << 20, dtype="<u2").tobytes())  # 2 MiB
+    p.write_bytes(bytes(data))
+    small_limit = 1 << 20  # force the sampled path (file > 1 MiB)
+    before = sample_hash([p], whole_below=small_limit)
+    assert before == sample_hash([p], whole_below=small_limit)
+    data[-1] ^= 0xFF  # last byte lies in the last sampled block
+    p.write_bytes(bytes(data))
+    assert sample_hash([p], whole_below=small_limit) != before
+    assert open_tokens(p).fingerprint() == sample_hash([p])

@@ -224,3 +224,12 @@ def test_missing_companion(tmp_path: Path, missing: str) -> None:
 def test_missing_path(tmp_path: Path) -> None:
     msg = _err(tmp_path / "nothing")
     assert "nothing" in msg and "no such file" in msg
+
+
+def test_empty_dataset_reads_but_sampler_refuses(tmp_path: Path) -> None:
+    from trainready.data import SequenceSampler
+
+    src = open_tokens(write_indexed_dataset(tmp_path / "e", [], np.uint16))
+    assert src.num_tokens == 0
+    with pytest.raises(DataError, match="found 0 tokens"):
+        SequenceSampler(src, 8, 2, seed=0)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trainready.data.megatron import sha256_files
+from trainready.data.megatron import sample_hash, sha256_files
 from trainready.errors import DataError
 
 BIN_DTYPES = {"uint16": np.dtype("<u2"), "uint32": np.dtype("<u4")}
@@ -85,6 +85,10 @@ class FlatTokens:
         if start < 0 or length < 0 or start + length > self.num_tokens:
             raise IndexError(f"{self.path}: tokens [{start}, {start + length}) outside [0, {self.num_tokens})")
         return np.array(self._arr[start:start + length], dtype=np.int64)
+
+    def fingerprint(self) -> str:
+        """Fast identity (sizes + sampled blocks, see megatron.sample_hash); checksum() reads every byte."""
+        return sample_hash(self._files)
 
     def checksum(self) -> str:
         if self._sha is None:

@@ -12,7 +12,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from trainready.data.flat import FlatTokens, as_dtype
-from trainready.data.megatron import IndexedDataset, bin_path, idx_path, sha256_files
+from trainready.data.megatron import IndexedDataset, bin_path, idx_path, sample_hash, sha256_files
 from trainready.errors import DataError
 
 
@@ -25,6 +25,10 @@ class TokenSource(Protocol):
     def tokens(self, start: int, length: int) -> np.ndarray:
         """Tokens [start, start+length) of the concatenated stream: a copy, int64, shape [length]."""
         ...
+
+    def fingerprint(self) -> str:
+        """Fast identity (sizes + sampled blocks, see megatron.sample_hash); checksum() reads every byte."""
+        return sample_hash([self.dataset.idx_path, self.dataset.bin_path])
 
     def checksum(self) -> str:
         """sha256 hex of the underlying file bytes (.idx then .bin for Megatron)."""
@@ -49,6 +53,10 @@ class MegatronTokens:
         if start < 0 or length < 0 or start + length > self.num_tokens:
             raise IndexError(f"{self.path}: tokens [{start}, {start + length}) outside [0, {self.num_tokens})")
         return np.array(self._stream[start:start + length], dtype=np.int64)
+
+    def fingerprint(self) -> str:
+        """Fast identity (sizes + sampled blocks, see megatron.sample_hash); checksum() reads every byte."""
+        return sample_hash([self.dataset.idx_path, self.dataset.bin_path])
 
     def checksum(self) -> str:
         if self._sha is None:
@@ -79,6 +87,8 @@ def open_tokens(path: str | Path, dtype: str | None = None) -> TokenSource:
         return FlatTokens(p, dtype)
     if idx_path(p).is_file() or bin_path(p).is_file():
         return _megatron(p, dtype)
+    if p.is_file():
+        raise DataError(f"{p}: found a file with suffix '{p.suffix}', expected {EXPECTED}")
     raise DataError(f"{p}: found no such file (nor {p.name}.idx/.bin), expected {EXPECTED}")
 
 
