@@ -196,11 +196,14 @@ def launch(
     timeout_s: float = 60.0,
     env: dict[str, str] | None = None,
     threads_per_rank: int | None = None,
+    stall_s: float | None = None,
 ) -> LaunchResult:
     """Run ``fn(ctx: RankContext, **kwargs)`` on `world_size` local ranks.
 
     `fn` is ``"module:function"`` so that it can be found in a fresh process.
-    Returns within `timeout_s` + a few seconds whatever the ranks do.
+    Returns within `timeout_s` + a few seconds whatever the ranks do.  With
+    `stall_s`, also gives up (timed_out) once no rank has reported anything
+    (stage, result) for `stall_s` seconds: a per-step bound for long runs.
     """
     if world_size < 1:
         raise ValueError("world_size must be >= 1")
@@ -230,9 +233,10 @@ def launch(
     died: dict[int, int] = {}
     first_death: float | None = None
     timed_out = False
+    last_news = t0
     while len(done) + len(died) < world_size:
         now = time.monotonic()
-        if now >= deadline:
+        if now >= deadline or (stall_s is not None and now - last_news > stall_s):
             timed_out = True
             break
         if first_death is not None and now - first_death > DEAD_RANK_GRACE_S:
@@ -245,6 +249,7 @@ def launch(
                     died[r] = p.exitcode  # type: ignore[assignment]
                     first_death = first_death or time.monotonic()
             continue
+        last_news = time.monotonic()
         if kind == "stage":
             stages[rank] = payload
         else:
