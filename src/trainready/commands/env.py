@@ -1,9 +1,53 @@
-"""`trainready env`: the manifest (placeholder until probe lands)."""
+"""`trainready env`: the manifest a colleague needs to reproduce this machine."""
 
 from __future__ import annotations
 
+import json
+import sys
+
 import typer
+from rich.console import Console
+
+from trainready.errors import UsageError
+from trainready.util.atomic import atomic_write_json
+
+
+def env(
+    json_path: str = typer.Option(None, "--json", help="Write the manifest as JSON to this path (atomically); '-' prints it to stdout and the summary to stderr."),
+    code: str = typer.Option(None, "--code", help="Training-code checkout: record its git commit and whether the tree is dirty."),
+    lock: str = typer.Option(None, "--lock", help="Lock file (uv.lock, requirements.txt, ...): record its sha256."),
+    image_digest: str = typer.Option(None, "--image-digest", help="Container image digest (sha256:...); default: env TRAINREADY_IMAGE_DIGEST."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No readable summary (with --json)."),
+) -> None:
+    """Record this machine: host, GPUs (NVML), software chain, container, code, InfiniBand, env vars.
+
+    Every field that cannot be read says why ("unavailable: no NVIDIA driver"); env
+    vars that look secret (TOKEN, SECRET, KEY, PASSWORD, ..., or token-shaped values)
+    are redacted.  Exit 0 once recorded; 2 on bad input.  Judging is `trainready node`'s job.
+
+    Examples:\n
+      trainready env                                   # readable summary\n
+      trainready env --json env.json                   # summary + manifest file\n
+      trainready env --json - -q | jq .gpu.nvml        # JSON only, to stdout\n
+      trainready env --code ~/Megatron-LM --lock uv.lock --image-digest sha256:0123...
+    """
+    from trainready.probe.manifest import collect
+    from trainready.probe.render import print_summary
+
+    manifest = collect(code_path=code, lock_file=lock, image_digest=image_digest)
+    console = Console(stderr=json_path == "-")
+    if not quiet:
+        print_summary(manifest, console)
+    if json_path == "-":
+        sys.stdout.write(json.dumps(manifest, indent=2) + "\n")
+    elif json_path:
+        try:
+            atomic_write_json(json_path, manifest)
+        except OSError as exc:
+            raise UsageError(f"--json {json_path}: cannot write ({exc.strerror})") from None
+        if not quiet:
+            console.print(f"manifest written to {json_path}")
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.command("env")(env)

@@ -24,6 +24,11 @@ def is_unavailable(value: object) -> bool:
     return isinstance(value, str) and value.startswith(UNAVAILABLE)
 
 
+def why(value: str) -> str:
+    """An "unavailable: reason" fact as just its reason, for messages."""
+    return value[len(UNAVAILABLE):] if is_unavailable(value) else value
+
+
 def guarded(fn: Callable[[], T], what: str = "") -> T | str:
     """Call `fn`; on any exception return `unavailable(<exception, one line>)`."""
     try:

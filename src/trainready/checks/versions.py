@@ -1,0 +1,128 @@
+"""Question 1, second half: is the version chain consistent?
+
+driver → the CUDA version it supports (NVML's "CUDA driver version", which is
+what `nvidia-smi` prints as "CUDA Version": the driver's ceiling, NOT the
+installed toolkit — seed 003's trap) ≥ the CUDA toolkit torch was built for
+(torch.version.cuda); NCCL and cuDNN present in torch and matching the spec;
+torch/Python/image digest as the spec pins them.
+
+CUDA compatibility (NVIDIA "CUDA Compatibility" guide): a driver of an older
+major version cannot run a newer-major toolkit → fail; a driver of the same
+major but an older minor runs it through minor-version compatibility, without
+PTX JIT for newer features → warn.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from trainready.checks.base import Check, CheckContext, register
+from trainready.checks.gpu_visible import node_facts
+from trainready.probe import is_unavailable, why
+from trainready.probe.container import DIGEST_ENV
+from trainready.probe.facts import NodeFacts
+from trainready.records import Level, Outcome, Status
+from trainready.spec.model import NodeSpec
+
+TRAP = "nvidia-smi's 'CUDA Version' is the driver's ceiling, not the installed toolkit"
+
+
+def version_matches(expected: str, actual: str) -> bool:
+    """Component-wise prefix: '2.13' matches '2.13.0+cpu' but not '2.130'; '13.' matches '13.0'.
+
+    An expectation with a local part ('+cu130') is compared as a plain string prefix.
+    """
+    if "+" in expected:
+        return actual.startswith(expected)
+    exp = [p for p in expected.strip().rstrip(".").split(".") if p]
+    act = actual.split("+", 1)[0].split(".")
+    return bool(exp) and len(exp) <= len(act) and all(e == a for e, a in zip(exp, act))
+
+
+def _major_minor(v: str) -> tuple[int, int] | None:
+    m = re.match(r"^(\d+)\.(\d+)", v.strip())
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def judge_versions(spec: NodeSpec, f: NodeFacts, image_digest: str | None = None) -> Outcome:
+    sw, gpu_expected = spec.software, spec.gpu.count > 0
+    said: list[str] = []
+    fails: list[tuple[str, str]] = []
+    warns: list[str] = []
+    v = f.versions
+
+    def pin(key: str, expected: str | None, actual: str, remedy: str) -> None:
+        if expected is None:
+            said.append(f"{key} {actual}" if not is_unavailable(actual) else f"{key} not judged ({why(actual)})")
+        elif is_unavailable(actual) or not version_matches(expected, actual):
+            fails.append((f"spec software.{key} = '{expected}' but found {why(actual)}", remedy))
+        else:
+            said.append(f"{key} {actual} (spec '{expected}')")
+
+    image = "Use the image the spec names (or fix the spec after deliberate change)."
+    pin("python", sw.python, v.python, image)
+    pin("torch", sw.torch, v.torch, f"Install torch {sw.torch} (the image's torch; never upgrade it in place). " + image)
+    pin("cuda", sw.cuda, v.torch_cuda, "torch.version.cuda is the toolkit torch was built for: use a torch build for that CUDA. " + image)
+
+    nv = f.nvml
+    if not nv.ok:
+        if gpu_expected:
+            fails.append((f"driver not readable: {why(str(nv.error))}", "Install/load the NVIDIA driver (nvidia-smi must work)."))
+        else:
+            said.append("driver/CUDA/NCCL/cuDNN not judged: no GPU expected (spec gpu.count = 0)")
+    else:
+        drv, ceiling = nv.driver_version, nv.cuda_driver_version
+        said.append(f"driver {drv}")
+        if spec.gpu.driver_branch and not str(drv).startswith(spec.gpu.driver_branch.rstrip(".") + "."):
+            fails.append((f"spec gpu.driver_branch = '{spec.gpu.driver_branch}' but driver is {drv}",
+                          "Install the driver branch the spec names (vendor support matrix)."))
+        d, t = _major_minor(str(ceiling)), _major_minor(v.torch_cuda) if not is_unavailable(v.torch_cuda) else None
+        if d and t:
+            rel = f"driver supports CUDA ≤ {ceiling}, torch built for CUDA {v.torch_cuda} ({TRAP})"
+            if d[0] < t[0]:
+                fails.append((rel, f"Upgrade the driver to one supporting CUDA {v.torch_cuda}, or use a torch/image built "
+                              f"for CUDA ≤ {ceiling}. Do not read nvidia-smi's 'CUDA Version' as the toolkit."))
+            elif d < t:
+                warns.append(rel + ": runs via minor-version compatibility (no PTX JIT for newer code)")
+            else:
+                said.append(rel)
+        elif gpu_expected:
+            fails.append((f"cannot compare driver CUDA ({ceiling}) with torch's CUDA ({v.torch_cuda}) ({TRAP})",
+                          "Install a CUDA build of torch."))
+
+    if gpu_expected or sw.nccl or sw.cudnn:
+        pin("nccl", sw.nccl, v.nccl, "NCCL must be NVIDIA's build matching the CUDA major (seed 003): use the image's torch/NCCL.")
+        pin("cudnn", sw.cudnn, v.cudnn, "Use the image's torch/cuDNN pairing.")
+        for key, val in (("nccl", v.nccl), ("cudnn", v.cudnn)):
+            if gpu_expected and is_unavailable(val) and not any(m.startswith(f"spec software.{key}") for m, _ in fails):
+                fails.append((f"{key} missing: {why(val)}", "Install a CUDA build of torch (it ships NCCL and cuDNN)."))
+    if sw.image_digest:
+        if image_digest is None:
+            fails.append((f"spec software.image_digest = {sw.image_digest} but no digest given",
+                          f"Set {DIGEST_ENV} (or `trainready env --image-digest`) in the job to the image's digest."))
+        elif sw.image_digest not in image_digest:
+            fails.append((f"image digest {image_digest} is not the spec's {sw.image_digest}", "Run the image the spec names."))
+        else:
+            said.append(f"image {image_digest}")
+
+    details = {"versions": v.to_json(), "driver": nv.driver_version, "cuda_driver_version": nv.cuda_driver_version}
+    if fails:
+        remedy = " ".join(dict.fromkeys(r for _, r in fails))
+        return Outcome(Status.FAIL, "; ".join(m for m, _ in fails), remedy=remedy, details=details)
+    if warns:
+        return Outcome(Status.WARN, "; ".join(warns + said), remedy="Prefer a driver whose CUDA version ≥ torch's.", details=details)
+    return Outcome(Status.PASS, "; ".join(said), details=details)
+
+
+@register
+class VersionsCheck(Check):
+    name = "versions"
+    title = "Version chain: driver ≥ torch's CUDA, NCCL/cuDNN, pins"
+    level = Level.QUICK
+    order = 15
+    timeout_s = 120.0
+
+    def run(self, ctx: CheckContext) -> Outcome:
+        digest = ctx.options.get("image_digest") or os.environ.get(DIGEST_ENV) or None
+        return judge_versions(ctx.spec, node_facts(ctx, "versions.facts"), digest)
