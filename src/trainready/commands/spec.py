@@ -1,9 +1,107 @@
-"""`trainready env`: the manifest (placeholder until probe lands)."""
+"""`trainready spec`: write, show and validate node specs."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import typer
+from rich.console import Console
+
+from trainready.errors import UsageError
+from trainready.util.atomic import atomic_write_text
+from trainready.util.strict import dump_toml
+
+spec_app = typer.Typer(
+    help="Write, show and check node specs (what a node *should* be).",
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+MEASURE_CHECKS = ("throughput", "comm")
+
+
+@spec_app.command("init")
+def init(
+    out: Path = typer.Option(Path("node-spec.toml"), "--out", "-o", help="Where to write the spec."),
+    from_report: Path = typer.Option(
+        None, "--from-report", help="A `trainready node --json` record of this machine to take measured floors from."
+    ),
+    measure: bool = typer.Option(
+        False, "--measure", help="Run the throughput and comm checks now and take floors from them."
+    ),
+    tolerance: float = typer.Option(
+        0.8, "--tolerance", help="Floors are this fraction of the reference's worst figure (seed 003: 80%)."
+    ),
+    name: str = typer.Option(None, "--name", help="Spec name (default: <hostname>-reference)."),
+    image_digest: str = typer.Option(None, "--image-digest", help="Image digest this node runs (sha256:...)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
+) -> None:
+    """Write a spec from THIS machine: the accepted reference server becomes the spec the fleet is held to.
+
+    Examples:\n
+      trainready node --json ref.json && trainready spec init --from-report ref.json -o fleet.toml\n
+      trainready spec init --measure -o fleet.toml
+    """
+    from trainready.probe.manifest import collect
+    from trainready.spec.init import spec_from_machine
+
+    if not 0 < tolerance <= 1:
+        raise UsageError(f"--tolerance: expected 0 < x <= 1, got {tolerance}")
+    if out.exists() and not force:
+        raise UsageError(f"--out {out}: file exists (pass --force to overwrite)")
+    report = None
+    if from_report is not None:
+        try:
+            report = json.loads(from_report.read_text())
+        except OSError as exc:
+            raise UsageError(f"--from-report {from_report}: unreadable ({exc.strerror})") from None
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"--from-report {from_report}: not JSON ({exc.msg} at line {exc.lineno})") from None
+        if not isinstance(report, dict) or not str(report.get("schema", "")).startswith("trainready.report/"):
+            raise UsageError(f"--from-report {from_report}: expected a trainready report (schema trainready.report/1)")
+    elif measure:
+        report = _measure()
+    manifest = collect(image_digest=image_digest)
+    spec = spec_from_machine(manifest, report, tolerance, name)
+    text = f"# Written by `trainready spec init`. Review before use.\n{dump_toml(spec)}"
+    atomic_write_text(out, text)
+    Console(stderr=True).print(f"spec written to {out}")
+
+
+def _measure() -> dict:
+    import tempfile
+
+    from trainready.checks import REGISTRY, CheckContext, select
+    from trainready.records import Level
+    from trainready.runner import run_checks
+    from trainready.spec import default_spec, load_spec
+
+    names = [n for n in MEASURE_CHECKS if n in REGISTRY]
+    from trainready.util.devices import cuda_count
+
+    spec = load_spec("example:h200-8x")[0] if cuda_count() else default_spec()
+    ctx = CheckContext(spec, Path(tempfile.mkdtemp(prefix="trainready-spec-")))
+    return run_checks("node", select(names, None, Level.STANDARD), ctx).to_json()
+
+
+@spec_app.command("show")
+def show(spec: str = typer.Argument(None, help="Spec file or example:NAME (default: the CPU profile).")) -> None:
+    """Print a spec, resolved with every default, as commented TOML."""
+    from trainready.spec import load_spec
+
+    s, _ = load_spec(spec)
+    typer.echo(dump_toml(s), nl=False)
+
+
+@spec_app.command("check")
+def check(spec: str = typer.Argument(..., help="Spec file to validate.")) -> None:
+    """Validate a spec strictly: exit 0 if it loads, else one line naming the file and key, exit 2."""
+    from trainready.spec import load_spec
+
+    s, src = load_spec(spec)
+    typer.echo(f"{src}: ok ({s.name})")
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.add_typer(spec_app, name="spec")

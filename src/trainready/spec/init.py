@@ -1,0 +1,103 @@
+"""`spec init`: turn the accepted reference server into the spec the fleet is held to.
+
+Expectations come from two sources: the manifest (what the machine *is*: GPU
+model/count/memory, driver branch, torch/CUDA/NCCL/cuDNN/Python, image digest)
+and a node report (what it *measured*: per-GPU GEMM TFLOP/s and copy GB/s,
+collective busbw).  Measured figures become floors at `tolerance` × the
+reference's worst figure, so a node matching the reference passes and one
+20% slower (seed 003's 80% rule, the default tolerance) fails.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, Mapping
+
+from trainready.spec.model import CommSpec, ComputeSpec, GpuSpec, NodeSpec, ResumeSpec, SoftwareSpec
+
+# Metric names written by the checks (checks/throughput.py, checks/comm_sweep.py).
+GEMM_METRIC = "gemm_bf16_tflops"
+COPY_METRIC = "hbm_copy_gbps"
+BUSBW_METRIC = "busbw_avg"
+
+
+def _known(v: Any) -> bool:
+    return v is not None and not (isinstance(v, str) and v.startswith("unavailable"))
+
+
+def _prefix_version(v: Any, parts: int) -> str | None:
+    """'2.13.0+cu130' → '2.13.0' (parts=3); '13.0' → '13.0'. Unknown → None."""
+    if not _known(v):
+        return None
+    m = re.match(r"^(\d+(?:\.\d+){0,%d})" % (parts - 1), str(v))
+    return m.group(1) if m else None
+
+
+def _metrics(report: Mapping[str, Any] | None, name: str) -> list[dict[str, Any]]:
+    if not report:
+        return []
+    out = []
+    for r in report.get("results", []):
+        for m in r.get("metrics", []):
+            if m.get("name") == name and isinstance(m.get("value"), (int, float)):
+                out.append(m)
+    return out
+
+
+def spec_from_machine(
+    manifest: Mapping[str, Any],
+    report: Mapping[str, Any] | None = None,
+    tolerance: float = 0.8,
+    name: str | None = None,
+) -> NodeSpec:
+    host = manifest.get("host", {}) if isinstance(manifest.get("host"), Mapping) else {}
+    gpu_sec = manifest.get("gpu", {}) if isinstance(manifest.get("gpu"), Mapping) else {}
+    nvml = gpu_sec.get("nvml", {}) if isinstance(gpu_sec.get("nvml"), Mapping) else {}
+    gpus = nvml.get("gpus", []) or []
+    models = sorted({g.get("name", "") for g in gpus})
+    mems = [g.get("memory_total_mib") for g in gpus if isinstance(g.get("memory_total_mib"), int)]
+    driver = nvml.get("driver_version")
+    gpu = GpuSpec(
+        count=len(gpus),
+        model=models[0].replace("NVIDIA ", "") if len(models) == 1 and models[0] else None,
+        # Floor at 99% of the reference's smallest board: NVML totals differ by a few MiB across VBIOS versions.
+        memory_gib_min=round(min(mems) / 1024 * 0.99, 1) if mems else None,
+        driver_branch=str(driver).split(".")[0] if _known(driver) else None,
+    )
+    sw = manifest.get("software", {}) if isinstance(manifest.get("software"), Mapping) else {}
+    cont = manifest.get("container", {}) if isinstance(manifest.get("container"), Mapping) else {}
+    software = SoftwareSpec(
+        torch=_prefix_version(sw.get("torch"), 3),
+        cuda=_prefix_version(sw.get("torch_cuda"), 2),
+        nccl=_prefix_version(sw.get("nccl"), 3),
+        cudnn=_prefix_version(sw.get("cudnn"), 1),
+        python=_prefix_version(sw.get("python"), 2),
+        image_digest=cont.get("image_digest") if _known(cont.get("image_digest")) else None,
+    )
+    gemm = [m["value"] for m in _metrics(report, GEMM_METRIC)]
+    copy = [m["value"] for m in _metrics(report, COPY_METRIC)]
+    compute = ComputeSpec(
+        gemm_tflops_min=round(min(gemm) * tolerance, 1) if gemm else None,
+        hbm_gbps_min=round(min(copy) * tolerance, 1) if copy else None,
+    )
+    busbw: dict[str, float] = {}
+    for m in _metrics(report, BUSBW_METRIC):
+        op = dict(m.get("labels", {})).get("op")
+        if op:
+            # The expectation is the reference's figure; the check applies comm.min_fraction.
+            busbw[op] = round(float(m["value"]), 2)
+    comm = CommSpec(min_fraction=tolerance, expected_busbw_gbps=busbw)
+    hostname = host.get("hostname", "reference")
+    return NodeSpec(
+        name=name or f"{hostname}-reference",
+        description=(
+            f"Written by `trainready spec init` from {hostname} at {manifest.get('collected_at', '?')}; "
+            f"measured floors at {tolerance:g} x the reference's worst figure."
+        ),
+        gpu=gpu,
+        software=software,
+        compute=compute,
+        comm=comm,
+        resume=dataclasses.replace(ResumeSpec(), ranks=1),
+    )

@@ -1,0 +1,74 @@
+"""`spec init`: the reference machine's manifest + measured figures → a spec that loads back."""
+
+from trainready.spec import load_spec
+from trainready.spec.init import spec_from_machine
+from trainready.util.strict import dump_toml
+
+MANIFEST = {
+    "collected_at": "2026-12-02T10:00:00+00:00",
+    "host": {"hostname": "ref-node-001"},
+    "gpu": {
+        "nvml": {
+            "driver_version": "580.159.04",
+            "cuda_driver_version": "13.0",
+            "gpus": [{"index": i, "name": "NVIDIA H200", "memory_total_mib": 143771} for i in range(8)],
+        }
+    },
+    "software": {
+        "torch": "2.11.0+cu130",
+        "torch_cuda": "13.0",
+        "nccl": "2.28.9",
+        "cudnn": "91300",
+        "python": "3.12.3",
+    },
+    "container": {"image_digest": "sha256:" + "ab" * 32},
+}
+
+
+def _report(gemm, copy, busbw):
+    metrics = [{"name": "gemm_bf16_tflops", "value": v, "labels": {"gpu": str(i)}} for i, v in enumerate(gemm)]
+    metrics += [{"name": "hbm_copy_gbps", "value": v, "labels": {"gpu": str(i)}} for i, v in enumerate(copy)]
+    metrics += [{"name": "busbw_avg", "value": v, "labels": {"op": op}} for op, v in busbw.items()]
+    return {"schema": "trainready.report/1", "results": [{"name": "x", "metrics": metrics}]}
+
+
+def test_spec_from_reference_machine(tmp_path):
+    spec = spec_from_machine(MANIFEST, _report([780.0, 760.0], [4300.0, 4200.0], {"all_reduce": 360.0}), 0.8)
+    assert (spec.gpu.count, spec.gpu.model, spec.gpu.driver_branch) == (8, "H200", "580")
+    assert spec.gpu.memory_gib_min is not None and 138 < spec.gpu.memory_gib_min < 140.5
+    assert (spec.software.torch, spec.software.cuda, spec.software.nccl, spec.software.python) == (
+        "2.11.0",
+        "13.0",
+        "2.28.9",
+        "3.12",
+    )
+    assert spec.software.image_digest == "sha256:" + "ab" * 32
+    # floors at tolerance x the WORST reference figure, not the best
+    assert spec.compute.gemm_tflops_min == round(760.0 * 0.8, 1)
+    assert spec.compute.hbm_gbps_min == round(4200.0 * 0.8, 1)
+    assert spec.comm.expected_busbw_gbps == {"all_reduce": 360.0} and spec.comm.min_fraction == 0.8
+    p = tmp_path / "fleet.toml"
+    p.write_text(dump_toml(spec))
+    loaded, _ = load_spec(p)
+    assert loaded == spec
+
+
+def test_cpu_machine_without_figures_sets_no_floors():
+    cpu = {"host": {"hostname": "vm"}, "gpu": {"nvml": {"gpus": [], "driver_version": "unavailable: no driver"}},
+           "software": {"torch": "2.13.0+cpu", "torch_cuda": "unavailable: CPU build", "python": "3.11.7"}}
+    spec = spec_from_machine(cpu)
+    assert spec.gpu.count == 0 and spec.gpu.driver_branch is None and spec.software.cuda is None
+    assert spec.compute.gemm_tflops_min is None and spec.comm.expected_busbw_gbps == {}
+
+
+def test_cli_spec_init_refuses_overwrite_and_roundtrips(cli, tmp_path):
+    out = tmp_path / "s.toml"
+    r = cli("spec", "init", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert cli("spec", "check", str(out)).returncode == 0
+    again = cli("spec", "init", "-o", str(out))
+    assert again.returncode == 2 and "file exists" in again.stderr
+    bad = tmp_path / "r.json"
+    bad.write_text("{not json")
+    r = cli("spec", "init", "-o", str(tmp_path / "t.toml"), "--from-report", str(bad))
+    assert r.returncode == 2 and "not JSON" in r.stderr and "Traceback" not in r.stderr
