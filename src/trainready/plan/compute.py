@@ -1,0 +1,45 @@
+"""Training compute: total FLOPs, wall time and GPU-hours at an assumed MFU.
+
+    C ≈ 6·N·D                      Kaplan et al. 2020, "Scaling Laws for Neural Language Models", §2.1
+    per token 6N + 12·L·h·s        Chowdhery et al. 2022 (PaLM), Appendix B (model FLOPs incl. attention)
+    time = C / (G · peak · MFU)    MFU as defined by Chowdhery et al. 2022, Appendix B
+
+Full recomputation runs the forward twice: hardware FLOPs ≈ 8·N·D
+(Narayanan et al. 2021, §3.5 / eq. 3: four passes instead of three), but MFU
+is quoted against model FLOPs, so the time uses the model figure.
+"""
+
+from __future__ import annotations
+
+from trainready.plan.inputs import PlanInput
+from trainready.plan.quantity import Quantity
+
+PALM = "Chowdhery et al. 2022 (PaLM), Appendix B"
+
+
+def compute_quantities(inp: PlanInput, peak_tflops: float) -> list[Quantity]:
+    m, t, par = inp.model, inp.training, inp.parallel
+    n = m.total_params
+    per_token = 6.0 * n + (12.0 * m.layers * m.hidden * m.seq_len if m.has_shape else 0.0)
+    pt_formula = "6N + 12·L·h·s" if m.has_shape else "6N"
+    out = [Quantity("compute.flops_per_token", "model FLOPs per token", per_token, "FLOP", pt_formula,
+                    PALM if m.has_shape else "Kaplan et al. 2020 §2.1")]
+    rate = par.world * peak_tflops * 1e12 * t.mfu  # FLOP/s the whole job sustains
+    if m.has_shape and rate > 0:
+        step_tokens = t.global_batch * m.seq_len
+        out.append(Quantity("compute.step_time", f"step time ({step_tokens:,} tokens)", per_token * step_tokens / rate,
+                            "s", "per_token · global_batch · s / (G · peak · MFU)", PALM))
+    if t.tokens > 0:
+        total = 6.0 * n * t.tokens
+        out.append(Quantity("compute.total_flops", f"total for {t.tokens:.3g} tokens", total, "FLOP", "6·N·D",
+                            "Kaplan et al. 2020 §2.1"))
+        if t.recompute == "full":
+            out.append(Quantity("compute.hardware_flops", "hardware FLOPs with full recompute", 8.0 * n * t.tokens,
+                                "FLOP", "8·N·D", "Narayanan et al. 2021 §3.5"))
+        if rate > 0:
+            secs = per_token * t.tokens / rate
+            out.append(Quantity("compute.time", f"wall time on {par.world:,} GPUs at MFU {t.mfu:.0%}", secs, "s",
+                                "per_token · D / (G · peak · MFU)", PALM))
+            out.append(Quantity("compute.gpu_hours", "GPU-hours", secs * par.world / 3600.0, "GPU-h",
+                                "time · G / 3600", ""))
+    return out

@@ -1,0 +1,54 @@
+"""GPU memory and peak dense BF16 throughput for the planner.
+
+Prefers the project's hardware table (`trainready.hardware.gpus.lookup`) when it
+is installed; this minimal table is the fallback.  Memory is what NVML reports
+as total (GiB = 2^30 bytes); peaks are NVIDIA datasheet dense (no sparsity) BF16.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainready.errors import UsageError
+
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    name: str
+    memory_gib: float  # NVML total memory, GiB
+    bf16_tflops: float  # dense BF16 peak, TFLOP/s (datasheet)
+    source: str
+
+
+_TABLE: dict[str, GpuInfo] = {
+    # NVML totals: A100 81920 MiB, H100 SXM 81559 MiB, H200 143771 MiB, B200 183359 MiB (nvidia-smi on the part).
+    "A100": GpuInfo("A100-SXM4-80GB", 81920 / 1024, 312.0, "NVIDIA A100 datasheet: 312 TFLOPS BF16 dense"),
+    "H100": GpuInfo("H100-SXM5-80GB", 81559 / 1024, 989.0, "NVIDIA H100 datasheet: 1,979 TFLOPS BF16 with sparsity / 2"),
+    "H200": GpuInfo("H200-SXM-141GB", 143771 / 1024, 989.0, "NVIDIA H200 datasheet: 1,979 TFLOPS BF16 with sparsity / 2"),
+    "B200": GpuInfo("B200-180GB", 183359 / 1024, 2250.0, "NVIDIA HGX B200 datasheet: 4.5 PFLOPS BF16 with sparsity / 2"),
+}
+
+
+def known() -> list[str]:
+    return sorted(_TABLE)
+
+
+def lookup(name: str) -> GpuInfo:
+    """Find a GPU by a substring of its name ('h200', 'NVIDIA H200', 'H100 80GB HBM3')."""
+    try:  # the shared hardware table, when another part of the project provides it
+        from trainready.hardware import gpus as hw  # type: ignore[attr-defined]
+
+        rec = hw.lookup(name)
+        mem = getattr(rec, "memory_gib", None)
+        peak = getattr(rec, "bf16_tflops", None) or getattr(rec, "bf16_dense_tflops", None)
+        if rec is not None and mem and peak:
+            return GpuInfo(str(getattr(rec, "name", name)), float(mem), float(peak), "trainready.hardware.gpus")
+    except Exception:  # noqa: BLE001 - absent or different interface: use ours
+        pass
+    up = name.upper()
+    for key, info in _TABLE.items():
+        if key in up:
+            return info
+    raise UsageError(f"--gpu '{name}': unknown GPU (known: {', '.join(known())}); give --gpu-mem-gib and --peak-tflops instead")
