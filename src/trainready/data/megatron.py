@@ -24,7 +24,7 @@ import os
 import struct
 import tempfile
 from pathlib import Path
-from typing import Sequence
+from typing import BinaryIO, Callable, Sequence
 
 import numpy as np
 
@@ -207,28 +207,28 @@ def write_indexed_dataset(prefix: str | os.PathLike[str], documents: Sequence[np
         raise ValueError("a document longer than 2**31-1 tokens does not fit the int32 length field")
     item = dt.itemsize
 
-    def write_bin(fh: object) -> None:
+    def write_bin(fh: BinaryIO) -> None:
         for k, doc in enumerate(documents):
             arr = np.asarray(doc)
             conv = arr.astype(dt)
             if arr.size and not np.array_equal(conv, arr):
                 raise ValueError(f"document {k} has values that do not fit {dt.name}")
-            fh.write(conv.tobytes())  # type: ignore[attr-defined]
+            fh.write(conv.tobytes())
 
     _atomic_stream(bin_path(prefix), write_bin)
     pointers = (np.concatenate(([0], np.cumsum(lengths)[:-1])) * item) if lengths.size else lengths
     header = HEADER.pack(MAGIC, VERSION, dtype_code(dt), len(lengths), len(lengths) + 1)
     body = (lengths.astype("<i4").tobytes() + pointers.astype("<i8").tobytes()
             + np.arange(len(lengths) + 1, dtype="<i8").tobytes())
-    _atomic_stream(idx_path(prefix), lambda fh: fh.write(header + body))  # type: ignore[attr-defined]
+    _atomic_stream(idx_path(prefix), lambda fh: fh.write(header + body))
     return prefix
 
 
-def _atomic_stream(target: Path, fill: object) -> None:
+def _atomic_stream(target: Path, fill: Callable[[BinaryIO], object]) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fill(fh)  # type: ignore[operator]
+            fill(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)
