@@ -1,0 +1,124 @@
+"""The `versions` check: the driver → CUDA → torch → NCCL/cuDNN chain and spec pins."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import platform
+from pathlib import Path
+
+import pytest
+import torch
+
+from trainready.checks import CheckContext
+from trainready.checks.versions import TRAP, VersionsCheck, judge_versions, version_matches
+from trainready.probe import facts as facts_mod
+from trainready.probe.facts import NodeFacts
+from trainready.records import Status
+from trainready.spec import load_spec
+from trainready.spec.model import NodeSpec
+
+H200 = Path(__file__).parent / "data" / "facts_h200x8.json"
+
+
+@pytest.fixture
+def h200() -> NodeFacts:
+    return facts_mod.load(H200)
+
+
+@pytest.fixture
+def spec8() -> NodeSpec:
+    return load_spec("example:h200-8x")[0]
+
+
+def pinned(spec: NodeSpec, **software: object) -> NodeSpec:
+    return dataclasses.replace(spec, software=dataclasses.replace(spec.software, **software))
+
+
+def with_versions(f: NodeFacts, **changes: str) -> NodeFacts:
+    return dataclasses.replace(f, versions=dataclasses.replace(f.versions, **changes))
+
+
+@pytest.mark.parametrize(
+    "expected, actual, ok",
+    [
+        ("2.13", "2.13.0+cpu", True), ("2.1", "2.13.0", False), ("13.", "13.0", True), ("13.", "12.8", False),
+        ("2.13.0a0", "2.13.0a0+8145d630e8", True), ("2.13.0", "2.13.0a0+8145d630e8", False),
+        ("2.11.0+cu130", "2.11.0+cu130", True), ("2.11.0+cu130", "2.11.0+cu128", False), ("9.9", "2.13.0", False),
+    ],
+)
+def test_version_matches_component_wise(expected, actual, ok):
+    assert version_matches(expected, actual) is ok
+
+
+def test_captured_h200_chain_passes_and_explains_the_trap(h200, spec8):
+    out = judge_versions(spec8, h200)
+    assert out.status == Status.PASS, out.message
+    assert "driver 580.159.04" in out.message and "CUDA ≤ 13.0, torch built for CUDA 13.0" in out.message
+    assert TRAP in out.message
+
+
+def test_driver_cuda_older_major_than_torch_fails(h200, spec8):
+    old = dataclasses.replace(h200, nvml=dataclasses.replace(h200.nvml, cuda_driver_version="12.4"))
+    out = judge_versions(spec8, old)
+    assert out.status == Status.FAIL
+    assert "driver supports CUDA ≤ 12.4, torch built for CUDA 13.0" in out.message and TRAP in out.message
+    assert "Upgrade the driver" in out.remedy
+
+
+def test_driver_older_minor_warns_minor_version_compatibility(h200, spec8):
+    out = judge_versions(spec8, with_versions(h200, torch_cuda="13.3"))
+    assert out.status == Status.WARN and "minor-version compatibility" in out.message
+
+
+def test_spec_demanding_torch_9_9_fails_here(tmp_path):
+    spec = pinned(load_spec(None)[0], torch="9.9")
+    r = VersionsCheck().execute(CheckContext(spec, tmp_path))
+    assert r.status == Status.FAIL
+    assert r.message == f"spec software.torch = '9.9' but found {torch.__version__}" and "Install torch 9.9" in r.remedy
+    right = pinned(load_spec(None)[0], torch=torch.__version__.split("+")[0], python=platform.python_version())
+    assert VersionsCheck().execute(CheckContext(right, tmp_path)).status == Status.PASS
+
+
+def test_cpu_node_passes_and_says_what_it_did_not_judge(tmp_path):
+    r = VersionsCheck().execute(CheckContext(load_spec(None)[0], tmp_path))
+    assert r.status == Status.PASS, r.message
+    assert f"torch {torch.__version__}" in r.message and "no GPU expected" in r.message
+
+
+def test_gpu_spec_on_this_cpu_machine_fails(tmp_path, spec8):
+    r = VersionsCheck().execute(CheckContext(spec8, tmp_path))
+    assert r.status == Status.FAIL and "driver not readable: no NVIDIA driver" in r.message
+
+
+def test_driver_branch_mismatch_fails(h200, spec8):
+    assert judge_versions(spec8, h200).status == Status.PASS
+    spec = dataclasses.replace(spec8, gpu=dataclasses.replace(spec8.gpu, driver_branch="570"))
+    out = judge_versions(spec, h200)
+    assert out.status == Status.FAIL and "driver_branch = '570' but driver is 580.159.04" in out.message
+
+
+def test_nccl_pin_and_missing_nccl(h200, spec8):
+    assert judge_versions(pinned(spec8, nccl="2.28"), h200).status == Status.PASS
+    out = judge_versions(pinned(spec8, nccl="2.30.7"), h200)
+    assert out.status == Status.FAIL and "spec software.nccl = '2.30.7' but found 2.28.9" in out.message
+    out = judge_versions(spec8, with_versions(h200, nccl="unavailable: torch was built without NCCL"))
+    assert out.status == Status.FAIL and "nccl missing: torch was built without NCCL" in out.message
+
+
+def test_image_digest_pin(h200, spec8):
+    d = "sha256:" + "ab" * 32
+    spec = pinned(spec8, image_digest=d)
+    out = judge_versions(spec, h200, None)
+    assert out.status == Status.FAIL and "no digest given" in out.message
+    assert judge_versions(spec, h200, "sha256:" + "cd" * 32).status == Status.FAIL
+    assert judge_versions(spec, h200, d).status == Status.PASS
+
+
+def test_cli_versions_pin_fails_with_one_clear_message(cli, tmp_path):
+    spec = tmp_path / "pin.toml"
+    spec.write_text('name = "pin"\n[software]\ntorch = "9.9"\n')
+    r = cli("node", "--only", "versions", "--spec", str(spec), "--json", "-")
+    assert r.returncode == 1, r.stderr
+    res = json.loads(r.stdout)["results"][0]
+    assert res["status"] == "fail" and res["message"].startswith("spec software.torch = '9.9' but found ")
