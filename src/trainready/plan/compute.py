@@ -31,7 +31,7 @@ def compute_quantities(inp: PlanInput, peak_tflops: float) -> list[Quantity]:
                             "s", "per_token · global_batch · s / (G · peak · MFU)", PALM))
     if t.tokens > 0:
         total = 6.0 * n * t.tokens
-        out.append(Quantity("compute.total_flops", f"total for {t.tokens:.3g} tokens", total, "FLOP", "6·N·D",
+        out.append(Quantity("compute.total_flops", f"total for {t.tokens / 1e9:,.6g} B tokens", total, "FLOP", "6·N·D",
                             "Kaplan et al. 2020 §2.1"))
         if t.recompute == "full":
             out.append(Quantity("compute.hardware_flops", "hardware FLOPs with full recompute", 8.0 * n * t.tokens,

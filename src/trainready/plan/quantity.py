@@ -38,6 +38,8 @@ def human(q: Quantity) -> str:
             return f"{v / GIB:,.2f} GiB ({v / GB:,.2f} GB)"
         return f"{v:,.0f} B"
     if q.unit == "s":
+        if v >= 2 * 86400:
+            return f"{v / 86400:,.1f} days ({v / 3600:,.0f} h)"
         if v >= 2 * 3600:
             return f"{v / 3600:,.1f} h"
         return f"{v / 60:,.1f} min" if v >= 120 else f"{v:,.1f} s"
@@ -53,4 +55,6 @@ def human(q: Quantity) -> str:
             if abs(v) >= p:
                 return f"{v / p:,.3f} {s}{q.unit}"
         return f"{v:,.0f} {q.unit}"
+    if q.unit == "GPU-h":
+        return f"{v:,.0f} GPU-h"
     return f"{v:,.4g} {q.unit}"

@@ -1,0 +1,155 @@
+"""`trainready plan`: memory per GPU, checkpoint size and write time, compute, parallel layouts."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import replace
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+
+from trainready.errors import UsageError
+
+_SUFFIX = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+
+
+def parse_count(text: str | None, flag: str) -> float | None:
+    """'7.5e9', '7.5B', '70b', '15T' → a number; anything else is a one-line usage error."""
+    if text is None:
+        return None
+    mt = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMbBgGtT]?)\s*", text)
+    if not mt:
+        raise UsageError(f"{flag} '{text}': expected a number such as 7.5e9, 7.5B or 15T")
+    return float(mt.group(1)) * _SUFFIX[mt.group(2).upper()]
+
+
+def _opt(default: Any, help: str, *names: str) -> Any:
+    return typer.Option(default, *names, help=help, show_default=False)
+
+
+def plan(
+    preset: Optional[str] = _opt(None, "Model preset (see --list-presets).", "--preset", "-p"),
+    file: Optional[str] = _opt(None, "Plan file (TOML with [model] [parallel] [training] [hardware]); flags override it.", "--file", "-f"),
+    params: Optional[str] = _opt(None, "Parameter count for a count-only model, e.g. 7.5B.", "--params"),
+    layers: Optional[int] = _opt(None, "Layers L.", "--layers"),
+    hidden: Optional[int] = _opt(None, "Hidden size h.", "--hidden"),
+    heads: Optional[int] = _opt(None, "Attention heads a.", "--heads"),
+    kv_heads: Optional[int] = _opt(None, "Key/value heads (GQA).", "--kv-heads"),
+    ffn: Optional[int] = _opt(None, "MLP inner size f (default 4h).", "--ffn"),
+    vocab: Optional[int] = _opt(None, "Vocabulary V.", "--vocab"),
+    seq_len: Optional[int] = _opt(None, "Sequence length s.", "--seq-len"),
+    gated_mlp: Optional[bool] = _opt(None, "SwiGLU MLP (3 matrices).", "--gated-mlp/--plain-mlp"),
+    dropout: Optional[bool] = _opt(None, "Dropout on/off.", "--dropout/--no-dropout"),
+    tp: Optional[int] = _opt(None, "Tensor-parallel degree.", "--tp"),
+    pp: Optional[int] = _opt(None, "Pipeline-parallel degree.", "--pp"),
+    cp: Optional[int] = _opt(None, "Context-parallel degree.", "--cp"),
+    dp: Optional[int] = _opt(None, "Data-parallel degree (default: gpus / (tp·pp·cp)).", "--dp"),
+    gpus: Optional[int] = _opt(None, "World size (GPUs).", "--gpus", "-n"),
+    zero: Optional[int] = _opt(None, "ZeRO stage 0-3.", "--zero"),
+    fsdp: Optional[str] = _opt(None, "FSDP sharding: full (= ZeRO-3), grad-op (= ZeRO-2), none.", "--fsdp"),
+    sp: Optional[bool] = _opt(None, "Megatron sequence parallelism.", "--sp/--no-sp"),
+    dist_opt: Optional[bool] = _opt(None, "Megatron distributed optimizer (ZeRO-1 accounting).", "--distributed-optimizer/--no-distributed-optimizer"),
+    micro_batch: Optional[int] = _opt(None, "Micro-batch size b (default 1).", "--micro-batch", "-b"),
+    global_batch: Optional[int] = _opt(None, "Global batch in sequences (default b·dp).", "--global-batch"),
+    precision: Optional[str] = _opt(None, "bf16 (2+2+12, default), bf16-fp32grad (Megatron 18), fp32, amp.", "--precision"),
+    recompute: Optional[str] = _opt(None, "Activation recomputation: none (default), selective, full.", "--recompute"),
+    attention: Optional[str] = _opt(None, "flash (default) or classic (stores s² scores).", "--attention"),
+    tokens: Optional[str] = _opt(None, "Training tokens D for compute, e.g. 15T.", "--tokens"),
+    mfu: Optional[float] = _opt(None, "Assumed MFU, 0-1 (default 0.40).", "--mfu"),
+    gpu: Optional[str] = _opt(None, "GPU: A100, H100 (default), H200, B200.", "--gpu"),
+    gpu_mem_gib: Optional[float] = _opt(None, "GPU memory, GiB (overrides the table).", "--gpu-mem-gib"),
+    peak_tflops: Optional[float] = _opt(None, "Dense BF16 peak TFLOP/s (overrides the table).", "--peak-tflops"),
+    storage_gbps: Optional[float] = _opt(None, "Aggregate checkpoint write bandwidth, GB/s (default 10).", "--storage-gbps"),
+    ckpt_interval_min: Optional[float] = _opt(None, "Minutes between checkpoints (default 60).", "--ckpt-interval-min"),
+    runtime_gib: Optional[float] = _opt(None, "Allowance outside the allocator, GiB (default 2).", "--runtime-gib"),
+    fragmentation: Optional[float] = _opt(None, "Fragmentation allowance, fraction of peak (default 0.10).", "--fragmentation"),
+    headroom: Optional[float] = _opt(None, "Free fraction below which the verdict is 'tight' (default 0.05).", "--headroom"),
+    do_search: bool = typer.Option(False, "--search", help="Also list the parallel layouts that fit, ranked."),
+    top: int = typer.Option(10, "--top", help="How many layouts --search shows."),
+    json_path: Optional[str] = _opt(None, "Write the plan as JSON to this path ('-' = stdout).", "--json"),
+    explain: bool = typer.Option(False, "--explain", help="Show every formula with its source."),
+    list_presets: bool = typer.Option(False, "--list-presets", help="List the model presets and exit."),
+) -> None:
+    """Plan a training run: memory per GPU, checkpoint size and write time, compute, layouts.
+
+    Exit code 0 when the layout fits (or is tight), 1 when it does not fit, 2 on bad input.
+
+    Examples:\n
+      trainready plan --preset dense-500b --gpus 5120 --tp 8 --pp 16 --sp --distributed-optimizer --global-batch 2560 --gpu H200 --tokens 10T --storage-gbps 100   # seed 000's 500B\n
+      trainready plan --params 7.5B --dp 64 --zero 2 --gpu-mem-gib 32 --peak-tflops 125   # ZeRO paper example\n
+      trainready plan --preset llama3-70b --gpus 64 --global-batch 512 --sp --search\n
+      trainready plan --preset gpt3-175b --tp 8 --pp 8 --dp 1 --attention classic --explain
+    """
+    from trainready.plan import model as pm
+    from trainready.plan.inputs import PlanInput
+    from trainready.plan.planner import make_plan
+    from trainready.plan.render import print_plan, print_search
+    from trainready.plan.search import search
+    from trainready.util.strict import load_dataclass, read_toml
+
+    if list_presets:
+        for name, spec in pm.PRESETS.items():
+            typer.echo(f"{name:<14} {spec.total_params:>20,} params")
+        for name in ("reference-tiny", "reference-small"):
+            typer.echo(f"{name:<14} {pm.preset(name).total_params:>20,} params  (trainready.train.model.GPT)")
+        raise typer.Exit(0)
+    inp = load_dataclass(PlanInput, read_toml(file), file) if file else PlanInput()
+    model = pm.preset(preset) if preset else inp.model
+    n = parse_count(params, "--params")
+    if n is not None and not float(n).is_integer():
+        raise UsageError(f"--params '{params}': expected a whole number of parameters")
+    if n is not None and n < 0:
+        raise UsageError(f"--params '{params}': expected a number >= 0")
+    shape_given = any(v is not None for v in (layers, hidden, heads, vocab, seq_len))
+    if n is not None and not shape_given and not preset:
+        model = pm.ModelSpec(name="custom", params=int(n))
+    else:
+        model = pm.override(model, params=int(n) if n is not None else None, layers=layers, hidden=hidden, heads=heads,
+                            kv_heads=kv_heads, ffn=ffn, vocab=vocab, seq_len=seq_len, gated_mlp=gated_mlp, dropout=dropout)
+    if fsdp is not None:
+        fs = {"full": 3, "grad-op": 2, "none": 0}
+        if fsdp not in fs or (zero is not None and zero != fs[fsdp]):
+            raise UsageError(f"--fsdp '{fsdp}': expected full, grad-op or none (and no conflicting --zero)")
+        zero = fs[fsdp]
+    tok = parse_count(tokens, "--tokens")
+    inp = PlanInput(
+        model,
+        pm.override(inp.parallel, tp=tp, pp=pp, cp=cp, dp=dp, gpus=gpus, zero=zero, sp=sp, distributed_optimizer=dist_opt),  # type: ignore[arg-type]
+        pm.override(inp.training, micro_batch=micro_batch, global_batch=global_batch, precision=precision,  # type: ignore[arg-type]
+                    recompute=recompute, attention=attention, tokens=tok, mfu=mfu),
+        pm.override(inp.hardware, gpu=gpu, gpu_mem_gib=gpu_mem_gib, peak_tflops=peak_tflops, storage_gbps=storage_gbps,  # type: ignore[arg-type]
+                    ckpt_interval_min=ckpt_interval_min, runtime_gib=runtime_gib, fragmentation=fragmentation,
+                    headroom=headroom),
+    )
+    result = make_plan(inp)
+    found = search(inp, top) if do_search else None
+    console = Console(stderr=json_path == "-", width=None if explain or sys.stdout.isatty() else 160)
+    print_plan(result, console, explain)
+    if found is not None:
+        print_search(found, console)
+    if json_path:
+        doc = result.to_json()
+        if found is not None:
+            doc["search"] = [c.to_json() for c in found]
+        _write_json(doc, json_path, console)
+    raise typer.Exit(1 if result.memory.verdict == "does not fit" else 0)
+
+
+def _write_json(doc: dict[str, Any], path: str, console: Console) -> None:
+    if path == "-":
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        return
+    from trainready.util.atomic import atomic_write_json
+
+    try:
+        atomic_write_json(path, doc)
+    except OSError as exc:
+        raise UsageError(f"--json {path}: cannot write ({exc.strerror})") from None
+    console.print(f"plan written to {path}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("plan")(plan)

@@ -1,0 +1,45 @@
+"""The formulas behind `trainready plan`, with their sources (`--explain`)."""
+
+from __future__ import annotations
+
+FORMULAS: tuple[tuple[str, str, str], ...] = (
+    ("Model states per GPU (ZeRO)",
+     "stage 0: (w+g+K)Ψ · stage 1: (w+g)Ψ + KΨ/N_d · stage 2: wΨ + (g+K)Ψ/N_d · stage 3: (w+g+K)Ψ/N_d",
+     "Rajbhandari et al. 2020, ZeRO, §5.1 and Figure 1 (7.5 B on 64 GPUs: 120 / 31.4 / 16.6 / 1.9 GB)"),
+    ("Bytes per parameter",
+     "bf16: w=2, g=2, K=12 (FP32 master 4 + Adam m 4 + v 4) = 16 — used by default; "
+     "bf16-fp32grad: 2 + 4 + 12 = 18; fp32/amp: 4 + 4 + 8 = 16 (+2 per Linear param for autocast copies)",
+     "ZeRO §3.1 and DeepSpeed docs (16); Megatron-LM docs/distrib_optimizer.md (18; distributed optimizer 6 + 12/d)"),
+    ("Ψ per GPU",
+     "parameters of the largest pipeline stage (first: + embedding; last: + final norm + head) / t",
+     "Shoeybi et al. 2019 (Megatron-LM) §3; Narayanan et al. 2021 §2"),
+    ("Activations per layer",
+     "no parallelism sbh(34 + 5as/h); TP sbh(10 + 24/t + 5as/(ht)); TP+SP sbh(34/t + 5as/(ht)); "
+     "TP+selective sbh(10 + 24/t); TP+SP+selective sbh(34/t); full recompute 2sbh",
+     "Korthikanti et al. 2022, Reducing Activation Recomputation in Large Transformer Models, Table 2"),
+    ("Flash attention",
+     "drops the 5as²b score/softmax/dropout term; keeps a 4-byte log-sum-exp per query and head (4asb)",
+     "Dao et al. 2022, FlashAttention, §3.1 (recomputes attention in the backward pass)"),
+    ("Pipeline in-flight micro-batches",
+     "first stage of 1F1B holds min(p, m) micro-batches of L/p layers ≈ L layers' worth",
+     "Korthikanti et al. 2022 §4.2.3; Narayanan et al. 2021 §2.2.1"),
+    ("Embedding/output activations",
+     "sbhp/t (embedding dropout masks) + 4sbh/t·(1 + v/h) (output layer incl. fp32 logits, when p = 1)",
+     "Korthikanti et al. 2022 §4.3"),
+    ("Allowance",
+     "fragmentation · allocated peak + runtime GiB (CUDA context, NCCL, cuBLAS); defaults 10 % + 2 GiB",
+     "our assumption — override with --fragmentation / --runtime-gib"),
+    ("Checkpoint",
+     "full = N·14 B (bf16 2 + master 4 + m 4 + v 4), fp32/amp N·12; write = size / bandwidth; "
+     "lost share = write / (interval + write)",
+     "ZeRO §3.1 (K = 12); seed 000: 500 B → 7 TB"),
+    ("Compute",
+     "C ≈ 6·N·D; model FLOPs per token 6N + 12·L·h·s; time = C / (G · peak · MFU); full recompute: 8·N·D hardware",
+     "Kaplan et al. 2020 §2.1; Chowdhery et al. 2022 (PaLM) Appendix B; Narayanan et al. 2021 §3.5"),
+    ("Layout ranking",
+     "cost = (1 + recompute extra) · (1 + (p−1)/m) · (1 + 0.02(t−1) + 0.5·[ZeRO-3]) — a heuristic, not a prediction",
+     "bubble: Narayanan et al. 2021 §2.2.1; ZeRO-3 1.5× traffic: Rajbhandari et al. 2020 §7.2.2"),
+    ("Framework (advice)",
+     "≤ 13 B on ≤ 64 GPUs → DeepSpeed ZeRO-2/3; ≥ 70 B or ~1,000 GPUs → Megatron-style TP + PP",
+     "seed 003's rule of thumb — advice, not fact"),
+)
