@@ -1,0 +1,203 @@
+"""Question 2, second step: does a real training step work on every device?
+
+The reference workload (`trainready.train.model.GPT`) overfits one fixed batch
+for a few AdamW steps: fp32 on a CPU, BF16 autocast on each GPU (all GPUs at
+once).  Judged: every loss finite; the last loss below (1 − LOSS_DROP_MIN) ×
+the first; every parameter got a finite gradient at every step and changed.
+Then the kernels a training step leans on are cross-checked (see
+`_sdpa_adamw`): SDPA's fused backends against a float64 math reference, and
+fused AdamW against the for-each implementation.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+from typing import Any
+
+from trainready.checks._sdpa_adamw import adamw_compare, sdpa_compare, sdpa_inputs
+from trainready.checks.base import Check, CheckContext, register
+from trainready.hardware.parallel import DeviceRun, local_devices, on_each_device
+from trainready.records import Level, Metric, Outcome, Status, Threshold
+
+STEPS = 8
+BATCH = 8  # sequences of the model's seq_len (+1 for the shifted targets)
+# One fixed batch is memorised quickly: measured first → last over 8 steps, 6.26 → 4.83 (−23 %) for the
+# CPU "tiny" preset at lr 3e-3 and 9.11 → 7.37 (−19 % after 6 steps) for "small" at lr 1e-3.  Requiring −5 %
+# keeps a 4x margin while a model that does not learn (frozen, NaN, wrong grads) cannot meet it.
+LOSS_DROP_MIN = 0.05
+LR = {"cpu": 3e-3, "gpu": 1e-3}  # "small" spikes at 3e-3 (a loss jump at step 3 measured), smooth at 1e-3
+
+
+def _model_config(on_gpu: bool) -> Any:
+    from trainready.train.model import PRESETS
+
+    # Dropout off: the loss of an overfit batch must be a deterministic function of the parameters.
+    return dataclasses.replace(PRESETS["small" if on_gpu else "tiny"], dropout=0.0)
+
+
+def train_on_device(device: str, model: Any, batch: Any, freeze: str | None, nan: str | None) -> dict[str, Any]:
+    """STEPS AdamW steps on one device. Returns losses, first bad gradient, unchanged parameters."""
+    import torch
+
+    m = copy.deepcopy(model).to(device)
+    m.train()
+    on_gpu = device.startswith("cuda")
+    if freeze is not None:
+        dict(m.named_parameters())[freeze].requires_grad_(False)  # planted fault
+    start = {n: p.detach().clone() for n, p in m.named_parameters()}
+    opt = torch.optim.AdamW([p for p in m.parameters() if p.requires_grad], lr=LR["gpu" if on_gpu else "cpu"])
+    x = batch.to(device)
+    losses: list[float] = []
+    bad_grad: str | None = None
+    for step in range(STEPS):
+        with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=on_gpu):
+            _, loss = m(x[:, :-1], x[:, 1:])
+        if nan == "loss" and step == STEPS // 2:
+            loss = loss * float("nan")  # planted fault
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if nan == "grad" and step == STEPS // 2:
+            next(iter(m.parameters())).grad.view(-1)[0] = float("nan")  # planted fault
+        losses.append(float(loss.detach()))
+        for n, p in m.named_parameters():
+            if bad_grad is None and (p.grad is None or not bool(torch.isfinite(p.grad).all())):
+                bad_grad = f"{n} at step {step}: " + ("no gradient" if p.grad is None else "non-finite gradient")
+        opt.step()
+    unchanged = [n for n, p in m.named_parameters() if torch.equal(p.detach(), start[n])]
+    if on_gpu:
+        torch.cuda.synchronize(device)
+    return {"losses": losses, "bad_grad": bad_grad, "unchanged": unchanged}
+
+
+@register
+class TrainStepCheck(Check):
+    name = "train_step"
+    title = "Training steps learn; SDPA backends and fused AdamW agree with references"
+    level = Level.QUICK
+    order = 25
+    timeout_s = 180.0
+
+    def run(self, ctx: CheckContext) -> Outcome:
+        import torch
+        from torch.nn.attention import SDPBackend
+
+        from trainready.train.model import GPT
+
+        devices = local_devices()
+        on_gpu = devices[0].startswith("cuda")
+        cfg = _model_config(on_gpu)
+        torch.manual_seed(25)
+        model = GPT(cfg)
+        batch = torch.randint(0, cfg.vocab_size, (BATCH, cfg.seq_len + 1), generator=torch.Generator().manual_seed(26))
+        freeze = ctx.fault("train_step.freeze")
+        if freeze is not None and freeze not in dict(model.named_parameters()):
+            freeze = next(iter(dict(model.named_parameters())))  # any value plants it on the first parameter
+        nan = ctx.fault("train_step.nan")
+        nan = None if nan is None else ("loss" if nan == "loss" else "grad")
+        metrics: list[Metric] = []
+        bad: list[str] = []
+        warn: list[str] = []
+
+        runs = on_each_device(lambda d: train_on_device(d, model, batch, freeze, nan), devices)
+        bad += self._judge_train(runs, metrics)
+
+        # SDPA: one backend at a time on all devices (sdpa_kernel sets process-global flags).
+        dtype = torch.bfloat16 if on_gpu else torch.float32
+        backends = (
+            [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION]
+            if on_gpu
+            else [SDPBackend.FLASH_ATTENTION]  # the CPU's fused (flash-style) kernel
+        )
+        planted = ctx.fault("train_step.sdpa")
+        compared: list[str] = []
+        for be in backends:
+            bname = be.name.lower()
+            runs_s = on_each_device(
+                lambda d, be=be: sdpa_compare(sdpa_inputs(d, on_gpu), dtype, be, perturb=planted is not None and be == backends[0]),
+                devices,
+            )
+            unavailable = [r for r in runs_s if r.error]
+            if unavailable:
+                if be == SDPBackend.CUDNN_ATTENTION:
+                    continue  # optional: not every build/GPU has cuDNN attention
+                warn.append(f"SDPA {bname} not available on {unavailable[0].where} ({unavailable[0].error})")
+                continue
+            compared.append(bname)
+            bad += self._judge_sdpa(bname, runs_s, metrics)
+
+        planted_adam = ctx.fault("train_step.adamw") is not None
+        params = [p.detach() for p in model.parameters()]
+        runs_a = on_each_device(lambda d: adamw_compare(params, d, perturb=planted_adam), devices)
+        adam_note = self._judge_adamw(runs_a, metrics, bad, warn)
+
+        where = f"{len(devices)} GPU(s), bf16 autocast" if on_gpu else "cpu, fp32"
+        summary = f"SDPA {'/'.join(compared) or 'none'} vs math; {adam_note}"
+        if bad:
+            return Outcome(
+                Status.FAIL,
+                "; ".join(bad[:5]) + (f" (+{len(bad) - 5} more)" if len(bad) > 5 else ""),
+                tuple(metrics),
+                remedy="A step that does not learn or kernels that disagree: for one GPU suspect the hardware (dcgmi diag -r 3); "
+                "on every GPU suspect the torch/CUDA build (rerun with the image's reference node).",
+            )
+        losses = runs[0].value["losses"] if runs[0].value else []
+        msg = f"{STEPS} AdamW steps on {where}: loss {losses[0]:.3f} → {losses[-1]:.3f}, all parameters updated; {summary}"
+        if warn:
+            return Outcome(Status.WARN, msg + "; " + "; ".join(warn), tuple(metrics),
+                           remedy="A fused kernel is missing: training falls back to a slower path.")
+        return Outcome(Status.PASS, msg, tuple(metrics))
+
+    @staticmethod
+    def _judge_train(runs: list[DeviceRun[dict[str, Any]]], metrics: list[Metric]) -> list[str]:
+        bad: list[str] = []
+        for r in runs:
+            if r.error or r.value is None:
+                bad.append(f"{r.where}: training step raised {r.error}")
+                continue
+            losses: list[float] = r.value["losses"]
+            first, last = losses[0], losses[-1]
+            t_drop = Threshold("<=", 1 - LOSS_DROP_MIN, "1", f"last/first loss after {STEPS} steps on one batch (train_step.LOSS_DROP_MIN)")
+            ratio = last / first if first and math.isfinite(first) else float("nan")
+            metrics.append(Metric.of("train_loss_first", first, "nats", None, **r.label))
+            metrics.append(Metric.of("train_loss_last", last, "nats", None, **r.label))
+            metrics.append(Metric.of("train_loss_ratio", ratio, "1", t_drop, **r.label))
+            metrics.append(Metric.of("train_params_unchanged", len(r.value["unchanged"]), "tensors",
+                                     Threshold("==", 0, "tensors", "every parameter must change"), **r.label))
+            nonfinite = [i for i, x in enumerate(losses) if not math.isfinite(x)]
+            if nonfinite:
+                bad.append(f"{r.where}: loss not finite from step {nonfinite[0]} ({losses[nonfinite[0]]})")
+            if r.value["bad_grad"]:
+                bad.append(f"{r.where}: parameter {r.value['bad_grad']}")
+            if r.value["unchanged"]:
+                bad.append(f"{r.where}: parameter(s) not updated: {', '.join(r.value['unchanged'][:3])}")
+            if not nonfinite and not ratio <= 1 - LOSS_DROP_MIN:
+                bad.append(f"{r.where}: loss {first:.3f} → {last:.3f} fell less than {LOSS_DROP_MIN:.0%} in {STEPS} steps")
+        return bad
+
+    @staticmethod
+    def _judge_sdpa(bname: str, runs: list[DeviceRun[dict[str, dict[str, float]]]], metrics: list[Metric]) -> list[str]:
+        bad: list[str] = []
+        for r in runs:
+            assert r.value is not None
+            for tensor, v in r.value.items():
+                thr = Threshold("<=", v["tol"], "1", "3x math-backend error + 4 ulp of max|ref| (_sdpa_adamw)")
+                metrics.append(Metric.of("sdpa_max_abs_diff", v["err"], "1", thr, backend=bname, tensor=tensor, **r.label))
+                if not v["err"] <= v["tol"]:
+                    bad.append(f"{r.where}: SDPA {bname} {tensor} differs from float64 math by {v['err']:.3g} > {v['tol']:.3g}")
+        return bad
+
+    @staticmethod
+    def _judge_adamw(runs: list[DeviceRun[dict[str, float] | None]], metrics: list[Metric], bad: list[str], warn: list[str]) -> str:
+        for r in runs:
+            if r.error:
+                bad.append(f"{r.where}: AdamW comparison raised {r.error}")
+                continue
+            if r.value is None:
+                return "fused AdamW: n/a (this torch has no fused AdamW on this device)"
+            thr = Threshold("<=", r.value["tol"], "1", "ulps per step x steps (_sdpa_adamw.ADAMW_ULPS_PER_STEP)")
+            metrics.append(Metric.of("adamw_fused_max_abs_diff", r.value["err"], "1", thr, **r.label))
+            if not r.value["err"] <= r.value["tol"]:
+                bad.append(f"{r.where}: fused AdamW differs from for-each by {r.value['err']:.3g} > {r.value['tol']:.3g}")
+        return "fused AdamW vs for-each agree"
