@@ -1,0 +1,1 @@
+"""Collective communication: correctness and bandwidth like nccl-tests (`trainready comm`)."""

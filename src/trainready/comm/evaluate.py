@@ -1,0 +1,131 @@
+"""From the gathered sweep data to verdicts: per-op tables, averages, expectations, stragglers.
+
+Time per op at one size = mean of the ranks' times (nccl-tests' default `-a 1`);
+the slowest rank's time is kept in the JSON.  The judged figure is the mean busbw
+over sizes >= the floor (default: max size / 8, i.e. the top four sizes at -f 2):
+nccl-tests' footer averages every size, which tiny, latency-bound sizes drag down.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from trainready.comm.ops import DTYPES, OPS, bandwidths, human
+from trainready.comm.straggler import analyse
+from trainready.comm.table import Meas, Row, format_table
+from trainready.errors import ConfigError
+from trainready.records import Metric, Outcome, Status, Threshold
+
+INPLACE_OPS = ("all_reduce", "broadcast")  # torch runs these in place; the rest out of place
+
+
+def placement(op: str) -> str:
+    return "in-place" if op in INPLACE_OPS else "out-of-place"
+
+
+def expectation(expected: Mapping[str, float], op: str, n: int, source: str) -> tuple[float, str] | None:
+    """(GB/s, spec key) for `op` at world size n: key 'op@n' wins over 'op'. Unknown ops → ConfigError."""
+    for key in expected:
+        name = key.split("@", 1)[0]
+        if name not in OPS or ("@" in key and not key.split("@", 1)[1].isdigit()):
+            raise ConfigError(source, f"comm.expected_busbw_gbps.{key}",
+                              f"expected an op name ({', '.join(OPS)}), optionally '@<ranks>'")
+    for key in (f"{op}@{n}", op):
+        if key in expected:
+            return float(expected[key]), f"comm.expected_busbw_gbps.{key}"
+    return None
+
+
+@dataclass(frozen=True)
+class OpTable:
+    op: str
+    dtype: str
+    rows: list[dict[str, Any]]
+    avg_busbw: float  # over sizes >= floor, GB/s
+    floor: int
+    wrong: int
+
+    def nccl_rows(self) -> list[Row]:
+        o = OPS[self.op]
+        return [Row(r["bytes"], r["count"], DTYPES[self.dtype][1], o.redop, o.root,
+                    {placement(self.op): Meas(r["time_us"], r["algbw_gbps"], r["busbw_gbps"], r["wrong"])})
+                for r in self.rows]
+
+    def text(self) -> str:
+        rows = self.nccl_rows()
+        foot = [f"# Avg bus bandwidth (S >= {human(self.floor)}) : {self.avg_busbw:g} GB/s"]
+        return format_table(rows, (placement(self.op),), extra_footer=foot)
+
+
+def op_table(op: str, dtype: str, entries: list[dict[str, Any]], n: int, floor: int) -> OpTable:
+    rows = []
+    for e in entries:
+        if e["op"] != op or e["dtype"] != dtype:
+            continue
+        t_mean = sum(e["time_s"]) / len(e["time_s"])
+        alg, bus = bandwidths(op, e["bytes"], t_mean, n)
+        rows.append({"size": e["size"], "bytes": e["bytes"], "count": e["count"], "iters": e.get("iters"), "time_us": t_mean * 1e6,
+                     "time_us_max": max(e["time_s"]) * 1e6, "time_us_by_rank": [t * 1e6 for t in e["time_s"]],
+                     "algbw_gbps": alg, "busbw_gbps": bus, "wrong": sum(e["wrong"]), "wrong_by_rank": e["wrong"]})
+    big = [r["busbw_gbps"] for r in rows if r["size"] >= floor and not math.isnan(r["busbw_gbps"])]
+    avg = sum(big) / len(big) if big else float("nan")
+    return OpTable(op, dtype, rows, avg, floor, sum(r["wrong"] for r in rows))
+
+
+def judge_op(t: OpTable, n: int, backend: str, expected: Mapping[str, float], min_fraction: float,
+             source: str) -> Outcome:
+    lab = {"op": t.op, "backend": backend, "dtype": t.dtype, "ranks": n}
+    details = {"op": t.op, "dtype": t.dtype, "ranks": n, "backend": backend, "placement": placement(t.op),
+               "buffer_S": OPS[t.op].buffer, "busbw_factor": OPS[t.op].busbw_factor(n),
+               "avg_floor_bytes": t.floor, "avg_busbw_gbps": t.avg_busbw, "rows": t.rows}
+    if not t.rows:
+        return Outcome(Status.SKIP, f"{t.op}: nothing to run at {n} rank(s) in this size range", details=details)
+    metrics = [Metric.of("comm_wrong_elements", r["wrong"], "1", Threshold("==", 0, "1", "exact expected output"),
+                         size_bytes=r["bytes"], **lab) for r in t.rows]
+    metrics += [Metric.of("comm_busbw", r["busbw_gbps"], "GB/s", None, size_bytes=r["bytes"], **lab) for r in t.rows]
+    metrics.append(Metric.of("comm_time", t.rows[-1]["time_us"], "us", None, size_bytes=t.rows[-1]["bytes"], **lab))
+    exp = expectation(expected, t.op, n, source)
+    thr = Threshold(">=", min_fraction * exp[0], "GB/s", f"{min_fraction:g} x {exp[1]} = {exp[0]:g}") if exp else None
+    metrics.append(Metric.of("comm_busbw_avg", t.avg_busbw, "GB/s", thr, from_bytes=t.floor, **lab))
+    head = f"{t.op}: busbw {t.avg_busbw:.3g} GB/s avg over S >= {human(t.floor)}"
+    if t.wrong:
+        bad = [r for r in t.rows if r["wrong"]]
+        ranks = sorted({k for r in bad for k, w in enumerate(r["wrong_by_rank"]) if w})
+        return Outcome(Status.FAIL, f"{t.op}: {t.wrong} wrong element(s) at {len(bad)} size(s) "
+                       f"(first at {bad[0]['bytes']} B), seen on rank(s) {ranks}", tuple(metrics),
+                       remedy="Silent data corruption: suspect the GPU/link of the named ranks; rerun with "
+                       "NCCL_DEBUG=INFO and check dmesg for Xid errors.", details=details)
+    if thr is None:
+        return Outcome(Status.WARN, f"{head}; no expectation in the spec", tuple(metrics),
+                       remedy=f"Set comm.expected_busbw_gbps.{t.op} from a reference node to judge this figure.",
+                       details=details)
+    if not thr.holds(t.avg_busbw):
+        return Outcome(Status.FAIL, f"{head} < {thr.bound:.3g} ({thr.source})", tuple(metrics),
+                       remedy="Check NVLink/NVSwitch health (nvidia-smi nvlink -s, Fabric Manager), NCCL_* env "
+                       "(NVLS, P2P level) and the straggler matrix.", details=details)
+    return Outcome(Status.PASS, f"{head} >= {thr.bound:.3g} ({thr.source})", tuple(metrics), details=details)
+
+
+def judge_pairs(matrix: list[list[float]] | None, n: int, nbytes: int, backend: str) -> Outcome:
+    if not matrix or n < 2:
+        return Outcome(Status.SKIP, "pairwise send/recv needs at least 2 ranks")
+    a = analyse(matrix)
+    details = {"bytes": nbytes, "seconds_matrix": matrix, **a}
+    metrics = tuple(Metric.of("comm_pair_time", s * 1e6, "us", None, rank=r, backend=backend, stat="median_over_peers")
+                    for r, s in enumerate(a["rank_score_s"]))
+    if n < 3:
+        return Outcome(Status.PASS, f"pairwise send/recv of {human(nbytes)} B: 2 ranks, nothing to compare",
+                       metrics, details=details)
+    med = a["median_s"]
+    if a["slow_ranks"] or a["slow_links"]:
+        parts = [f"rank {r} slow ({a['rank_score_s'][r] / med:.1f}x the median rank)" for r in a["slow_ranks"]]
+        parts += [f"link {i}<->{j} slow ({matrix[i][j] / med:.1f}x)" for i, j in a["slow_links"]]
+        return Outcome(Status.FAIL, "straggler: " + "; ".join(parts), metrics,
+                       remedy="Inspect the named rank's GPU clocks/throttling (nvidia-smi -q -d PERFORMANCE) and "
+                       "its NVLink/PCIe link (nvidia-smi topo -m).", details=details)
+    worst = max(range(n), key=lambda r: a["rank_score_s"][r])
+    return Outcome(Status.PASS, f"pairwise send/recv of {human(nbytes)} B: no slow rank or link "
+                   f"(slowest rank {worst} at {a['rank_score_s'][worst] / med:.2f}x the median)", metrics,
+                   details=details)

@@ -1,0 +1,135 @@
+"""Run a comm sweep: spawn local ranks (launch) or act as one rank of an external launcher."""
+
+from __future__ import annotations
+
+import datetime as dt
+import socket
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from trainready import __version__
+from trainready.comm.evaluate import OpTable, judge_op, judge_pairs, op_table
+from trainready.dist.env import ExternalRank
+from trainready.dist.launch import LaunchResult, RankContext, launch
+from trainready.records import CheckResult, Level, Outcome, Report, Status
+from trainready.spec.load import spec_to_json
+from trainready.spec.model import NodeSpec
+
+PAIR_BYTES_CPU = 1 << 20  # 1 MiB per pairwise exchange on gloo: ~ms per exchange, noise well above timer resolution
+PAIR_BYTES_GPU = 64 << 20  # 64 MiB on NVLink: ~0.2 ms at ~400 GB/s, bandwidth-bound rather than latency-bound
+
+
+@dataclass
+class CommOptions:
+    ops: list[str]
+    sizes: list[int]
+    dtypes: list[str] = field(default_factory=lambda: ["float"])
+    warmup: int = 5
+    iters: int = 20
+    world_size: int = 8
+    backend: str = "gloo"
+    timeout_s: float = 60.0  # per step (one op at one size); a hung rank fails after this
+    avg_floor: int | None = None  # bytes; None → max size / 8
+    pair_bytes: int = PAIR_BYTES_CPU
+    pair_iters: int = 5
+    step_budget_s: float | None = None  # cap on one step's timed loop (CPU default); None: always `iters`
+    faults: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def floor(self) -> int:
+        return self.avg_floor if self.avg_floor is not None else max(min(self.sizes), max(self.sizes) // 8)
+
+    def rank_kwargs(self, group_timeout_s: float) -> dict[str, Any]:
+        return {"ops": self.ops, "sizes": self.sizes, "dtypes": self.dtypes, "warmup": self.warmup, "iters": self.iters,
+                "group_timeout_s": group_timeout_s, "pair_bytes": self.pair_bytes, "pair_iters": self.pair_iters,
+                "step_budget_s": self.step_budget_s,
+                **self.faults}
+
+
+def _result(name: str, title: str, out: Outcome, seconds: float) -> CheckResult:
+    return CheckResult(name, title, Level.STANDARD, out.status, out.message, out.remedy, out.metrics, seconds,
+                       out.details)
+
+
+def launch_failure(res: LaunchResult, opts: CommOptions) -> Outcome:
+    return Outcome(
+        Status.FAIL,
+        f"{res.backend} sweep over {res.world_size} ranks failed (per-step timeout {opts.timeout_s:.0f} s): "
+        f"{res.describe()}",
+        remedy="Check the named rank's GPU (nvidia-smi -q, dmesg for Xid) and NVLink/NVSwitch (Fabric Manager); "
+        "rerun with NCCL_DEBUG=INFO.",
+        details={"ranks": [o.__dict__ for o in res.outcomes], "elapsed_s": res.elapsed_s, "timed_out": res.timed_out},
+    )
+
+
+def tables(data: dict[str, Any], opts: CommOptions) -> list[OpTable]:
+    return [op_table(op, d, data["entries"], opts.world_size, opts.floor) for d in opts.dtypes for op in opts.ops]
+
+
+def outcomes(data: dict[str, Any], opts: CommOptions, spec: NodeSpec, source: str) -> list[tuple[str, str, Outcome]]:
+    """Per-op (and dtype) verdicts plus the straggler verdict, from rank 0's gathered data."""
+    n = opts.world_size
+    out = []
+    for t in tables(data, opts):
+        o = judge_op(t, n, opts.backend, spec.comm.expected_busbw_gbps, spec.comm.min_fraction, source)
+        name = f"comm.{t.op}" if len(opts.dtypes) == 1 else f"comm.{t.op}.{t.dtype}"
+        out.append((name, f"{t.op} ({t.dtype}) correctness and bus bandwidth", o))
+    out.append(("comm.pairs", "pairwise send/recv: slow rank or link",
+                judge_pairs(data.get("pairs"), n, opts.pair_bytes, opts.backend)))
+    return out
+
+
+def sweep_local(opts: CommOptions) -> tuple[LaunchResult, float]:
+    """Spawn `world_size` local ranks; ends within timeout + a few s of the last progress from any rank."""
+    steps = len(opts.dtypes) * len(opts.ops) * len(opts.sizes) + 2
+    deadline = steps * opts.timeout_s + 60.0  # whole run: each step may take up to the step timeout
+    t0 = time.perf_counter()
+    # The group timeout is only a backstop here: the stall deadline (timeout_s) fires first, so
+    # survivors are not aborted by NCCL's watchdog before the hung rank is named.
+    res = launch("trainready.comm.sweep:sweep_rank", opts.world_size, opts.backend,
+                 opts.rank_kwargs(opts.timeout_s + 30.0), timeout_s=deadline, stall_s=opts.timeout_s)
+    return res, time.perf_counter() - t0
+
+
+def sweep_external(opts: CommOptions, ext: ExternalRank) -> dict[str, Any]:
+    """This process is one rank of torchrun/srun: init from env, run the sweep, tear down."""
+    import os
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+
+    from trainready.comm.sweep import sweep_rank
+
+    os.environ.update(ext.torch_env())
+    if opts.backend == "nccl":
+        torch.cuda.set_device(ext.local_rank)
+        device = torch.device("cuda", ext.local_rank)
+    else:
+        device = torch.device("cpu")
+    kw: dict[str, Any] = {"timeout": timedelta(seconds=opts.timeout_s)}
+    if opts.backend == "nccl":
+        kw["device_id"] = device
+    dist.init_process_group(opts.backend, rank=ext.rank, world_size=ext.world_size, **kw)
+    try:
+        ctx = RankContext(ext.rank, ext.world_size, ext.local_rank, opts.backend, device)
+        return sweep_rank(ctx, **opts.rank_kwargs(opts.timeout_s))
+    finally:
+        dist.destroy_process_group()
+
+
+def build_report(opts: CommOptions, spec: NodeSpec, source: str, data: dict[str, Any] | None,
+                 failure: Outcome | None, seconds: float, context: dict[str, Any]) -> Report:
+    started = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=seconds)
+    if failure is not None or data is None:
+        results = [_result("comm", "collective sweep", failure or Outcome(Status.ERROR, "no data"), seconds)]
+    else:
+        results = [_result(name, title, o, seconds) for name, title, o in outcomes(data, opts, spec, source)]
+        context = {**context, "versions": data.get("versions", {})}
+    ctx = {"options": {k: v for k, v in asdict(opts).items() if k != "faults"}, "avg_floor_bytes": opts.floor,
+           **context}
+    if opts.faults:
+        ctx["planted_faults"] = opts.faults
+    return Report("comm", socket.gethostname(), started.isoformat(timespec="seconds"), seconds, __version__,
+                  spec_to_json(spec), tuple(results), ctx)

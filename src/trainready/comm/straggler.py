@@ -1,0 +1,110 @@
+"""Name a slow rank or link: a pairwise send/recv matrix and a robust outlier rule.
+
+Schedule: the circle method (round-robin tournament) gives n-1 rounds (n even;
+n rounds with one rank idle when n is odd) in which every rank meets every other
+exactly once; the pairs of a round run at the same time.  In each pair both ranks
+send `nbytes` to each other at once (isend + irecv), `iters` times; each rank
+records seconds per exchange.  M[i][j] = the slower of the two endpoints' figures.
+
+Rule (Iglewicz & Hoaglin 1993, "How to Detect and Handle Outliers": modified
+z-score M = 0.6745 (x - median) / MAD, outlier when M > 3.5), one-sided (slow only),
+plus a floor of 1.5x the median so that jitter on an otherwise uniform machine
+(MAD near 0) never names a rank:
+* rank score = median over its partners of M[r][j]; a slow rank is slow with everyone;
+* a pair that is an outlier among all pairs, with neither endpoint already named,
+  is a slow link.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+Z_LIMIT = 3.5  # Iglewicz & Hoaglin's recommended modified-z cut-off
+RATIO_FLOOR = 1.5  # and at least this many times the median
+MAD_TO_SIGMA = 0.6745  # Φ^-1(0.75): makes MAD comparable to a standard deviation
+
+
+def rounds(n: int) -> list[list[tuple[int, int]]]:
+    """Circle-method schedule: each round a list of disjoint pairs (a < b); all pairs once."""
+    if n < 2:
+        return []
+    ids: list[int | None] = list(range(n)) + ([None] if n % 2 else [])
+    k = len(ids)
+    out = []
+    for _ in range(k - 1):
+        pairs = []
+        for i in range(k // 2):
+            a, b = ids[i], ids[k - 1 - i]
+            if a is not None and b is not None:
+                pairs.append((min(a, b), max(a, b)))
+        out.append(sorted(pairs))
+        ids = [ids[0], ids[-1]] + ids[1:-1]  # rotate all but the first
+    return out
+
+
+def pair_matrix_rank(ctx: Any, group: Any, nbytes: int, iters: int, slow_s: float = 0.0) -> list[list[float]] | None:
+    """Runs in every rank; rank 0 returns the n x n matrix of seconds per exchange (diagonal 0)."""
+    import torch
+    import torch.distributed as dist
+
+    from trainready.comm.sweep import time_loop
+
+    n, r = ctx.world_size, ctx.rank
+    row = torch.zeros(n, dtype=torch.float64, device=ctx.device)
+    count = max(1, nbytes // 4)
+    send = torch.full((count,), float(r), dtype=torch.float32, device=ctx.device)
+    recv = torch.empty_like(send)
+    for pairs in rounds(n):
+        peer = next((b if a == r else a for a, b in pairs if r in (a, b)), None)
+
+        def exchange() -> None:
+            if peer is None:
+                return
+            ops = [dist.P2POp(dist.isend, send, peer, group), dist.P2POp(dist.irecv, recv, peer, group)]
+            for req in dist.batch_isend_irecv(ops):
+                req.wait()
+
+        exchange()  # warm-up: connects the pair
+        t = time_loop(exchange, iters, ctx.device, group, slow_s if peer is not None else 0.0)
+        if peer is not None:
+            row[peer] = t
+    parts = [torch.empty_like(row) for _ in range(n)]
+    dist.all_gather(parts, row, group=group)
+    if r != 0:
+        return None
+    m = [p.cpu().tolist() for p in parts]
+    return [[max(m[i][j], m[j][i]) for j in range(n)] for i in range(n)]
+
+
+def _outliers(values: dict[Any, float]) -> dict[Any, float]:
+    """Keys whose value is a slow outlier; value = modified z-score (inf when MAD is 0)."""
+    if len(values) < 3:
+        return {}
+    med = statistics.median(values.values())
+    mad = statistics.median(abs(v - med) for v in values.values())
+    out = {}
+    for k, v in values.items():
+        if v <= RATIO_FLOOR * med:
+            continue
+        z = MAD_TO_SIGMA * (v - med) / mad if mad > 0 else float("inf")
+        if z > Z_LIMIT:
+            out[k] = z
+    return out
+
+
+def analyse(matrix: list[list[float]]) -> dict[str, Any]:
+    """Slow ranks and slow links from an n x n matrix of seconds (diagonal ignored)."""
+    n = len(matrix)
+    score = {r: statistics.median(matrix[r][j] for j in range(n) if j != r) for r in range(n)} if n > 1 else {}
+    slow_ranks = _outliers(score)
+    pairs = {(i, j): matrix[i][j] for i in range(n) for j in range(i + 1, n)}
+    slow_links = {p: z for p, z in _outliers(pairs).items() if p[0] not in slow_ranks and p[1] not in slow_ranks}
+    med = statistics.median(score.values()) if score else float("nan")
+    return {
+        "rank_score_s": [score[r] for r in range(n)] if score else [],
+        "median_s": med,
+        "slow_ranks": sorted(slow_ranks),
+        "slow_links": sorted([list(p) for p in slow_links]),
+        "rule": f"modified z-score > {Z_LIMIT} (Iglewicz & Hoaglin) and > {RATIO_FLOOR}x median",
+    }

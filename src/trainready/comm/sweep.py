@@ -1,0 +1,247 @@
+"""The rank function of `trainready comm`: for every op and size, check then time.
+
+Per (op, size) "step", every rank:
+1. fills its input with known integers v(r, g) = (r + g) mod m (g = global element
+   index), so every output element has one exact expected value;
+2. runs the op once and counts output elements != expected (nccl-tests `-c`);
+3. runs `warmup` ops, a barrier, then `iters` ops back to back with one sync at the
+   end: CUDA events on a GPU (nccl-tests times the same way, around the loop), wall
+   clock on CPU.  Time per op = loop time / iters (seconds).
+Per-rank times and wrong counts are all-gathered at the end so rank 0 holds them all;
+then the pairwise send/recv matrix (straggler.py) runs.
+
+m is chosen so the largest possible sum m*n stays an exact integer in the dtype
+(2^8 for bf16, 2^11 for fp16, 2^24 for fp32).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import warnings
+from datetime import timedelta
+from typing import Any, Callable
+
+from trainready.comm.ops import DTYPES, EXACT_INT, OPS, counts_for
+from trainready.dist.launch import RankContext
+
+HANG_S = 3600.0  # planted hang: far beyond any timeout
+
+
+def value_modulus(dtype: str, n: int) -> int:
+    """m for v(r, g) = (r+g) mod m: sums of n values (+1 planted) stay exact: m*n <= EXACT_INT."""
+    return max(2, min(8, EXACT_INT[dtype] // max(n, 1)))
+
+
+def _coll(name: str) -> Callable[..., Any]:
+    import torch.distributed as dist
+
+    # torch >= 2.12 renames these (the old names warn); older torch has only the old ones.
+    new = {"ag": "all_gather_single", "rs": "reduce_scatter_single"}[name]
+    old = {"ag": "all_gather_into_tensor", "rs": "reduce_scatter_tensor"}[name]
+    return getattr(dist, new, None) or getattr(dist, old)  # type: ignore[no-any-return]
+
+
+class Step:
+    """One op at one size on this rank: buffers, the call, and the exact expected output."""
+
+    def __init__(self, op: str, size: int, dtype: str, ctx: RankContext, group: Any, wrong: bool, m: int) -> None:
+        import torch
+        import torch.distributed as dist
+
+        self.op, self.group, self.ctx = op, group, ctx
+        n, r, dev = ctx.world_size, ctx.rank, ctx.device
+        tdt = getattr(torch, DTYPES[dtype][0])
+        self.count, self.nbytes = counts_for(op, size, n, DTYPES[dtype][2])
+        c = self.count
+        split = OPS[op].split
+        total = c * n if split else c
+
+        def vals(rank: int, start: int, length: int) -> Any:
+            g = torch.arange(start, start + length, device=dev, dtype=torch.int64)
+            return ((g + rank) % m).to(tdt)
+
+        inp = vals(r, 0, total)
+        if wrong:
+            inp = inp + 1  # planted fault: this rank contributes wrong values
+        self.inp = inp
+        per_k = torch.tensor([sum((k + q) % m for q in range(n)) for k in range(m)], device=dev)
+        if op == "all_reduce":
+            self.out = inp.clone()
+            self.expected = per_k[torch.arange(c, device=dev) % m].to(tdt)
+            self.call = lambda: dist.all_reduce(self.out, group=group)
+        elif op == "all_gather":
+            self.inp = inp[:c].contiguous()
+            self.out = torch.empty(c * n, device=dev, dtype=tdt)
+            self.expected = torch.cat([vals(k, 0, c) for k in range(n)])
+            fn = _coll("ag")
+            self.call = lambda: fn(self.out, self.inp, group=group)
+        elif op == "reduce_scatter":
+            self.out = torch.empty(c, device=dev, dtype=tdt)
+            self.expected = per_k[torch.arange(r * c, (r + 1) * c, device=dev) % m].to(tdt)
+            fn = _coll("rs")
+            self.call = lambda: fn(self.out, self.inp, group=group)
+        elif op == "broadcast":
+            self.out = inp.clone()
+            self.expected = vals(0, 0, c)
+            self.call = lambda: dist.broadcast(self.out, 0, group=group)
+        elif op == "all_to_all":
+            self.out = torch.empty(c * n, device=dev, dtype=tdt)
+            # rank r's block k comes from rank k's block r: v(k, r*c + i)
+            self.expected = torch.cat([vals(k, r * c, c) for k in range(n)])
+            self.call = lambda: dist.all_to_all_single(self.out, self.inp, group=group)
+        elif op == "sendrecv":
+            self.out = torch.empty(c, device=dev, dtype=tdt)
+            self.expected = vals((r - 1) % n, 0, c)
+            self.call = self._sendrecv
+        else:  # pragma: no cover - op names are validated by ops.op_names
+            raise ValueError(op)
+        self.wrong = wrong  # broadcast ignores off-root inputs: check() corrupts the output there
+
+    def _sendrecv(self) -> None:
+        import torch.distributed as dist
+
+        n, r = self.ctx.world_size, self.ctx.rank
+        ops = [dist.P2POp(dist.isend, self.inp, (r + 1) % n, self.group),
+               dist.P2POp(dist.irecv, self.out, (r - 1) % n, self.group)]
+        for req in dist.batch_isend_irecv(ops):
+            req.wait()
+
+    def check(self) -> tuple[int, float]:
+        """Run once on fresh inputs: (output elements that differ from expected, seconds the op took)."""
+        import torch
+
+        if self.op in ("all_reduce", "broadcast"):
+            self.out.copy_(self.inp)
+        t0 = time.perf_counter()
+        self.call()
+        if self.out.is_cuda:
+            torch.cuda.synchronize(self.out.device)
+        took = time.perf_counter() - t0
+        if self.wrong and self.op == "broadcast" and self.ctx.rank != 0:
+            self.out[0] += 1  # planted fault off-root: a corrupted received element
+        return int((self.out != self.expected).sum().item()), took
+
+
+def time_loop(call: Callable[[], Any], iters: int, device: Any, group: Any, slow_s: float = 0.0) -> float:
+    """Seconds per op: `iters` calls back to back, one sync at the end (nccl-tests style)."""
+    import torch
+    import torch.distributed as dist
+
+    dist.barrier(group=group)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            if slow_s:
+                time.sleep(slow_s)
+            call()
+        end.record()
+        end.synchronize()
+        return float(start.elapsed_time(end)) / 1e3 / iters  # elapsed_time is in ms
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        if slow_s:
+            time.sleep(slow_s)
+        call()
+    return (time.perf_counter() - t0) / iters
+
+
+def comm_group(timeout_s: float) -> Any:
+    """All ranks, with our own per-collective timeout (backstop; the launcher's stall deadline is first)."""
+    import torch.distributed as dist
+
+    return dist.new_group(list(range(dist.get_world_size())), timeout=timedelta(seconds=timeout_s))
+
+
+def sweep_rank(
+    ctx: RankContext,
+    ops: list[str],
+    sizes: list[int],
+    dtypes: list[str] | None = None,
+    warmup: int = 5,
+    iters: int = 20,
+    group_timeout_s: float = 90.0,
+    pair_bytes: int = 1 << 20,
+    pair_iters: int = 5,
+    step_budget_s: float | None = None,
+    slow_rank: int = -1,
+    slow_ms: float = 0.0,
+    hang_rank: int = -1,
+    wrong_rank: int = -1,
+    die_rank: int = -1,
+    fault_step: int = 0,
+) -> dict[str, Any]:
+    """Runs in each rank. slow/hang/wrong/die knobs exist only for planted-fault tests."""
+    import torch
+    import torch.distributed as dist
+
+    from trainready.comm.straggler import pair_matrix_rank
+
+    warnings.filterwarnings("ignore", category=FutureWarning, module="torch.distributed")
+    n, r = ctx.world_size, ctx.rank
+    group = comm_group(group_timeout_s)
+    slow_s = slow_ms / 1e3 if r == slow_rank else 0.0
+    rows: list[tuple[str, str, int]] = []
+    local: list[list[float]] = []
+    step_no = 0
+    for dtype, op, size in [(d, o, s) for d in dtypes or ["float"] for o in ops for s in sizes]:
+        if r == hang_rank and step_no == fault_step:
+            time.sleep(HANG_S)  # planted fault: never reaches this step's collectives
+        if r == die_rank and step_no == fault_step:
+            os._exit(17)  # planted fault: the rank process dies
+        step_no += 1
+        ctx.stage(f"{op} {dtype} {size} B")
+        c, _ = counts_for(op, size, n, DTYPES[dtype][2])
+        if c == 0 or (op == "sendrecv" and n == 1):
+            continue  # too small to split over n ranks / no peer: not run (like nccl-tests)
+        st = Step(op, size, dtype, ctx, group, r == wrong_rank, value_modulus(dtype, n))
+        wrong, took = st.check()
+        n_iter, n_warm = iters, warmup
+        if step_budget_s:
+            # Fewer ops when one op is slow (large sizes on CPU); every rank must agree: max over ranks.
+            worst = torch.tensor([took], dtype=torch.float64, device=ctx.device)
+            dist.all_reduce(worst, op=dist.ReduceOp.MAX, group=group)
+            n_iter = max(1, min(iters, int(step_budget_s / max(float(worst.item()), 1e-9))))
+            n_warm = min(warmup, n_iter - 1)  # the checked op already warmed this size up
+        for _ in range(n_warm):
+            st.call()
+        ctx.stage(f"{op} {dtype} {size} B timed")
+        t = time_loop(st.call, n_iter, ctx.device, group, slow_s)
+        rows.append((op, dtype, size))
+        local.append([t, float(wrong), float(st.nbytes), float(st.count), float(n_iter)])
+        del st
+    ctx.stage("gather results")
+    mine = torch.tensor(local or [[0.0] * 5], dtype=torch.float64, device=ctx.device)
+    parts = [torch.empty_like(mine) for _ in range(n)]
+    dist.all_gather(parts, mine, group=group)
+    ctx.stage("pairwise send/recv")
+    pairs = pair_matrix_rank(ctx, group, pair_bytes, pair_iters, slow_s)
+    out: dict[str, Any] = {"rank": r, "host": socket.gethostname(), "device": str(ctx.device)}
+    if r == 0:
+        every = [p.cpu().tolist() for p in parts]  # [rank][entry][time, wrong, bytes, count, iters]
+        out["entries"] = [
+            {"op": op, "dtype": dt, "size": size, "bytes": int(every[0][i][2]), "count": int(every[0][i][3]), "iters": int(every[0][i][4]),
+             "time_s": [every[k][i][0] for k in range(n)], "wrong": [int(every[k][i][1]) for k in range(n)]}
+            for i, (op, dt, size) in enumerate(rows)
+        ]
+        out["pairs"] = pairs
+        out["versions"] = versions()
+    return out
+
+
+def versions() -> dict[str, Any]:
+    """NCCL version and the NCCL_*/TORCH_NCCL_* environment in force (NVLS on/off changes busbw ~30%)."""
+    import torch
+
+    nccl = None
+    try:
+        if torch.cuda.is_available():
+            v = torch.cuda.nccl.version()
+            nccl = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+    except Exception:  # noqa: BLE001
+        nccl = None
+    env = {k: v for k, v in sorted(os.environ.items()) if k.startswith(("NCCL_", "TORCH_NCCL_"))}
+    return {"torch": torch.__version__, "cuda": torch.version.cuda, "nccl": nccl, "nccl_env": env}

@@ -1,0 +1,138 @@
+"""`trainready comm`: collectives' correctness and bandwidth, nccl-tests style."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import typer
+
+from trainready.commands.common import JSON_HELP, SPEC_HELP, emit, parse_plants, split_names
+from trainready.errors import UsageError
+
+# Defaults per backend: nccl-tests' usual -w 5 -n 20 on GPUs; on a CPU node, sizes x4 and a 1 s
+# per-step budget so an 8-rank gloo sweep to 64 MB fits in about a minute on two cores.
+GPU_DEFAULTS = {"min": "8", "max": "1G", "factor": 2, "budget": 0.0}
+CPU_DEFAULTS = {"min": "1K", "max": "64M", "factor": 4, "budget": 1.0}
+PLANTS = {"slow_rank": int, "slow_ms": float, "hang_rank": int, "wrong_rank": int, "die_rank": int, "fault_step": int}
+
+
+def faults_from_plants(plants: dict[str, str]) -> dict[str, Any]:
+    """`--plant comm.slow_rank=3 --plant comm.slow_ms=20` → sweep_rank fault kwargs."""
+    out: dict[str, Any] = {}
+    for key, value in plants.items():
+        name = key.removeprefix("comm.")
+        if name not in PLANTS:
+            raise UsageError(f"--plant {key}: unknown fault (expected comm.{', comm.'.join(PLANTS)})")
+        try:
+            out[name] = PLANTS[name](value)
+        except ValueError:
+            raise UsageError(f"--plant {key}={value}: expected a number") from None
+    if "slow_rank" in out:
+        out.setdefault("slow_ms", 20.0)
+    return out
+
+
+def comm(
+    min_bytes: str = typer.Option(None, "--min-bytes", "-b", help="Smallest size S (8, 1K, 64M, 1G; K/M/G = 1024^k). Default 8 on GPUs, 1K on CPU."),
+    max_bytes: str = typer.Option(None, "--max-bytes", "-e", help="Largest size S. Default 1G on GPUs, 64M on CPU."),
+    factor: int = typer.Option(None, "--factor", "-f", help="Multiply the size by this each step. Default 2 on GPUs, 4 on CPU."),
+    ops: list[str] = typer.Option(None, "--ops", help="Ops to run (comma-separated): all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, sendrecv. Default: all."),
+    dtype: list[str] = typer.Option(None, "--dtype", "-d", help="Data type(s): float, bfloat16, half, double, int32. Default float."),
+    warmup: int = typer.Option(5, "--warmup", "-w", help="Untimed ops before each timed loop."),
+    iters: int = typer.Option(20, "--iters", "-n", help="Timed ops per size (back to back, one sync at the end)."),
+    world_size: int = typer.Option(None, "--world-size", help="Local ranks. Default: the spec's comm.world_size, else one per GPU, else 8 gloo ranks."),
+    backend: str = typer.Option("auto", "--backend", help="nccl, gloo, or auto (nccl when GPUs are visible)."),
+    timeout: float = typer.Option(None, "--timeout", help="Seconds one step (an op at one size) may take before its ranks count as hung. Default: the spec's comm.timeout_s."),
+    step_budget: float = typer.Option(None, "--step-budget", help="Shorten a step's timed loop to about this many seconds (at least 1 op). 0 = never. Default 1 on CPU, 0 on GPUs."),
+    avg_from: str = typer.Option(None, "--avg-from", help="Judge the mean busbw over sizes >= this. Default: max size / 8."),
+    pair_bytes: str = typer.Option(None, "--pair-bytes", help="Message size of the pairwise straggler matrix. Default 1M on CPU, 64M on GPUs."),
+    launcher: str = typer.Option("auto", "--launcher", help="auto: be one rank of torchrun/srun when their env is set, else spawn local ranks; local; external."),
+    spec: str = typer.Option(None, "--spec", "-s", help=SPEC_HELP),
+    json_path: str = typer.Option(None, "--json", help=JSON_HELP),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the verdict table, not the nccl-tests tables."),
+    plant: list[str] = typer.Option(None, "--plant", hidden=True, help="Plant a fault comm.NAME=VALUE (tests)."),
+) -> None:
+    """Collectives like nccl-tests: correctness (#wrong elements) and algbw/busbw per op and size.
+
+    S, algbw = S/t and busbw = algbw x factor follow nccl-tests doc/PERFORMANCE.md; GB = 1e9 B.
+    Any wrong element fails the op; an op whose mean busbw (sizes >= --avg-from) is below
+    comm.min_fraction x comm.expected_busbw_gbps fails; with no expectation it warns.
+    A pairwise send/recv matrix names a slow rank or link.  Exit 0 pass/warn, 1 fail, 2 usage.
+
+    Examples:\n
+      trainready comm                                    # CPU: 8 gloo ranks, 1K..64M\n
+      trainready comm --spec example:h200-8x -b 1M -e 8G --json comm.json\n
+      srun -N2 --ntasks-per-node=8 trainready comm --ops all_reduce   # one rank per task
+    """
+    from trainready.comm.ops import dtype_name, op_names, parse_size, size_steps
+    from trainready.comm.run import PAIR_BYTES_GPU, CommOptions, build_report, launch_failure, sweep_external, sweep_local, tables
+    from trainready.dist.env import detect
+    from trainready.spec import load_spec
+    from trainready.util.devices import cuda_count, local_world
+
+    node_spec, source = load_spec(spec)
+    if launcher not in ("auto", "local", "external"):
+        raise UsageError(f"--launcher: expected auto, local or external, got '{launcher}'")
+    if backend not in ("auto", "nccl", "gloo"):
+        raise UsageError(f"--backend: expected auto, nccl or gloo, got '{backend}'")
+    if warmup < 0 or iters < 1:
+        raise UsageError("--warmup must be >= 0 and --iters >= 1")
+    ext = detect() if launcher != "local" else None
+    if launcher == "external" and ext is None:
+        raise UsageError("--launcher external: no torchrun (RANK, WORLD_SIZE) or Slurm (SLURM_PROCID, SLURM_NTASKS > 1) env")
+    gpus = cuda_count()
+    be = backend if backend != "auto" else ("nccl" if gpus else "gloo")
+    if be == "nccl" and not gpus:
+        raise UsageError("--backend nccl: no CUDA GPU is visible here")
+    d = GPU_DEFAULTS if be == "nccl" else CPU_DEFAULTS
+    if ext is not None:
+        n = ext.world_size
+    elif world_size is not None:
+        if world_size < 1 or (be == "nccl" and world_size > gpus):
+            raise UsageError(f"--world-size {world_size}: expected 1..{gpus if be == 'nccl' else 'N'} for {be}")
+        n = world_size
+    else:
+        n = local_world(node_spec)[0] if be == ("nccl" if gpus else "gloo") else (gpus if be == "nccl" else 8)
+    timeout_s = float(timeout if timeout is not None else node_spec.comm.timeout_s)
+    if timeout_s <= 0:
+        raise UsageError(f"--timeout: expected seconds > 0, got {timeout_s:g}")
+    sizes = size_steps(parse_size(min_bytes or d["min"], "--min-bytes"), parse_size(max_bytes or d["max"], "--max-bytes"),
+                       factor if factor is not None else int(d["factor"]))
+    budget = float(step_budget if step_budget is not None else d["budget"])
+    opts = CommOptions(
+        ops=op_names(split_names(ops)), sizes=sizes, dtypes=[dtype_name(x) for x in (split_names(dtype) or ["float"])],
+        warmup=warmup, iters=iters, world_size=n, backend=be, timeout_s=timeout_s,
+        avg_floor=parse_size(avg_from, "--avg-from") if avg_from else None,
+        pair_bytes=parse_size(pair_bytes, "--pair-bytes") if pair_bytes else (PAIR_BYTES_GPU if be == "nccl" else 1 << 20),
+        step_budget_s=budget or None, faults=faults_from_plants(parse_plants(plant)),
+    )
+    context: dict[str, Any] = {"spec_source": source, "launcher": ext.source if ext else "local"}
+    t0 = time.perf_counter()
+    if ext is not None:
+        data = sweep_external(opts, ext)
+        if ext.rank != 0:
+            raise typer.Exit(0)  # only rank 0 prints and writes the record
+        context["ranks_hosts"] = "external"
+        report = build_report(opts, node_spec, source, data, None, time.perf_counter() - t0, context)
+    else:
+        res, secs = sweep_local(opts)
+        data = res.values[0] if res.ok else None
+        report = build_report(opts, node_spec, source, data, None if res.ok else launch_failure(res, opts), secs, context)
+    if data is not None and not quiet:
+        out = sys.stderr if json_path == "-" else sys.stdout
+        for t in tables(data, opts):
+            out.write(f"# {t.op}  ({t.dtype}, {n} ranks, {be}; S = {_buffer(t.op)})\n{t.text()}\n")
+        out.flush()
+    raise typer.Exit(emit(report, json_path))
+
+
+def _buffer(op: str) -> str:
+    from trainready.comm.ops import OPS
+
+    return OPS[op].buffer
+
+
+def register(app: typer.Typer) -> None:
+    app.command("comm")(comm)
