@@ -126,7 +126,7 @@ def plan(
     )
     result = make_plan(inp)
     found = search(inp, top) if do_search else None
-    console = Console(stderr=json_path == "-", width=None if explain or sys.stdout.isatty() else 160)
+    console = Console(stderr=json_path == "-", width=None if sys.stdout.isatty() else 200)
     print_plan(result, console, explain)
     if found is not None:
         print_search(found, console)

@@ -1,0 +1,97 @@
+"""`trainready plan` end to end (in-process through `trainready.cli.main`) and the layout search."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from trainready.cli import main
+from trainready.plan.inputs import Hardware, Parallel, PlanInput, Training, validate
+from trainready.plan.memory import plan_memory
+from trainready.plan.model import PRESETS
+from trainready.plan.planner import gpu_figures
+from trainready.plan.search import search
+
+
+def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(["plan", *args])
+    out, err = capsys.readouterr()
+    return int(exc.value.code or 0), out, err
+
+
+def test_seed_500b_json(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = _run(["--preset", "dense-500b", "--gpus", "5120", "--tp", "8", "--pp", "16", "--sp",
+                       "--distributed-optimizer", "--global-batch", "2560", "--gpu", "H200", "--tokens", "10T",
+                       "--json", "-"], capsys)
+    doc = json.loads(out)
+    assert rc == 0 and doc["schema"] == "trainready.plan/1" and doc["memory"]["verdict"] == "fits"
+    full = next(q for q in doc["checkpoint"] if q["key"] == "checkpoint.full")
+    assert full["unit"] == "B" and 6.9e12 < full["value"] < 7.1e12 and "Rajbhandari" in full["source"]
+    assert doc["inputs"]["parallel"]["dp"] == 40
+
+
+def test_explain_prints_formulas_and_sources(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = _run(["--preset", "gpt3-175b", "--tp", "8", "--pp", "8", "--dp", "1", "--sp", "--global-batch", "8",
+                       "--attention", "classic", "--explain"], capsys)
+    assert "Korthikanti" in out and "sbh(34 + 5as/h)" in out and "Rajbhandari" in out and "6·N·D" in out
+
+
+def test_does_not_fit_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = _run(["--params", "7.5B", "--dp", "1", "--gpu", "H100"], capsys)
+    assert rc == 1 and "DOES NOT FIT" in out
+    rc, out, _ = _run(["--params", "7.5B", "--dp", "64", "--zero", "3", "--gpu", "H100"], capsys)
+    assert rc == 0 and "FITS" in out
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--layers", "2", "--hidden", "100", "--heads", "3", "--vocab", "10", "--seq-len", "8"], "heads (3) must divide hidden (100)"),
+        (["--preset", "llama2-7b", "--tp", "3"], "--tp 3 must divide the number of heads (32)"),
+        (["--preset", "llama2-7b", "--tp", "8", "--pp", "2", "--gpus", "100"], "--gpus 100 is not a multiple"),
+        (["--preset", "llama2-7b", "--hidden", "-4096"], "model.hidden = -4096"),
+        (["--params", "-3B"], "--params '-3B'"),
+        (["--preset", "gpt5"], "--preset 'gpt5': unknown"),
+        (["--preset", "llama2-7b", "--precision", "fp8"], "--precision 'fp8'"),
+    ],
+)
+def test_impossible_inputs_one_line_exit_2(args: list[str], words: str, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = _run(args, capsys)
+    assert rc == 2
+    assert words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_plan_file_unknown_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "plan.toml"
+    f.write_text('[model]\nparams = 7500000000\n[parallel]\ndp = 64\nzero = 2\n')
+    rc, out, _ = _run(["--file", str(f), "--json", "-"], capsys)
+    assert rc == 0 and round(sum(q["value"] for q in json.loads(out)["memory"]["items"]
+                                 if q["key"] in ("memory.weights", "memory.grads", "memory.optimizer")) / 1e9, 1) == 16.6
+    f.write_text("[parallel]\nzeros = 2\n")
+    rc, _, err = _run(["--file", str(f)], capsys)
+    assert rc == 2 and "parallel.zeros" in err and "unknown key" in err
+
+
+def test_search_returns_only_layouts_that_fit(capsys: pytest.CaptureFixture[str]) -> None:
+    inp = PlanInput(PRESETS["llama2-13b"], Parallel(gpus=8, sp=True), Training(global_batch=64, micro_batch=1),
+                    Hardware(gpu="H100"))
+    found = search(inp, limit=0)
+    assert found
+    # not by accident: plain data parallelism (16 B/param × 13 B = 208 GB) does not fit and is absent
+    plain = validate(PlanInput(inp.model, Parallel(gpus=8), inp.training, inp.hardware))
+    _, cap, _ = gpu_figures(plain)
+    assert plan_memory(plain, cap).verdict == "does not fit"
+    assert not any(c.tp == 1 and c.pp == 1 and c.zero == 0 for c in found)
+    for c in found:
+        cand = validate(PlanInput(inp.model, Parallel(tp=c.tp, pp=c.pp, dp=c.dp, zero=c.zero, sp=c.tp > 1),
+                                  Training(global_batch=64, recompute=c.recompute), inp.hardware))
+        assert plan_memory(cand, cap).verdict != "does not fit"
+    assert [c.cost for c in found] == sorted(c.cost for c in found)
+    # too small a GPU: nothing fits, and the CLI says so
+    assert search(PlanInput(inp.model, inp.parallel, inp.training, Hardware(gpu_mem_gib=8, peak_tflops=100))) == []
+    rc, out, _ = _run(["--preset", "llama2-13b", "--gpus", "8", "--global-batch", "64", "--tp", "2", "--sp", "--zero", "1",
+                       "--search"], capsys)
+    assert rc == 0 and "Layouts that fit" in out
