@@ -123,3 +123,25 @@ def test_env_bad_input_is_one_line_exit_2(cli, args, expect):
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and expect in lines[0] and "Traceback" not in r.stderr
+
+
+def test_summary_renders_captured_gpus_and_flags_an_unhealthy_one():
+    import io
+
+    from rich.console import Console
+
+    from trainready.probe import facts as facts_mod
+    from trainready.probe.manifest import collect
+    from trainready.probe.render import print_summary
+
+    f = json.loads((DATA / "facts_h200x8.json").read_text())
+    f["nvml"]["gpus"][4]["remap_pending"] = True
+    m = collect()
+    m["gpu"] = {"nvml": f["nvml"], "torch": f["torch"]}
+    m["infiniband"] = ib.ports(DATA / "sysfs_ib")
+    buf = io.StringIO()
+    print_summary(m, Console(file=buf, width=250, force_terminal=False))
+    text = buf.getvalue()
+    assert "580.159.04" in text and "the driver's ceiling" in text and text.count("NVIDIA H200") >= 8
+    assert "18/18 up" in text and "yes/no" in text and "400 Gb/sec (4X NDR)" in text
+    assert facts_mod.NodeFacts.from_json(f).nvml.gpus[4].remap_pending is True
