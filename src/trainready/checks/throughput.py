@@ -104,7 +104,7 @@ def judge(figures: Sequence[GpuFigures], peak: GpuPeak | None, spec: ComputeSpec
     for kind, vals in (("gemm_bf16", [(f.gemm_tflops, f.gpu) for f in figures]), ("hbm_copy", [(f.copy_gbps, f.gpu) for f in figures])):
         if len(vals) < 2:
             continue
-        best, worst = max(vals), min(vals)
+        best, worst = max(vals, key=lambda v: (v[0], -v[1])), min(vals)  # ties: lowest GPU index
         spread = (best[0] - worst[0]) / best[0] if best[0] > 0 else float("nan")
         thr = Threshold("<=", spec.spread_max, "1", "spec compute.spread_max: (best − worst) / best")
         metrics.append(Metric.of(f"{kind}_spread", spread, "1", thr, worst_gpu=worst[1], best_gpu=best[1]))
