@@ -116,9 +116,10 @@ def activation_quantities(inp: PlanInput) -> list[Quantity]:
     out.append(Quantity("activations.layers", f"activations, {per_stage} layers × {inflight} micro-batch(es)",
                         stored, "B", "per_layer · L/p · min(p, m)", src + "; 1F1B schedule §4.2.3"))
     if amp:
-        extra = (s * b * h * (1 if m.dropout else 0) + 2 * 8 * s * b + 4 * s * b * h + 8 * s * b
+        extra = (s * b * h * (1 if m.dropout else 0) + 2 * 8 * s * b + (8 * s if m.learned_pos else 0) + 4 * s * b * h + 8 * s * b
                  + 2 * s * b * h + 4 * s * b * v)
-        ef = "sbh (emb. dropout mask) + 16sb (token ids, targets) + 4sbh + 8sb (ln_f) + 2sbh (head input) + 4sbv (log_softmax out)"
+        ef = ("sbh (emb. dropout mask) + 16sb + 8s (token ids, targets, positions) + 4sbh + 8sb (ln_f) "
+              "+ 2sbh (head input) + 4sbv (log_softmax out)")
         transient = max(8 * s * b * v, 2 * s * b * v + 6 * v * h)
         tf = "max(8sbv: loss grad + log_softmax grad at backward start, 2sbv + 6vh: head weight grad cast)"
         tsrc = "PyTorch cross_entropy = log_softmax + nll_loss, fp32 logits"

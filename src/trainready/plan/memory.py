@@ -54,15 +54,15 @@ def params_per_gpu(inp: PlanInput) -> float:
 
 
 def linear_params_per_gpu(inp: PlanInput) -> float:
-    """Parameters of Linear layers (weights + biases) that autocast copies to bf16."""
+    """Weights of the Linear layers, which autocast copies to bf16 and autograd keeps until backward.
+
+    (Bias copies live only in autocast's cache and are gone once the forward leaves the autocast context.)
+    """
     m, p = inp.model, inp.parallel
     if not m.has_shape:
         return params_per_gpu(inp)
-    h, g, f = m.hidden, m.kv_dim, m.ffn_size
-    mats = 3 if m.gated_mlp else 2
-    biases = (h + 2 * g + h + (mats - 1) * f + h) if m.bias else 0
-    head = 0 if m.tied_embeddings else m.vocab * h
-    return (m.layers // p.pp * (m.matmul_layer_params() + biases) + head) / p.tp
+    head = 0 if m.tied_embeddings else m.vocab * m.hidden
+    return (m.layers // p.pp * m.matmul_layer_params() + head) / p.tp
 
 
 def state_quantities(inp: PlanInput) -> list[Quantity]:
@@ -87,7 +87,7 @@ def state_quantities(inp: PlanInput) -> list[Quantity]:
     if pr.autocast_copy:
         out.append(Quantity("memory.autocast_copies", "bf16 copies of Linear weights (autocast)",
                             pr.autocast_copy * linear_params_per_gpu(inp), "B",
-                            "2 · (Linear weights + biases)", "torch.amp autocast weight-cast cache"))
+                            "2 · Linear weights", "torch.amp autocast: bf16 weight casts saved for backward"))
     if st >= 3 and inp.model.has_shape:  # gathered full layers while computing (current + prefetched)
         out.append(Quantity("memory.zero3_gather", "ZeRO-3 gathered layers (current + prefetch)",
                             2 * pr.weight * inp.model.layer_params() / par.tp, "B", "2 · w · layer params / t",
