@@ -1,0 +1,91 @@
+"""Is the throughput check's figure the GPU's real best?
+
+In one run on GPU 0: the check's `measure_gemm` (BF16, 8192³) against the best
+plain `torch.matmul` loop over several shapes, and the check's `measure_copy`
+against the best plain `dst.copy_(src)` loop over several sizes, each timed
+independently with CUDA events, best of several repeats.  Prints both figures
+and the ratio (target >= 0.97 for both).  On a machine without a GPU it says so
+and exits 0.
+
+    PYTHONPATH=src python3 benchmarks/gemm_probe.py
+"""
+
+from __future__ import annotations
+
+import sys
+
+TARGET = 0.97
+REPEATS = 5
+SHAPES = (4096, 8192, 16384)  # M = N = K; the largest is 8.8 TFLOP per product
+COPY_SIZES = (1 << 28, 1 << 30, 1 << 31)  # bytes per buffer: 256 MiB, 1 GiB, 2 GiB
+
+
+def _events_best(fn: object, iters: int) -> float:
+    import torch
+
+    for _ in range(5):
+        fn()  # type: ignore[operator]
+    best = float("inf")
+    for _ in range(REPEATS):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(iters):
+            fn()  # type: ignore[operator]
+        e.record()
+        e.synchronize()
+        best = min(best, s.elapsed_time(e) / 1e3 / iters)
+    return best
+
+
+def plain_matmul_tflops(n: int) -> float:
+    import torch
+
+    a = torch.randn(n, n, device="cuda:0", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda:0", dtype=torch.bfloat16)
+    iters = max(5, int(50 * (8192 / n) ** 3))  # ~0.1 s per repeat at every shape
+    return 2 * n**3 / _events_best(lambda: torch.matmul(a, b), iters) / 1e12
+
+
+def plain_copy_gbps(nbytes: int) -> float:
+    import torch
+
+    src = torch.ones(nbytes, dtype=torch.uint8, device="cuda:0")
+    dst = torch.empty_like(src)
+    return 2 * nbytes / _events_best(lambda: dst.copy_(src), 30) / 1e9
+
+
+def main() -> int:
+    import torch
+
+    if not torch.cuda.is_available():
+        print("gemm_probe: needs a CUDA GPU; none here (nothing measured)")
+        return 0
+    sys.path.insert(0, "src")
+    from trainready.checks.throughput import measure_copy, measure_gemm
+    from trainready.hardware import lookup
+
+    name = torch.cuda.get_device_name(0)
+    peak = lookup(name)
+    print(f"GPU 0: {name}; table peak: " + (f"{peak.bf16_tflops:.0f} TFLOP/s, {peak.hbm_gbps:.0f} GB/s" if peak else "unknown"))
+    check_g = measure_gemm("cuda:0")
+    plain_g = {n: plain_matmul_tflops(n) for n in SHAPES}
+    torch.cuda.empty_cache()
+    check_c = measure_copy("cuda:0")
+    plain_c = {s: plain_copy_gbps(s) for s in COPY_SIZES}
+    ok = True
+    for label, check, plain, unit, top in (
+        ("BF16 GEMM", check_g, plain_g, "TFLOP/s", peak.bf16_tflops if peak else None),
+        ("HBM copy", check_c, plain_c, "GB/s", peak.hbm_gbps if peak else None),
+    ):
+        best_key = max(plain, key=lambda k: plain[k])
+        ratio = check / plain[best_key]
+        ok &= ratio >= TARGET
+        print(f"{label}: plain " + ", ".join(f"{k}: {v:.1f}" for k, v in plain.items()) + f" {unit}")
+        print(f"{label}: check {check:.1f} {unit} / best plain {plain[best_key]:.1f} (at {best_key}) = "
+              f"{ratio:.3f}  target >= {TARGET}  {'OK' if ratio >= TARGET else 'BELOW TARGET'}"
+              + (f"  [check = {check / top:.1%} of peak]" if top else ""))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
