@@ -32,7 +32,7 @@ def _opt(default: Any, help: str, *names: str) -> Any:
 
 def plan(
     preset: Optional[str] = _opt(None, "Model preset (see --list-presets).", "--preset", "-p"),
-    file: Optional[str] = _opt(None, "Plan file (TOML with [model] [parallel] [training] [hardware]); flags override it.", "--file", "-f"),
+    file: Optional[str] = _opt(None, "Plan file (TOML, tables model / parallel / training / hardware); flags override it.", "--file", "-f"),
     params: Optional[str] = _opt(None, "Parameter count for a count-only model, e.g. 7.5B.", "--params"),
     layers: Optional[int] = _opt(None, "Layers L.", "--layers"),
     hidden: Optional[int] = _opt(None, "Hidden size h.", "--hidden"),
@@ -80,7 +80,7 @@ def plan(
     Examples:\n
       trainready plan --preset dense-500b --gpus 5120 --tp 8 --pp 16 --sp --distributed-optimizer --global-batch 2560 --gpu H200 --tokens 10T --storage-gbps 100   # seed 000's 500B\n
       trainready plan --params 7.5B --dp 64 --zero 2 --gpu-mem-gib 32 --peak-tflops 125   # ZeRO paper example\n
-      trainready plan --preset llama3-70b --gpus 64 --global-batch 512 --sp --search\n
+      trainready plan --preset llama3-70b --gpus 64 --tp 8 --sp --global-batch 512 --search\n
       trainready plan --preset gpt3-175b --tp 8 --pp 8 --dp 1 --attention classic --explain
     """
     from trainready.plan import model as pm
