@@ -99,7 +99,7 @@ def judge_op(t: OpTable, n: int, backend: str, expected: Mapping[str, float], mi
                        "NCCL_DEBUG=INFO and check dmesg for Xid errors.", details=details)
     if thr is None:
         return Outcome(Status.WARN, f"{head}; no expectation in the spec", tuple(metrics),
-                       remedy=f"Set comm.expected_busbw_gbps.{t.op} from a reference node to judge this figure.",
+                       remedy=f"set comm.expected_busbw_gbps.{t.op} (reference node)",
                        details=details)
     if not thr.holds(t.avg_busbw):
         return Outcome(Status.FAIL, f"{head} < {thr.bound:.3g} ({thr.source})", tuple(metrics),

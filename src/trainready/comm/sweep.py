@@ -58,18 +58,23 @@ class Step:
         split = OPS[op].split
         total = c * n if split else c
 
-        def vals(rank: int, start: int, length: int) -> Any:
-            g = torch.arange(start, start + length, device=dev, dtype=torch.int64)
-            return ((g + rank) % m).to(tdt)
+        def periodic(period: list[int], start: int, length: int) -> Any:
+            """period[(start + i) mod m] for i < length, built by tiling (a memcpy, not per-element math)."""
+            k = len(period)
+            rolled = torch.tensor([period[(start + i) % k] for i in range(k)], dtype=tdt, device=dev)
+            return rolled.repeat(length // k + 1)[:length]
+
+        def vals(rank: int, start: int, length: int) -> Any:  # v(rank, g) = (rank + g) mod m, g from start
+            return periodic([(rank + i) % m for i in range(m)], start, length)
 
         inp = vals(r, 0, total)
         if wrong:
             inp = inp + 1  # planted fault: this rank contributes wrong values
         self.inp = inp
-        per_k = torch.tensor([sum((k + q) % m for q in range(n)) for k in range(m)], device=dev)
+        sums = [sum((k + q) % m for q in range(n)) for k in range(m)]  # sum over ranks of v(q, g), g mod m = k
         if op == "all_reduce":
             self.out = inp.clone()
-            self.expected = per_k[torch.arange(c, device=dev) % m].to(tdt)
+            self.expected = periodic(sums, 0, c)
             self.call = lambda: dist.all_reduce(self.out, group=group)
         elif op == "all_gather":
             self.inp = inp[:c].contiguous()
@@ -79,7 +84,7 @@ class Step:
             self.call = lambda: fn(self.out, self.inp, group=group)
         elif op == "reduce_scatter":
             self.out = torch.empty(c, device=dev, dtype=tdt)
-            self.expected = per_k[torch.arange(r * c, (r + 1) * c, device=dev) % m].to(tdt)
+            self.expected = periodic(sums, r * c, c)
             fn = _coll("rs")
             self.call = lambda: fn(self.out, self.inp, group=group)
         elif op == "broadcast":

@@ -11,10 +11,10 @@ import typer
 from trainready.commands.common import JSON_HELP, SPEC_HELP, emit, parse_plants, split_names
 from trainready.errors import UsageError
 
-# Defaults per backend: nccl-tests' usual -w 5 -n 20 on GPUs; on a CPU node, sizes x4 and a 1 s
-# per-step budget so an 8-rank gloo sweep to 64 MB fits in about a minute on two cores.
-GPU_DEFAULTS = {"min": "8", "max": "1G", "factor": 2, "budget": 0.0}
-CPU_DEFAULTS = {"min": "1K", "max": "64M", "factor": 4, "budget": 1.0}
+# Defaults per backend: nccl-tests' usual -w 5 -n 20 on GPUs; on a CPU node -w 2 -n 10, sizes x4 and
+# a 0.5 s per-step budget so an 8-rank gloo sweep to 64 MB fits in a minute on two cores.
+GPU_DEFAULTS = {"min": "8", "max": "1G", "factor": 2, "budget": 0.0, "warmup": 5, "iters": 20}
+CPU_DEFAULTS = {"min": "1K", "max": "64M", "factor": 4, "budget": 0.5, "warmup": 2, "iters": 10}
 PLANTS = {"slow_rank": int, "slow_ms": float, "hang_rank": int, "wrong_rank": int, "die_rank": int, "fault_step": int}
 
 
@@ -40,8 +40,8 @@ def comm(
     factor: int = typer.Option(None, "--factor", "-f", help="Multiply the size by this each step. Default 2 on GPUs, 4 on CPU."),
     ops: list[str] = typer.Option(None, "--ops", help="Ops to run (comma-separated): all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, sendrecv. Default: all."),
     dtype: list[str] = typer.Option(None, "--dtype", "-d", help="Data type(s): float, bfloat16, half, double, int32. Default float."),
-    warmup: int = typer.Option(5, "--warmup", "-w", help="Untimed ops before each timed loop."),
-    iters: int = typer.Option(20, "--iters", "-n", help="Timed ops per size (back to back, one sync at the end)."),
+    warmup: int = typer.Option(None, "--warmup", "-w", help="Untimed ops before each timed loop. Default 5 on GPUs, 2 on CPU."),
+    iters: int = typer.Option(None, "--iters", "-n", help="Timed ops per size (back to back, one sync at the end). Default 20 on GPUs, 10 on CPU."),
     world_size: int = typer.Option(None, "--world-size", help="Local ranks. Default: the spec's comm.world_size, else one per GPU, else 8 gloo ranks."),
     backend: str = typer.Option("auto", "--backend", help="nccl, gloo, or auto (nccl when GPUs are visible)."),
     timeout: float = typer.Option(None, "--timeout", help="Seconds one step (an op at one size) may take before its ranks count as hung. Default: the spec's comm.timeout_s."),
@@ -77,8 +77,6 @@ def comm(
         raise UsageError(f"--launcher: expected auto, local or external, got '{launcher}'")
     if backend not in ("auto", "nccl", "gloo"):
         raise UsageError(f"--backend: expected auto, nccl or gloo, got '{backend}'")
-    if warmup < 0 or iters < 1:
-        raise UsageError("--warmup must be >= 0 and --iters >= 1")
     ext = detect() if launcher != "local" else None
     if launcher == "external" and ext is None:
         raise UsageError("--launcher external: no torchrun (RANK, WORLD_SIZE) or Slurm (SLURM_PROCID, SLURM_NTASKS > 1) env")
@@ -101,6 +99,10 @@ def comm(
     sizes = size_steps(parse_size(min_bytes or d["min"], "--min-bytes"), parse_size(max_bytes or d["max"], "--max-bytes"),
                        factor if factor is not None else int(d["factor"]))
     budget = float(step_budget if step_budget is not None else d["budget"])
+    warmup = int(warmup if warmup is not None else d["warmup"])
+    iters = int(iters if iters is not None else d["iters"])
+    if warmup < 0 or iters < 1 or budget < 0:
+        raise UsageError("--warmup must be >= 0, --iters >= 1 and --step-budget >= 0")
     opts = CommOptions(
         ops=op_names(split_names(ops)), sizes=sizes, dtypes=[dtype_name(x) for x in (split_names(dtype) or ["float"])],
         warmup=warmup, iters=iters, world_size=n, backend=be, timeout_s=timeout_s,

@@ -1,0 +1,63 @@
+"""Question 3, second step: a short nccl-tests-style sweep of every collective.
+
+Runs `trainready comm`'s sweep with a small size range (seconds on a CPU node; up to
+1 GiB on GPUs where the spec's busbw expectations apply) and folds the per-op
+verdicts into one result: any wrong element, a busbw below the expectation or a
+named straggler fails it; no expectation → warn.
+"""
+
+from __future__ import annotations
+
+from trainready.checks.base import Check, CheckContext, register
+from trainready.comm.ops import OPS, size_steps
+from trainready.comm.run import PAIR_BYTES_CPU, PAIR_BYTES_GPU, CommOptions, launch_failure, outcomes, sweep_local
+from trainready.records import SEVERITY, Level, Outcome, Status
+from trainready.util.devices import local_world
+
+FAULTS = ("slow_rank", "slow_ms", "hang_rank", "wrong_rank", "die_rank", "fault_step")
+
+
+@register
+class CommSweepCheck(Check):
+    name = "comm"
+    title = "Collectives sweep: correct results, bus bandwidth, no straggler"
+    level = Level.STANDARD
+    order = 35
+    timeout_s = 600.0
+
+    def run(self, ctx: CheckContext) -> Outcome:
+        world, backend = local_world(ctx.spec)
+        gpu = backend == "nccl"
+        faults: dict[str, float | int] = {}
+        for k in FAULTS:
+            v = ctx.fault(f"comm.{k}")
+            if v is not None:
+                faults[k] = float(v) if k == "slow_ms" else int(v)
+        if "slow_rank" in faults:
+            faults.setdefault("slow_ms", 20.0)
+        opts = CommOptions(
+            ops=list(OPS),
+            # CPU: 1 KiB..1 MiB x4 (latency and small-bandwidth regime, seconds); GPU: 1 MiB..1 GiB x2.
+            sizes=size_steps(1 << 20, 1 << 30, 2) if gpu else size_steps(1 << 10, 1 << 20, 4),
+            warmup=5 if gpu else 1, iters=20 if gpu else 5, world_size=world, backend=backend,
+            timeout_s=ctx.spec.comm.timeout_s, pair_bytes=PAIR_BYTES_GPU if gpu else PAIR_BYTES_CPU,
+            pair_iters=5 if gpu else 3, step_budget_s=None if gpu else 0.5, faults=faults,
+        )
+        res, _ = sweep_local(opts)
+        if not res.ok:
+            return launch_failure(res, opts)
+        verdicts = outcomes(res.values[0], opts, ctx.spec, "spec")
+        worst = max((o.status for _, _, o in verdicts), key=lambda s: SEVERITY[s])
+        bad = [o.message for _, _, o in verdicts if o.status in (Status.FAIL, Status.ERROR)]
+        warn = [n.split(".", 1)[1] for n, _, o in verdicts if o.status == Status.WARN]
+        metrics = tuple(m for _, _, o in verdicts for m in o.metrics if m.name in ("comm_busbw_avg", "comm_wrong_elements"))
+        details = {n: {"status": o.status.value, "message": o.message, **dict(o.details)} for n, _, o in verdicts}
+        head = f"{backend}, {world} ranks, {len(OPS)} ops x {len(opts.sizes)} sizes"
+        if bad:
+            return Outcome(Status.FAIL, f"{head}: " + "; ".join(bad), metrics,
+                           remedy=next(o.remedy for _, _, o in verdicts if o.status == Status.FAIL), details=details)
+        if worst == Status.WARN:
+            return Outcome(Status.WARN, f"{head}: zero wrong elements; no busbw expectation for {', '.join(warn)}",
+                           metrics, remedy="set comm.expected_busbw_gbps in the spec (reference node)", details=details)
+        return Outcome(worst, f"{head}: zero wrong elements, busbw meets the spec, no straggler", metrics,
+                       details=details)
