@@ -102,7 +102,7 @@ def test_count_only_model_has_no_activations_but_a_verdict() -> None:
 
 def test_compute_6nd() -> None:
     plan = make_plan(PlanInput(ModelSpec(params=7_500_000_000), Parallel(dp=64), Training(tokens=1e12, mfu=0.5),
-                               Hardware(gpu="H100")))
+                               Hardware(gpu_mem_gib=80, peak_tflops=989)))
     c = {q.key: q.value for q in plan.compute}
     assert c["compute.total_flops"] == 6 * 7.5e9 * 1e12
     assert c["compute.time"] == pytest.approx(6 * 7.5e9 * 1e12 / (64 * 989e12 * 0.5))

@@ -59,7 +59,7 @@ def plan(
     attention: Optional[str] = _opt(None, "flash (default) or classic (stores s² scores).", "--attention"),
     tokens: Optional[str] = _opt(None, "Training tokens D for compute, e.g. 15T.", "--tokens"),
     mfu: Optional[float] = _opt(None, "Assumed MFU, 0-1 (default 0.40).", "--mfu"),
-    gpu: Optional[str] = _opt(None, "GPU: A100, H100 (default), H200, B200.", "--gpu"),
+    gpu: Optional[str] = _opt(None, "GPU name from the hardware table: H100 (default), H200, B200, 'A100 80GB', ...", "--gpu"),
     gpu_mem_gib: Optional[float] = _opt(None, "GPU memory, GiB (overrides the table).", "--gpu-mem-gib"),
     peak_tflops: Optional[float] = _opt(None, "Dense BF16 peak TFLOP/s (overrides the table).", "--peak-tflops"),
     storage_gbps: Optional[float] = _opt(None, "Aggregate checkpoint write bandwidth, GB/s (default 10).", "--storage-gbps"),

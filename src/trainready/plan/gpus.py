@@ -1,7 +1,7 @@
 """GPU memory and peak dense BF16 throughput for the planner.
 
-Prefers the project's hardware table (`trainready.hardware.gpus.lookup`) when it
-is installed; this minimal table is the fallback.  Memory is what NVML reports
+Uses the project's hardware table (`trainready.hardware.gpus`); this minimal
+table is only the fallback for a name that table does not know.  Memory is what NVML reports
 as total (GiB = 2^30 bytes); peaks are NVIDIA datasheet dense (no sparsity) BF16.
 """
 
@@ -32,21 +32,25 @@ _TABLE: dict[str, GpuInfo] = {
 
 
 def known() -> list[str]:
-    return sorted(_TABLE)
+    try:
+        from trainready.hardware.gpus import GPUS
+
+        return sorted({row.key for row in GPUS})
+    except ImportError:  # pragma: no cover - the shared table ships with the package
+        return sorted(_TABLE)
 
 
 def lookup(name: str) -> GpuInfo:
-    """Find a GPU by a substring of its name ('h200', 'NVIDIA H200', 'H100 80GB HBM3')."""
-    try:  # the shared hardware table, when another part of the project provides it
-        from trainready.hardware import gpus as hw  # type: ignore[attr-defined]
-
-        rec = hw.lookup(name)
-        mem = getattr(rec, "memory_gib", None)
-        peak = getattr(rec, "bf16_tflops", None) or getattr(rec, "bf16_dense_tflops", None)
-        if rec is not None and mem and peak:
-            return GpuInfo(str(getattr(rec, "name", name)), float(mem), float(peak), "trainready.hardware.gpus")
-    except Exception:  # noqa: BLE001 - absent or different interface: use ours
-        pass
+    """Find a GPU by its name ('h200', 'NVIDIA H200', 'H100 80GB HBM3'); unknown → one-line UsageError."""
+    try:  # the project's shared table: NVML totals where known, datasheet dense BF16 peaks
+        from trainready.hardware import gpus as hw
+    except ImportError:  # pragma: no cover
+        hw = None  # type: ignore[assignment]
+    if hw is not None:
+        row = hw.lookup(name)
+        mem = hw.memory_gib_per_gpu(name)
+        if row is not None and mem:
+            return GpuInfo(row.key, float(mem), float(row.bf16_tflops), row.source)
     up = name.upper()
     for key, info in _TABLE.items():
         if key in up:

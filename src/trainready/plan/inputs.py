@@ -85,7 +85,7 @@ class Training:
 
 @dataclass(frozen=True)
 class Hardware:
-    gpu: str = doc_field("H100", "GPU name, looked up in the table (A100, H100, H200, B200).")
+    gpu: str = doc_field("H100", "GPU name, looked up in trainready.hardware.gpus (H100, H200, B200, ...).")
     gpu_mem_gib: float = doc_field(0.0, "GPU memory in GiB; 0 = from the table.")
     peak_tflops: float = doc_field(0.0, "Dense BF16 peak TFLOP/s per GPU; 0 = from the table.")
     storage_gbps: float = doc_field(10.0, "Sustained aggregate checkpoint write bandwidth, GB/s (10^9 B/s).")
