@@ -5,7 +5,7 @@ from trainready.checks.known_answer import (
     K_RANDOM,
     U_BF16,
     U_FP32,
-    _inputs,
+    inputs_for,
     matmul_mode,
     matmul_on_device,
     tolerance,
@@ -20,7 +20,7 @@ def _run(tmp_path, faults=None):
 
 @pytest.fixture(scope="module")
 def small_inputs():
-    return _inputs(128)
+    return inputs_for(128)
 
 
 def test_tolerances_follow_the_precision():

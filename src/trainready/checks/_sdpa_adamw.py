@@ -1,11 +1,12 @@
 """Kernel cross-checks used by the train-step check (not a check module itself).
 
-SDPA: each fused backend against a float64 math-backend reference, judged the way
+SDPA: each fused backend against the math backend run in float64, judged the way
 the FlashAttention test suite judges its kernels (Dao et al., flash-attention
 tests/test_flash_attn.py: a fused result may be at most 2x as far from the
-high-precision reference as PyTorch's own low-precision math result).  We allow
-3x plus a floor of 4 ulps of the largest reference element, because on small
-problems the math error can be ~0 and a legitimate kernel then differs by ulps.
+float64 reference as a plain attention written with ops in the low precision,
+their `attention_ref(upcast=False)`; ours is `naive_attention`).  We allow 3x
+plus a floor of 4 ulps of the largest reference element, because on small
+problems the naive error can be ~0 and a legitimate kernel then differs by ulps.
 
 AdamW: `fused=True` against `foreach=True` from the same parameters and the
 same gradients.  Both evaluate the same formula (Loshchilov & Hutter 2019) in
@@ -39,15 +40,28 @@ def sdpa_inputs(device: str, on_gpu: bool) -> dict[str, Any]:
     return {k: torch.randn(b, h, t, d, generator=g).to(device) for k in ("q", "k", "v", "dout")}
 
 
+def naive_attention(q: Any, k: Any, v: Any) -> Any:
+    """Causal softmax(q kᵀ / sqrt(d)) v with every op in q's dtype (no upcast): the low-precision yardstick."""
+    import torch
+
+    t, d = q.shape[-2], q.shape[-1]
+    s = (q @ k.transpose(-2, -1)) * (d**-0.5)  # [B, H, T, T]
+    future = torch.ones(t, t, dtype=torch.bool, device=q.device).triu(1)
+    return torch.softmax(s.masked_fill(future, float("-inf")), dim=-1) @ v
+
+
 def sdpa_run(inputs: dict[str, Any], dtype: Any, backend: Any | None) -> list[Any]:
-    """[out, dq, dk, dv] for a causal SDPA in `dtype` under `backend` (None = math in float64)."""
+    """[out, dq, dk, dv] for a causal attention in `dtype`: SDPA under `backend`, or `naive_attention` if None."""
     import torch
     import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention import sdpa_kernel
 
     q, k, v = (inputs[n].to(dtype).detach().requires_grad_(True) for n in ("q", "k", "v"))
-    with sdpa_kernel([backend if backend is not None else SDPBackend.MATH]):
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    if backend is None:
+        out = naive_attention(q, k, v)
+    else:
+        with sdpa_kernel([backend]):
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     dq, dk, dv = torch.autograd.grad(out, (q, k, v), inputs["dout"].to(dtype))
     return [t.detach().double() for t in (out, dq, dk, dv)]
 
@@ -55,21 +69,21 @@ def sdpa_run(inputs: dict[str, Any], dtype: Any, backend: Any | None) -> list[An
 def sdpa_compare(
     inputs: dict[str, Any], dtype: Any, backend: Any, perturb: bool = False
 ) -> dict[str, dict[str, float]]:
-    """{tensor: {err, tol}} for out/dq/dk/dv of `backend` vs the float64 math reference."""
+    """{tensor: {err, tol, naive_err}} for out/dq/dk/dv of `backend` vs the float64 math-backend reference."""
     import torch
     from torch.nn.attention import SDPBackend
 
-    ref = sdpa_run(inputs, torch.float64, None)
-    low = sdpa_run(inputs, dtype, SDPBackend.MATH)
+    ref = sdpa_run(inputs, torch.float64, SDPBackend.MATH)
+    low = sdpa_run(inputs, dtype, None)
     got = sdpa_run(inputs, dtype, backend)
     if perturb:  # planted fault: one element of the fused output is off by 1
         got[0].view(-1)[0] += 1.0
     u = eps_of(dtype)
     res = {}
     for name, r, lo, g in zip(("out", "dq", "dk", "dv"), ref, low, got):
-        math_err = float((lo - r).abs().max())
-        tol = SDPA_FACTOR * math_err + SDPA_FLOOR_ULPS * 2 * u * float(r.abs().max())
-        res[name] = {"err": float((g - r).abs().max()), "tol": tol, "math_err": math_err}
+        naive_err = float((lo - r).abs().max())
+        tol = SDPA_FACTOR * naive_err + SDPA_FLOOR_ULPS * 2 * u * float(r.abs().max())
+        res[name] = {"err": float((g - r).abs().max()), "tol": tol, "naive_err": naive_err}
     return res
 
 
@@ -84,9 +98,9 @@ def adamw_compare(params: list[Any], device: str, perturb: bool = False) -> dict
     except (RuntimeError, TypeError, ValueError):
         return None  # fused AdamW needs torch >= 2.4 on CPU
     plain = torch.optim.AdamW(pb, lr=ADAMW_LR, foreach=True)
-    g = torch.Generator().manual_seed(26)
+    g = torch.Generator(device=device).manual_seed(26)  # gradients made on the device: no host work per GPU
     for _ in range(ADAMW_STEPS):
-        grads = [torch.randn(p.shape, generator=g).to(device) for p in pa]
+        grads = [torch.randn(p.shape, generator=g, device=device) for p in pa]
         for p, q, gr in zip(pa, pb, grads):
             p.grad = gr.clone()
             q.grad = gr.clone()

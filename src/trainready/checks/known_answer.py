@@ -103,6 +103,13 @@ def _inputs(n: int) -> dict[str, Any]:
     }
 
 
+def inputs_for(n: int) -> dict[str, Any]:
+    """`_inputs` plus the exact integer answer (int64, computed once on the CPU)."""
+    d = _inputs(n)
+    d["expected"] = d["ai"] @ d["bi"]
+    return d
+
+
 def _bump(c: Any) -> None:
     """Planted fault: add 1 to the element of smallest magnitude (so +1 is representable in any dtype)."""
     idx = int(c.abs().argmin())
@@ -120,7 +127,7 @@ def matmul_on_device(device: str, dtype: str, inputs: dict[str, Any], corrupt: b
     exact = torch.matmul(ai, bi)
     if corrupt:
         _bump(exact)
-    expected = (inputs["ai"] @ inputs["bi"]).to(device)  # int64, exact
+    expected = inputs["expected"].to(device)  # int64, exact
     exact_bad = int((exact.double() != expected.double()).sum())
 
     c1 = torch.matmul(a, b)
@@ -164,7 +171,7 @@ class MatmulCheck(Check):
     def run(self, ctx: CheckContext) -> Outcome:
         devices = local_devices()
         on_gpu = devices[0].startswith("cuda")
-        inputs = _inputs(N_GPU if on_gpu else N_CPU)
+        inputs = inputs_for(N_GPU if on_gpu else N_CPU)
         dtypes = ["fp32", "tf32", "bf16"] if on_gpu else ["fp32", "bf16"]
         metrics: list[Metric] = []
         failures: list[str] = []

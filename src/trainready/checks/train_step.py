@@ -182,10 +182,10 @@ class TrainStepCheck(Check):
         for r in runs:
             assert r.value is not None
             for tensor, v in r.value.items():
-                thr = Threshold("<=", v["tol"], "1", "3x math-backend error + 4 ulp of max|ref| (_sdpa_adamw)")
+                thr = Threshold("<=", v["tol"], "1", "3x naive low-precision attention error + 4 ulp of max|ref| (_sdpa_adamw)")
                 metrics.append(Metric.of("sdpa_max_abs_diff", v["err"], "1", thr, backend=bname, tensor=tensor, **r.label))
                 if not v["err"] <= v["tol"]:
-                    bad.append(f"{r.where}: SDPA {bname} {tensor} differs from float64 math by {v['err']:.3g} > {v['tol']:.3g}")
+                    bad.append(f"{r.where}: SDPA {bname} {tensor} differs from float64 math backend by {v['err']:.3g} > {v['tol']:.3g}")
         return bad
 
     @staticmethod
