@@ -86,3 +86,14 @@ def test_select_levels_and_unknown_names():
     assert "allreduce" not in {c.name for c in select(None, ["allreduce"], Level.STANDARD)}
     with pytest.raises(UsageError, match="unknown check 'nope'"):
         select(["nope"], None, Level.QUICK)
+
+
+def test_broken_check_module_becomes_an_error_result(tmp_path):
+    from trainready.checks.registry_all import _register_broken
+
+    _register_broken("broken-test", ImportError("No module named 'nonexistent'"))
+    try:
+        r = REGISTRY["broken-test"]().execute(_ctx(tmp_path))
+        assert r.status == Status.ERROR and "failed to import: ImportError" in r.message
+    finally:
+        REGISTRY.pop("broken-test", None)
