@@ -1,0 +1,78 @@
+"""busbw factors, sizes and byte counts against values worked by hand (nccl-tests doc/PERFORMANCE.md)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from trainready.comm.ops import OPS, bandwidths, counts_for, dtype_name, op_names, parse_size, size_steps
+from trainready.errors import UsageError
+
+
+@pytest.mark.parametrize(
+    "op,n,factor",
+    [
+        ("all_reduce", 8, 1.75),  # 2*(8-1)/8
+        ("all_reduce", 2, 1.0),  # 2*(2-1)/2
+        ("all_reduce", 1, 0.0),
+        ("all_gather", 8, 0.875),  # (8-1)/8
+        ("reduce_scatter", 4, 0.75),  # (4-1)/4
+        ("all_to_all", 16, 0.9375),  # (16-1)/16
+        ("broadcast", 8, 1.0),
+        ("sendrecv", 8, 1.0),
+    ],
+)
+def test_busbw_factor_by_hand(op: str, n: int, factor: float) -> None:
+    assert OPS[op].busbw_factor(n) == pytest.approx(factor, abs=1e-12)
+
+
+def test_bandwidths_by_hand() -> None:
+    # all_reduce of 1 GiB in 5 ms on 8 ranks: algbw = 1073741824 / 0.005 / 1e9 = 214.7483648 GB/s,
+    # busbw = 214.7483648 * 1.75 = 375.8096384 GB/s.
+    alg, bus = bandwidths("all_reduce", 1 << 30, 0.005, 8)
+    assert alg == pytest.approx(214.7483648)
+    assert bus == pytest.approx(375.8096384)
+    # all_gather of S = 64 MiB total in 1 ms on 8 ranks: 67.108864 GB/s, busbw x 0.875 = 58.720256.
+    alg, bus = bandwidths("all_gather", 64 << 20, 0.001, 8)
+    assert (alg, bus) == (pytest.approx(67.108864), pytest.approx(58.720256))
+    assert all(math.isnan(x) for x in bandwidths("broadcast", 8, 0.0, 8))
+
+
+def test_counts_follow_nccl_tests_rounding() -> None:
+    # all_reduce: count = S / 4 for float; all_gather: per-rank count = floor(S/4/n), S rounded down.
+    assert counts_for("all_reduce", 1000, 8, 4) == (250, 1000)
+    assert counts_for("all_gather", 1000, 8, 4) == (31, 31 * 8 * 4)
+    assert counts_for("reduce_scatter", 16, 8, 4) == (0, 0)  # too small to split: skipped
+    assert counts_for("all_to_all", 1 << 20, 8, 2) == (65536, 1 << 20)
+
+
+def test_parse_size_is_nccl_tests_style() -> None:
+    assert parse_size("8") == 8
+    assert parse_size("1K") == 1024
+    assert parse_size("64M") == 64 * 1024**2
+    assert parse_size("1G") == 1024**3
+    assert parse_size("2g") == 2 * 1024**3
+    for bad in ("", "1X", "-8", "1.5M", "0", "M"):
+        with pytest.raises(UsageError):
+            parse_size(bad, "--max-bytes")
+
+
+def test_size_steps_and_bad_ranges() -> None:
+    assert size_steps(8, 64, 2) == [8, 16, 32, 64]
+    assert size_steps(1024, 64 * 1024**2, 4)[-1] == 64 * 1024**2
+    assert size_steps(8, 100, 10) == [8, 80]
+    with pytest.raises(UsageError):
+        size_steps(64, 8, 2)
+    with pytest.raises(UsageError):
+        size_steps(8, 64, 1)
+
+
+def test_op_and_dtype_names() -> None:
+    assert op_names(None) == list(OPS)
+    assert op_names(["allreduce,alltoall", "all_reduce"]) == ["all_reduce", "all_to_all"]
+    with pytest.raises(UsageError, match="unknown op 'reduce'"):
+        op_names(["reduce"])
+    assert dtype_name("bf16") == "bfloat16"
+    with pytest.raises(UsageError):
+        dtype_name("fp8")
