@@ -1,0 +1,111 @@
+"""The parent side of the resume protocol: declare the tolerance, run A, B and a
+fresh C (each a new set of processes via `launch`), plant faults, judge.
+
+Verdict order: a rank failure → FAIL naming the rank; a rejected checkpoint →
+FAIL with the checksum finding; A and B disagree before step K → FAIL
+(the training itself is nondeterministic, not the resume); a component of C
+that already matched A before loading → ERROR (the test could pass by accident);
+else PASS iff every component of C matches A within the declared tolerance.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from trainready.ckpt.load import resolve_latest
+from trainready.dist.launch import launch
+from trainready.resume.compare import Tolerance
+from trainready.resume.verdict import judge
+from trainready.records import Outcome, Status
+from trainready.train.loop import CUBLAS_WORKSPACE, TrainConfig
+from trainready.util.atomic import atomic_write_json
+
+PLANTS = ("skip_rng", "skip_data", "skip_lr", "flip_byte")
+
+
+@dataclass(frozen=True)
+class ProtocolConfig:
+    train: TrainConfig
+    checkpoint_step: int
+    data: str  # token file / Megatron prefix (already validated by the caller)
+    dtype: str | None
+    root: Path  # where this run's checkpoints and evidence go
+    world_size: int = 1
+    backend: str = "gloo"
+    tolerance: Tolerance = field(default_factory=Tolerance)
+    plants: tuple[str, ...] = ()
+    timeout_s: float = 300.0  # per run (A, B, C)
+
+
+def flip_byte(directory: Path) -> Path:
+    """Planted fault: flip one byte in the middle of the largest data file."""
+    victim = max((p for p in directory.iterdir() if p.name.endswith(".distcp")), key=lambda p: p.stat().st_size)
+    with open(victim, "r+b") as fh:
+        fh.seek(victim.stat().st_size // 2)
+        b = fh.read(1)
+        fh.seek(-1, os.SEEK_CUR)
+        fh.write(bytes([b[0] ^ 0xFF]))
+    return victim
+
+
+def run_protocol(pc: ProtocolConfig, progress: Callable[[str], None] | None = None) -> Outcome:
+    say = progress or (lambda _msg: None)
+    for p in pc.plants:
+        if p not in PLANTS:
+            raise ValueError(f"unknown resume plant {p!r} (known: {', '.join(PLANTS)})")
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
+    run_dir = Path(pc.root) / f"resume-{stamp}-{os.getpid()}-{time.monotonic_ns() % 10**6}"
+    out, ckpt = run_dir / "evidence", run_dir / "ckpt"
+    out.mkdir(parents=True)
+    declared = {
+        "tolerance": {"atol": pc.tolerance.atol, "rtol": pc.tolerance.rtol, "mode": pc.tolerance.describe()},
+        "train": pc.train.to_json(),
+        "checkpoint_step": pc.checkpoint_step,
+        "world_size": pc.world_size,
+        "backend": pc.backend,
+        "data": pc.data,
+        "declared_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+    atomic_write_json(out / "declared.json", declared)  # written before any run starts
+    kwargs: dict[str, Any] = dict(
+        train=pc.train.to_json(), data=pc.data, dtype=pc.dtype, ckpt_dir=str(ckpt), out_dir=str(out),
+        checkpoint_step=pc.checkpoint_step, atol=pc.tolerance.atol, rtol=pc.tolerance.rtol,
+        plants=tuple(pc.plants),
+    )
+    env = {"CUBLAS_WORKSPACE_CONFIG": CUBLAS_WORKSPACE} if pc.train.deterministic else {}
+    runs: dict[str, Any] = {}
+    walls: dict[str, float] = {}
+    t_all = time.perf_counter()
+    n, k = pc.train.steps, pc.checkpoint_step
+    for role, what in (("A", f"A: 0→{n} uninterrupted"), ("B", f"B: 0→{k}, save"), ("C", f"C: fresh, load {k}, {k}→{n}")):
+        say(what)
+        t0 = time.perf_counter()
+        res = launch("trainready.resume.worker:resume_rank", pc.world_size, pc.backend,
+                     {**kwargs, "role": role}, timeout_s=pc.timeout_s, env=env,
+                     # One intra-op thread per CPU rank: OpenMP's spinning barriers make 2+
+                     # threads ~10x slower on a shared, oversubscribed CPU (measured here).
+                     threads_per_rank=1 if pc.backend == "gloo" else None)
+        walls[role] = time.perf_counter() - t0
+        if not res.ok:
+            return Outcome(
+                Status.FAIL,
+                f"run {role} ({what}) failed on {pc.world_size} {pc.backend} rank(s): {res.describe()}",
+                remedy="The named rank's error is above; rerun `trainready resume` with TRAINREADY_DEBUG=1.",
+                details={"declared": declared, "run_dir": str(run_dir)},
+            )
+        runs[role] = res.values
+        if role == "B" and "flip_byte" in pc.plants:
+            victim = flip_byte(resolve_latest(ckpt))
+            say(f"planted: flipped a byte of {victim.name}")
+    walls["total"] = time.perf_counter() - t_all
+    return judge(runs, declared, walls, pc, str(run_dir))
+
+
+def config_for(train: TrainConfig, **changes: Any) -> TrainConfig:
+    return dataclasses.replace(train, **changes)

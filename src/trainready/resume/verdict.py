@@ -1,0 +1,124 @@
+"""Turn the three runs' per-rank results into one verdict, a component table and metrics."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from trainready.records import Metric, Outcome, Status, Threshold
+from trainready.resume.compare import LABELS, Tolerance
+
+REMEDY_RESUME = (
+    "The named component was not saved or not restored: check the checkpoint contents "
+    "(train-rank-R.json) and the restore order (model/optimizer, then scheduler, data position, RNG last)."
+)
+
+
+def _loss_diff(a: dict[Any, float], b: dict[Any, float], steps: range, tol: Tolerance) -> tuple[float, int | None]:
+    """(max |Δ| over the steps, first step outside the tolerance or None). Keys may be str after JSON."""
+    worst, first = 0.0, None
+    for s in steps:
+        x, y = float(b.get(s, b.get(str(s), math.nan))), float(a.get(s, a.get(str(s), math.nan)))
+        d = abs(x - y)
+        worst = max(worst, d) if not math.isnan(d) else math.inf
+        if first is None and not tol.floats_match(x, y):
+            first = s
+    return worst, first
+
+
+def _pretty(name: str) -> str:
+    kind, _, rest = name.partition(":")
+    if kind == "param":
+        return f"parameter {rest}"
+    fqn, _, key = rest.rpartition(".")
+    return f"optimizer {key} of {fqn}"
+
+
+def judge(runs: dict[str, list[dict[str, Any]]], declared: dict[str, Any], walls: dict[str, float], pc: Any, run_dir: str) -> Outcome:
+    tol: Tolerance = pc.tolerance
+    n, k, ws = pc.train.steps, pc.checkpoint_step, pc.world_size
+    A, B, C = runs["A"], runs["B"], runs["C"]
+    details: dict[str, Any] = {"declared": declared, "run_dir": run_dir, "wall_s": walls,
+                               "determinism": A[0]["determinism"], "precision": A[0]["precision"],
+                               "nondeterministic_ops": sorted({w for r in A + C for w in r.get("nondeterministic_ops", [])})}
+    metrics = [Metric.of("resume_wall_time", v, "s", None, run=role) for role, v in walls.items()]
+    errs = [c["checkpoint_error"] for c in C if "checkpoint_error" in c]
+    if errs:
+        return Outcome(Status.FAIL, f"run C refused the checkpoint: {errs[0]}", tuple(metrics),
+                       remedy="The checkpoint on disk is corrupted or half-written; it was NOT loaded. "
+                       "Check the storage (dmesg, filesystem errors) and save again.", details=details)
+    for r in range(ws):
+        d, first = _loss_diff(A[r]["losses"], B[r]["losses"], range(1, k + 1), tol)
+        if first is not None:
+            return Outcome(Status.FAIL,
+                           f"runs A and B already differ at step {first} on rank {r} (|Δ loss| {d:.3g}), before any "
+                           "checkpoint: training is not reproducible here, so resume cannot be judged",
+                           tuple(metrics), remedy="Run in deterministic mode (default) and look at the recorded "
+                           "nondeterministic ops; or declare a tolerance (--atol/--rtol).", details=details)
+    vacuous = sorted({c for r in C for c, differs in r["differs_before_load"].items() if not differs})
+    details["differs_before_load"] = {c: all(r["differs_before_load"][c] for r in C) for c in C[0]["differs_before_load"]}
+    if vacuous:
+        return Outcome(Status.ERROR, f"C's fresh state already matches A's final state in: {', '.join(vacuous)}; "
+                       "the comparison could pass by accident", tuple(metrics),
+                       remedy="Use more steps or a smaller tolerance so that training changes every component.",
+                       details=details)
+    rows: list[dict[str, Any]] = []
+    firsts: list[str] = []
+    for group, label in (("params", "parameters"), ("optim", "optimizer state")):
+        worst, bad = 0.0, None
+        for r, c in enumerate(C):
+            for row in c["final"][group]:
+                worst = max(worst, row["max_abs"])
+                if bad is None and not row["ok"]:
+                    bad = (r, row)
+        count = len(C[0]["final"][group])
+        rows.append({"component": f"{label} ({count} tensors/rank)", "max_abs": worst, "ok": bad is None, "note": ""})
+        if bad:
+            r, row = bad
+            firsts.append(f"{_pretty(row['name'])} differs, max |Δ| {row['max_abs']:.3g}" + (f" on rank {r}" if ws > 1 else ""))
+            rows[-1]["note"] = f"first: {_pretty(row['name'])}"
+    for i, comp in enumerate(("step", "lr", "data", "rng")):
+        per = [c["final"]["scalars"][i] for c in C]
+        ok = all(p["ok"] for p in per)
+        worst_s = max((p["max_abs"] for p in per), key=lambda v: -1 if math.isnan(v) else v)
+        note = next((p["note"] for p in per if not p["ok"]), "")
+        rows.append({"component": f"{LABELS[comp]} at step {n}", "max_abs": worst_s, "ok": ok, "note": note if not ok else ""})
+        if not ok:
+            firsts.append(f"{LABELS[comp]} at step {n} differs ({note})")
+    worst_l, first_step = 0.0, None
+    for r in range(ws):
+        d, f = _loss_diff(A[r]["losses"], C[r]["losses"], range(k + 1, n + 1), tol)
+        worst_l = max(worst_l, d)
+        first_step = f if first_step is None else (min(first_step, f) if f is not None else first_step)
+    rows.append({"component": f"loss, steps {k + 1}-{n}", "max_abs": worst_l, "ok": first_step is None,
+                 "note": f"first differs at step {first_step}" if first_step else ""})
+    if first_step is not None:
+        firsts.append(f"loss first differs at step {first_step} (max |Δ| {worst_l:.3g})")
+    for row in rows:
+        row["tolerance"] = tol.describe()
+        metrics.append(Metric.of("resume_max_abs_delta", row["max_abs"], "1",
+                                 Threshold("<=", tol.atol, "1", "declared resume.atol") if tol.rtol == 0 and not math.isnan(row["max_abs"]) else None,
+                                 component=row["component"].split(" (")[0]))
+    restored_txt = []
+    details["restored"] = {}
+    for label in C[0]["restored"]:
+        per = [c["restored"][label] for c in C]
+        ok = all(p["ok"] for p in per)
+        note = next((p["note"] for p in per if not p["ok"]), "")
+        details["restored"][label] = {"restored": ok, "note": note}
+        restored_txt.append(f"{label} was restored: " + ("yes" if ok else f"no ({note})"))
+    details["table"] = rows
+    details["params_per_rank"] = C[0]["params"]
+    details["loss"] = {"A_step1": A[0]["losses"].get(1), f"A_step{n}": A[0]["losses"].get(n)}
+    where = f"{ws} {pc.backend} rank{'s' if ws > 1 else ''}, {pc.train.mode}, {A[0]['precision']}"
+    if not firsts:
+        biggest = max((r["max_abs"] for r in rows if not math.isnan(r["max_abs"])), default=0.0)
+        return Outcome(Status.PASS,
+                       f"resumed run C matches uninterrupted run A ({tol.describe()}; {where}): parameters, optimizer "
+                       f"state, step, LR, data position, RNG, loss {k + 1}-{n}; max |Δ| {biggest:.3g}; "
+                       f"{walls['total']:.1f} s for {n}+{k}+{n - k} steps",
+                       tuple(metrics), details=details)
+    return Outcome(Status.FAIL,
+                   f"resumed run C differs from uninterrupted run A ({tol.describe()}; {where}): {firsts[0]}; "
+                   + "; ".join(restored_txt),
+                   tuple(metrics), remedy=REMEDY_RESUME, details=details)

@@ -1,0 +1,141 @@
+"""The rank side of the resume protocol: one function, three roles, each run in
+fresh processes by `trainready.dist.launch.launch`.
+
+  A: steps 0→N uninterrupted; records its train state at K and its full state at N.
+  B: steps 0→K, then saves a checkpoint at K (the run that gets "interrupted").
+  C: a fresh start that first proves its state differs from A's at N, then loads
+     K, checks each piece was restored (vs A at K), runs K→N, compares with A.
+
+Planted faults (tests / `--plant`): skip_rng, skip_data, skip_lr leave that piece
+unrestored in C.  Evidence files go to `out_dir` (A's states, per rank).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from torch.distributed.checkpoint.state_dict import get_state_dict
+
+from trainready.ckpt.load import load_checkpoint, resolve_latest
+from trainready.ckpt.save import save_checkpoint
+from trainready.data.sampler import SequenceSampler
+from trainready.data.source import open_tokens
+from trainready.dist.launch import RankContext
+from trainready.errors import CheckpointError
+from trainready.resume import compare
+from trainready.train import rng
+from trainready.train.loop import Trainer, TrainConfig
+
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    """This rank's shard (FSDP2 DTensor → local tensor), copied to CPU."""
+    if hasattr(t, "to_local"):
+        t = t.to_local()
+    return t.detach().to("cpu", copy=True)
+
+
+def light_state(tr: Trainer, sampler: SequenceSampler) -> dict[str, Any]:
+    """step, LR scheduler, data position, RNG: what goes into train-rank-R.json."""
+    return {
+        "step": tr.step_no,
+        "lr": {"last_epoch": tr.scheduler.last_epoch, "last_lr": [float(x) for x in tr.scheduler.get_last_lr()]},
+        "data": sampler.state_dict(),
+        "rng": rng.capture(),
+    }
+
+
+def snapshot(tr: Trainer, sampler: SequenceSampler) -> dict[str, Any]:
+    """light_state + every parameter and optimizer-state tensor, by FQN."""
+    msd, osd = get_state_dict(tr.model, tr.optimizer)
+    tensors = {f"param:{k}": _local(v) for k, v in msd.items()}
+    for fqn, st in osd["state"].items():
+        for key, v in st.items():
+            if torch.is_tensor(v):
+                tensors[f"optim:{fqn}.{key}"] = _local(v)
+    return {"tensors": tensors, **light_state(tr, sampler)}
+
+
+def resume_rank(
+    ctx: RankContext,
+    role: str,
+    train: dict[str, Any],
+    data: str,
+    dtype: str | None,
+    ckpt_dir: str,
+    out_dir: str,
+    checkpoint_step: int,
+    atol: float = 0.0,
+    rtol: float = 0.0,
+    plants: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    cfg = TrainConfig(**train)
+    r, ws, k = ctx.rank, ctx.world_size, checkpoint_step
+    out, ckpt = Path(out_dir), Path(ckpt_dir)
+    tol = compare.Tolerance(atol, rtol)
+    tr = Trainer(cfg, ctx.device, ws, r)
+    source = open_tokens(data, dtype)
+    sampler = SequenceSampler(source, tr.model_config.seq_len, cfg.batch_size, cfg.seed, r, ws)
+    losses: dict[int, float] = {}
+    result: dict[str, Any] = {"role": role, "rank": r}
+
+    def run(first: int, last: int, hook: Callable[[int], None] | None = None) -> None:
+        for s in range(first, last):
+            x, y = sampler.next_batch()
+            losses[s + 1] = tr.step(x, y, source.path)
+            if hook:
+                hook(s + 1)
+
+    ctx.stage(f"{role}: training")
+    if role == "A":
+        def at_k(step: int) -> None:
+            if step == k:
+                torch.save(light_state(tr, sampler), out / f"A-at-{k}-rank{r}.pt")
+
+        run(0, cfg.steps, at_k)
+        torch.save(snapshot(tr, sampler), out / f"A-final-rank{r}.pt")
+    elif role == "B":
+        run(0, k)
+        ctx.stage("B: saving")
+        ts = time.perf_counter()
+        st = light_state(tr, sampler)
+        save_checkpoint(ckpt, k, tr.model, tr.optimizer, {"scheduler": tr.scheduler.state_dict(), **st}, r, ws)
+        result["save_s"] = time.perf_counter() - ts
+    elif role == "C":
+        a_final = torch.load(out / f"A-final-rank{r}.pt", weights_only=True)
+        result["differs_before_load"] = compare.differs_before_load(snapshot(tr, sampler), a_final, tol)
+        ctx.stage("C: loading")
+        tl = time.perf_counter()
+        try:
+            st = load_checkpoint(resolve_latest(ckpt), tr.model, tr.optimizer, r, ws)
+        except CheckpointError as exc:
+            result["checkpoint_error"] = str(exc)
+            return result
+        tr.step_no = int(st["step"])
+        if "skip_lr" not in plants:
+            tr.scheduler.load_state_dict(st["scheduler"])
+        if "skip_data" not in plants:
+            sampler.load_state_dict(st["data"])
+        if "skip_rng" not in plants:
+            rng.restore(st["rng"])
+        result["load_s"] = time.perf_counter() - tl
+        a_k = torch.load(out / f"A-at-{k}-rank{r}.pt", weights_only=True)
+        result["restored"] = compare.restored(light_state(tr, sampler), a_k)
+        ctx.stage("C: training")
+        run(k, cfg.steps)
+        result["final"] = compare.compare_states(snapshot(tr, sampler), a_final, tol)
+    else:
+        raise ValueError(f"unknown role {role!r}")
+    result.update(
+        losses=losses,
+        seconds=time.perf_counter() - t0,
+        determinism=tr.determinism,
+        nondeterministic_ops=tr.nondeterministic_warnings,
+        precision=tr.precision,
+        params=sum(p.numel() for p in tr.model.parameters()),
+        device=str(ctx.device),
+    )
+    return result

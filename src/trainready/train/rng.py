@@ -1,0 +1,73 @@
+"""Capture and restore every random-number generator a training step draws from.
+
+Python `random`, NumPy's legacy global generator, the torch CPU generator and
+the generator of every visible CUDA device.  The captured form is plain JSON
+(lists, ints, base64 strings) so that it goes into the per-rank train-state
+file of a checkpoint and can be compared field by field.
+"""
+
+from __future__ import annotations
+
+import base64
+import random
+from typing import Any
+
+import numpy as np
+import torch
+
+
+def _b64(t: torch.Tensor) -> str:
+    return base64.b64encode(t.cpu().numpy().tobytes()).decode("ascii")
+
+
+def _unb64(s: str) -> torch.Tensor:
+    raw = np.frombuffer(base64.b64decode(s), dtype=np.uint8).copy()
+    return torch.from_numpy(raw)
+
+
+def capture() -> dict[str, Any]:
+    """The state of every generator, JSON-able. Keys: python, numpy, torch_cpu, cuda (list)."""
+    py_version, py_state, py_gauss = random.getstate()
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    state: dict[str, Any] = {
+        "python": [py_version, list(py_state), py_gauss],
+        "numpy": [kind, [int(k) for k in keys], int(pos), int(has_gauss), float(cached)],
+        "torch_cpu": _b64(torch.get_rng_state()),
+        "cuda": [],
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = [_b64(s) for s in torch.cuda.get_rng_state_all()]
+    return state
+
+
+def restore(state: dict[str, Any]) -> None:
+    """Put every generator back; a CUDA device count that differs is an error."""
+    py_version, py_state, py_gauss = state["python"]
+    random.setstate((py_version, tuple(py_state), py_gauss))
+    kind, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(_unb64(state["torch_cpu"]))
+    cuda = state.get("cuda", [])
+    if cuda:
+        have = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if have != len(cuda):
+            raise ValueError(f"checkpoint holds RNG states of {len(cuda)} CUDA devices, this process sees {have}")
+        torch.cuda.set_rng_state_all([_unb64(s) for s in cuda])
+
+
+def differing(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """Names of the generators whose states differ between two captures (e.g. ['torch_cpu', 'cuda:0'])."""
+    out = [k for k in ("python", "numpy", "torch_cpu") if a.get(k) != b.get(k)]
+    ca, cb = a.get("cuda", []), b.get("cuda", [])
+    if len(ca) != len(cb):
+        out.append("cuda (device count)")
+    else:
+        out.extend(f"cuda:{i}" for i, (x, y) in enumerate(zip(ca, cb)) if x != y)
+    return out
+
+
+def seed_all(seed: int) -> None:
+    """Seed Python, NumPy and torch (CPU and every CUDA device)."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)  # also seeds every CUDA device
