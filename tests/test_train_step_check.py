@@ -80,7 +80,7 @@ def test_check_fails_on_each_planted_fault_then_passes(tmp_path):
     assert adam.status == Status.FAIL and "fused AdamW differs" in adam.message
     good = _run(tmp_path)
     assert good.status == Status.PASS, good.message
-    assert "SDPA flash_attention vs math" in good.message and "fused AdamW vs for-each agree" in good.message
+    assert "SDPA flash_attention vs float64 math" in good.message and "fused AdamW vs for-each agree" in good.message
     ratio = next(m for m in good.metrics if m.name == "train_loss_ratio")
     assert ratio.ok and ratio.value < 1 - LOSS_DROP_MIN
     assert all(m.ok for m in good.metrics)

@@ -133,7 +133,7 @@ class TrainStepCheck(Check):
         adam_note = self._judge_adamw(runs_a, metrics, bad, warn)
 
         where = f"{len(devices)} GPU(s), bf16 autocast" if on_gpu else "cpu, fp32"
-        summary = f"SDPA {'/'.join(compared) or 'none'} vs math; {adam_note}"
+        summary = f"SDPA {'/'.join(compared) or 'none'} vs float64 math; {adam_note}"
         if bad:
             return Outcome(
                 Status.FAIL,
