@@ -8,7 +8,7 @@ records seconds per exchange.  M[i][j] = the slower of the two endpoints' figure
 
 Rule (Iglewicz & Hoaglin 1993, "How to Detect and Handle Outliers": modified
 z-score M = 0.6745 (x - median) / MAD, outlier when M > 3.5), one-sided (slow only),
-plus a floor of 1.5x the median so that jitter on an otherwise uniform machine
+plus a floor of 2x the median so that jitter on an otherwise uniform machine
 (MAD near 0) never names a rank:
 * rank score = median over its partners of M[r][j]; a slow rank is slow with everyone;
 * a pair that is an outlier among all pairs, with neither endpoint already named,
@@ -21,7 +21,7 @@ import statistics
 from typing import Any
 
 Z_LIMIT = 3.5  # Iglewicz & Hoaglin's recommended modified-z cut-off
-RATIO_FLOOR = 1.5  # and at least this many times the median
+RATIO_FLOOR = 2.0  # and at least this many times the median (CPU-noise margin)
 MAD_TO_SIGMA = 0.6745  # Φ^-1(0.75): makes MAD comparable to a standard deviation
 
 

@@ -1,0 +1,61 @@
+"""Pairwise schedule and the robust outlier rule, on matrices worked by hand."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from trainready.comm.straggler import analyse, rounds
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 7, 8, 9])
+def test_rounds_meet_every_pair_once_with_disjoint_pairs(n: int) -> None:
+    sched = rounds(n)
+    seen = [p for rnd in sched for p in rnd]
+    assert sorted(seen) == list(itertools.combinations(range(n), 2))
+    for rnd in sched:
+        ranks = [r for p in rnd for r in p]
+        assert len(ranks) == len(set(ranks))
+    assert len(sched) == (n - 1 if n % 2 == 0 else n)
+    assert rounds(1) == []
+
+
+def _matrix(n: int, base: float = 1.0) -> list[list[float]]:
+    # Uniform with a little deterministic jitter (+-5%).
+    return [[0.0 if i == j else base * (1 + 0.05 * (((i * 7 + j * 3) % 5) - 2) / 2) for j in range(n)] for i in range(n)]
+
+
+def _sym(m: list[list[float]]) -> list[list[float]]:
+    return [[max(m[i][j], m[j][i]) for j in range(len(m))] for i in range(len(m))]
+
+
+def test_uniform_names_nobody() -> None:
+    a = analyse(_sym(_matrix(8)))
+    assert a["slow_ranks"] == [] and a["slow_links"] == []
+
+
+def test_slow_rank_named() -> None:
+    m = _matrix(8)
+    for j in range(8):
+        if j != 5:
+            m[5][j] = m[j][5] = 3.0  # every exchange with rank 5 takes 3x
+    a = analyse(_sym(m))
+    assert a["slow_ranks"] == [5]
+    assert a["slow_links"] == []  # its links are explained by the rank
+
+
+def test_slow_link_named() -> None:
+    m = _matrix(8)
+    m[2][6] = m[6][2] = 4.0  # one bad link; both endpoints fine with everyone else
+    a = analyse(_sym(m))
+    assert a["slow_ranks"] == []
+    assert a["slow_links"] == [[2, 6]]
+
+
+def test_mild_excess_is_not_named() -> None:
+    m = _matrix(8)
+    for j in range(8):
+        if j != 1:
+            m[1][j] = m[j][1] = 1.6  # 1.6x: an outlier by z-score but under the 2x floor
+    assert analyse(_sym(m))["slow_ranks"] == []

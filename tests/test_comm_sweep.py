@@ -1,0 +1,153 @@
+"""Real gloo sweeps (no mocks): zero wrong on a healthy run; planted wrong, slow and hung ranks."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from trainready.checks.base import CheckContext
+from trainready.checks.comm_sweep import CommSweepCheck
+from trainready.comm.evaluate import judge_op, op_table
+from trainready.comm.ops import OPS, size_steps
+from trainready.comm.run import CommOptions, outcomes, sweep_local
+from trainready.records import Status
+from trainready.spec import load_spec
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+SPEC, _ = load_spec(None)
+
+
+def cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": SRC}
+    return subprocess.run([sys.executable, "-m", "trainready", "comm", *args], capture_output=True, text=True,
+                          env=env, timeout=timeout)
+
+
+def opts(n: int = 4, ops: list[str] | None = None, **faults: float) -> CommOptions:
+    return CommOptions(ops or list(OPS), size_steps(1024, 16384, 4), warmup=1, iters=2, world_size=n,
+                       timeout_s=20.0, pair_iters=3, step_budget_s=0.5, faults=dict(faults))
+
+
+@pytest.fixture(scope="module")
+def healthy() -> dict:  # type: ignore[type-arg]
+    res, _ = sweep_local(opts())
+    assert res.ok, res.describe()
+    return res.values[0]  # type: ignore[no-any-return]
+
+
+def test_healthy_sweep_has_every_op_and_zero_wrong(healthy: dict) -> None:  # type: ignore[type-arg]
+    seen = {(e["op"], e["size"]) for e in healthy["entries"]}
+    assert seen == {(op, s) for op in OPS for s in (1024, 4096, 16384)}
+    assert all(w == 0 for e in healthy["entries"] for w in e["wrong"])
+    assert all(len(e["time_s"]) == 4 and min(e["time_s"]) > 0 for e in healthy["entries"])
+    assert len(healthy["pairs"]) == 4
+
+
+def test_expectation_judges_busbw(healthy: dict) -> None:  # type: ignore[type-arg]
+    t = op_table("all_reduce", "float", healthy["entries"], 4, 4096)
+    assert judge_op(t, 4, "gloo", {}, 0.8, "s").status == Status.WARN  # no expectation: never invented
+    assert "no expectation" in judge_op(t, 4, "gloo", {}, 0.8, "s").message
+    assert judge_op(t, 4, "gloo", {"all_reduce": 1e6}, 0.8, "s").status == Status.FAIL
+    assert judge_op(t, 4, "gloo", {"all_reduce@4": 1e-9, "all_reduce": 1e6}, 0.8, "s").status == Status.PASS
+
+
+def test_planted_wrong_rank_is_counted() -> None:
+    res, _ = sweep_local(opts(wrong_rank=2))
+    assert res.ok, res.describe()
+    v = outcomes(res.values[0], opts(), SPEC, "spec")
+    by = {name: o for name, _, o in v}
+    for op in OPS:
+        assert by[f"comm.{op}"].status == Status.FAIL, (op, by[f"comm.{op}"].message)
+    # all_reduce: rank 2 adds 1 to every input element, so every element on every rank is wrong.
+    for row in by["comm.all_reduce"].details["rows"]:
+        assert row["wrong"] == row["count"] * 4
+    assert "wrong element" in by["comm.all_gather"].message
+
+
+def test_planted_slow_rank_is_named() -> None:
+    res, _ = sweep_local(opts(ops=["all_reduce"], slow_rank=1, slow_ms=60.0))
+    assert res.ok, res.describe()
+    o = dict((n, o) for n, _, o in outcomes(res.values[0], opts(ops=["all_reduce"]), SPEC, "spec"))["comm.pairs"]
+    assert o.status == Status.FAIL and o.details["slow_ranks"] == [1]
+    assert "rank 1 slow" in o.message
+
+
+@pytest.mark.slow
+def test_planted_hung_rank_fails_within_timeout_and_is_named() -> None:
+    o = CommOptions(["all_reduce", "all_gather"], [1024], warmup=1, iters=2, world_size=4, timeout_s=5.0,
+                    faults={"hang_rank": 3, "fault_step": 1})
+    t0 = time.monotonic()
+    res, _ = sweep_local(o)
+    took = time.monotonic() - t0
+    assert not res.ok
+    assert [x.rank for x in res.outcomes if x.state == "hung"] == [3]
+    assert "rank 3 hung at 'all_reduce float 1024 B" in res.describe()
+    assert took < 5.0 + 8.0  # timeout + start-up of 4 ranks + teardown
+
+
+@pytest.mark.slow
+def test_cli_8_ranks_json_record(tmp_path: Path) -> None:
+    out = tmp_path / "comm.json"
+    p = cli("-b", "1K", "-e", "64K", "-f", "4", "-w", "1", "-n", "2", "--json", str(out))
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "#       size         count      type   redop    root" in p.stdout
+    rec = json.loads(out.read_text())
+    assert rec["schema"] == "trainready.report/1" and rec["command"] == "comm"
+    res = {r["name"]: r for r in rec["results"]}
+    assert set(res) == {f"comm.{op}" for op in OPS} | {"comm.pairs"}
+    for op in OPS:
+        rows = res[f"comm.{op}"]["details"]["rows"]
+        assert [r["size"] for r in rows] == [1024, 4096, 16384, 65536]
+        assert all(r["wrong"] == 0 and len(r["time_us_by_rank"]) == 8 for r in rows)
+        assert res[f"comm.{op}"]["status"] == "warn"
+    assert rec["context"]["options"]["world_size"] == 8
+    assert "nccl_env" in rec["context"]["versions"]
+
+
+def test_cli_planted_wrong_exits_1() -> None:
+    p = cli("-b", "1K", "-e", "1K", "--ops", "all_reduce", "--world-size", "2", "-w", "0", "-n", "1",
+            "--plant", "comm.wrong_rank=1", "-q")
+    assert p.returncode == 1, p.stderr[-2000:]
+    assert "wrong element" in p.stdout
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [(["-e", "64Q"], "--max-bytes: '64Q' is not a size"), (["--ops", "gather"], "unknown op 'gather'"),
+     (["-b", "1M", "-e", "1K"], "larger than --max-bytes"), (["--dtype", "fp8"], "unknown dtype"),
+     (["--plant", "comm.nope=1"], "unknown fault"), (["--timeout", "0"], "--timeout")],
+)
+def test_cli_bad_input_exit_2_one_line(args: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from trainready.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["comm", *args])  # fails before any rank starts
+    err = capsys.readouterr().err
+    assert exc.value.code == 2
+    assert needle in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def _ctx(tmp_path: Path, faults: dict[str, str], expected: dict[str, float]) -> CheckContext:
+    comm = dataclasses.replace(SPEC.comm, world_size=4, expected_busbw_gbps=expected)
+    return CheckContext(dataclasses.replace(SPEC, comm=comm), tmp_path, faults)
+
+
+def test_node_check_passes_when_expectations_met(tmp_path: Path) -> None:
+    tiny = {op: 1e-9 for op in OPS}  # met by any working machine: exercises the PASS path
+    r = CommSweepCheck().execute(_ctx(tmp_path, {}, tiny))
+    assert r.status == Status.PASS, r.message
+    assert "zero wrong elements" in r.message
+
+
+def test_node_check_fails_on_planted_wrong_rank(tmp_path: Path) -> None:
+    r = CommSweepCheck().execute(_ctx(tmp_path, {"comm.wrong_rank": "0"}, {op: 1e-9 for op in OPS}))
+    assert r.status == Status.FAIL
+    assert "wrong element" in r.message
