@@ -13,6 +13,7 @@ and exits 0.
 from __future__ import annotations
 
 import sys
+from typing import Callable
 
 TARGET = 0.97
 REPEATS = 5
@@ -20,17 +21,17 @@ SHAPES = (4096, 8192, 16384)  # M = N = K; the largest is 8.8 TFLOP per product
 COPY_SIZES = (1 << 28, 1 << 30, 1 << 31)  # bytes per buffer: 256 MiB, 1 GiB, 2 GiB
 
 
-def _events_best(fn: object, iters: int) -> float:
+def _events_best(fn: Callable[[], object], iters: int) -> float:
     import torch
 
     for _ in range(5):
-        fn()  # type: ignore[operator]
+        fn()
     best = float("inf")
     for _ in range(REPEATS):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
         for _ in range(iters):
-            fn()  # type: ignore[operator]
+            fn()
         e.record()
         e.synchronize()
         best = min(best, s.elapsed_time(e) / 1e3 / iters)

@@ -10,7 +10,7 @@ repeats (a slow GPU is slow in every repeat; a one-off hiccup is not a finding).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Callable, Sequence
 
 from trainready.checks.base import Check, CheckContext, register
 from trainready.hardware.gpus import GpuPeak, lookup
@@ -26,18 +26,18 @@ REPEATS = 3  # timed repeats; the best is reported
 WARMUP = 5
 
 
-def _timed(device: str, fn: "object", iters: int) -> float:
+def _timed(device: str, fn: Callable[[], object], iters: int) -> float:
     """Best-of-REPEATS seconds per call of fn(), timed with CUDA events on the current stream."""
     import torch
 
     for _ in range(WARMUP):
-        fn()  # type: ignore[operator]
+        fn()
     best = float("inf")
     for _ in range(REPEATS):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         for _ in range(iters):
-            fn()  # type: ignore[operator]
+            fn()
         end.record()
         end.synchronize()
         best = min(best, start.elapsed_time(end) / 1e3 / iters)  # elapsed_time is in ms
