@@ -80,6 +80,10 @@ class ResumeSpec:
     )
     rtol: float = doc_field(0.0, "Relative tolerance, declared before the run (0 = bitwise).")
     ranks: int = doc_field(1, "Data-parallel ranks for the resume protocol.")
+    mode: str = doc_field("ddp", "Data parallelism of the resume protocol: 'ddp' or 'fsdp' (FSDP2 fully_shard).")
+    preset: str = doc_field("", "Model preset of the reference workload ('tiny', 'small'); '' = tiny on CPU, small on GPU.")
+    batch_size: int = doc_field(8, "Sequences per rank per step.")
+    seed: int = doc_field(1234, "Seed of model init, dropout and the data order.")
 
 
 @dataclass(frozen=True)
