@@ -26,9 +26,9 @@ MANIFEST = {
 
 
 def _report(gemm, copy, busbw):
-    metrics = [{"name": "gemm_bf16_tflops", "value": v, "labels": {"gpu": str(i)}} for i, v in enumerate(gemm)]
-    metrics += [{"name": "hbm_copy_gbps", "value": v, "labels": {"gpu": str(i)}} for i, v in enumerate(copy)]
-    metrics += [{"name": "busbw_avg", "value": v, "labels": {"op": op}} for op, v in busbw.items()]
+    metrics = [{"name": "gemm_bf16", "value": v, "labels": {"gpu": str(i)}} for i, v in enumerate(gemm)]
+    metrics += [{"name": "hbm_copy", "value": v, "labels": {"gpu": str(i)}} for i, v in enumerate(copy)]
+    metrics += [{"name": "comm_busbw_avg", "value": v, "labels": {"op": op}} for op, v in busbw.items()]
     return {"schema": "trainready.report/1", "results": [{"name": "x", "metrics": metrics}]}
 
 

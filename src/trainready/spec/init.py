@@ -17,9 +17,9 @@ from typing import Any, Mapping
 from trainready.spec.model import CommSpec, ComputeSpec, GpuSpec, NodeSpec, ResumeSpec, SoftwareSpec
 
 # Metric names written by the checks (checks/throughput.py, checks/comm_sweep.py).
-GEMM_METRIC = "gemm_bf16_tflops"
-COPY_METRIC = "hbm_copy_gbps"
-BUSBW_METRIC = "busbw_avg"
+GEMM_METRIC = "gemm_bf16"
+COPY_METRIC = "hbm_copy"
+BUSBW_METRIC = "comm_busbw_avg"
 
 
 def _known(v: Any) -> bool:
