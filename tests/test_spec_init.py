@@ -72,3 +72,22 @@ def test_cli_spec_init_refuses_overwrite_and_roundtrips(cli, tmp_path):
     bad.write_text("{not json")
     r = cli("spec", "init", "-o", str(tmp_path / "t.toml"), "--from-report", str(bad))
     assert r.returncode == 2 and "not JSON" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_floors_from_metrics_the_throughput_check_really_writes():
+    from trainready.checks.throughput import GpuFigures, judge
+    from trainready.hardware import lookup
+    from trainready.spec.model import ComputeSpec
+
+    out = judge(
+        [GpuFigures(0, "NVIDIA H200", 780.0, 4300.0), GpuFigures(1, "NVIDIA H200", 760.0, 4200.0)],
+        lookup("NVIDIA H200"),
+        ComputeSpec(),
+    )
+    report = {"results": [{"metrics": [m.to_json() for m in out.metrics]}]}
+    spec = spec_from_machine(MANIFEST, report, 0.8)
+    assert spec.compute.gemm_tflops_min == round(760.0 * 0.8, 1)
+    assert spec.compute.hbm_gbps_min == round(4200.0 * 0.8, 1)
+    # the new floors now fail a GPU 25% slower than the reference
+    slow = judge([GpuFigures(0, "NVIDIA H200", 560.0, 4300.0)], lookup("NVIDIA H200"), spec.compute)
+    assert slow.status.value == "fail"
