@@ -52,7 +52,7 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
     if verbose:
         for r in report.results:
             for m in r.metrics:
-                console.print(f"  {r.name}: {fmt_metric(m)}", highlight=False)
+                console.print(f"  {r.name}: {fmt_metric(m)}", highlight=False, markup=False)
     counts: dict[str, int] = {}
     for r in report.results:
         counts[r.status.value] = counts.get(r.status.value, 0) + 1
