@@ -116,7 +116,6 @@ def comm(
         data = sweep_external(opts, ext)
         if ext.rank != 0:
             raise typer.Exit(0)  # only rank 0 prints and writes the record
-        context["ranks_hosts"] = "external"
         report = build_report(opts, node_spec, source, data, None, time.perf_counter() - t0, context)
     else:
         res, secs = sweep_local(opts)
