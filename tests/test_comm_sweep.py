@@ -56,6 +56,9 @@ def test_expectation_judges_busbw(healthy: dict) -> None:  # type: ignore[type-a
     assert "no expectation" in judge_op(t, 4, "gloo", {}, 0.8, "s").message
     assert judge_op(t, 4, "gloo", {"all_reduce": 1e6}, 0.8, "s").status == Status.FAIL
     assert judge_op(t, 4, "gloo", {"all_reduce@4": 1e-9, "all_reduce": 1e6}, 0.8, "s").status == Status.PASS
+    one = dict(t.__dict__, rows=[dict(r, busbw_gbps=0.0) for r in t.rows], avg_busbw=0.0)
+    o1 = judge_op(type(t)(**one), 1, "nccl", {"all_reduce": 367.0}, 0.8, "s")  # 1 GPU: no bus traffic
+    assert o1.status == Status.WARN and "not applied" in o1.message
 
 
 def test_planted_wrong_rank_is_counted() -> None:

@@ -97,6 +97,9 @@ def judge_op(t: OpTable, n: int, backend: str, expected: Mapping[str, float], mi
                        f"(first at {bad[0]['bytes']} B), seen on rank(s) {ranks}", tuple(metrics),
                        remedy="Silent data corruption: suspect the GPU/link of the named ranks; rerun with "
                        "NCCL_DEBUG=INFO and check dmesg for Xid errors.", details=details)
+    if thr is not None and OPS[t.op].busbw_factor(n) == 0:
+        return Outcome(Status.WARN, f"{head}; at 1 rank busbw is 0 by definition (factor 2(n-1)/n or (n-1)/n), "
+                       f"{exp[1] if exp else ''} not applied", tuple(metrics), details=details)
     if thr is None:
         return Outcome(Status.WARN, f"{head}; no expectation in the spec", tuple(metrics),
                        remedy=f"set comm.expected_busbw_gbps.{t.op} (reference node)",
