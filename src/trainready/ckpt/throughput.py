@@ -1,0 +1,158 @@
+"""Checkpoint throughput on the target directory, judged against the disk itself.
+
+In one run, alternating, on the same directory and byte count N:
+  raw write   one file, 64 MiB sequential writes from host memory, fsync (the disk's ceiling)
+  dcp plain   `dcp.save` with DCP's default FileSystemWriter (1 thread, per-tensor `.cpu()`)
+  save        trainready's save: pinned staging, WRITE_THREADS writer threads, fsync,
+              parallel sha256 manifest, rename, `latest` (the whole crash-safe protocol)
+  raw read / load   after evicting the files from the page cache (POSIX_FADV_DONTNEED)
+GB/s = N / seconds / 1e9; ratios divide by the raw figure of the same round; medians over rounds.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed.checkpoint as dcp
+
+from trainready.checks.base import Check, CheckContext
+from trainready.ckpt.load import resolve_latest, verify
+from trainready.ckpt.save import WRITE_THREADS, save_state
+from trainready.records import Level, Metric, Outcome, Status, Threshold
+
+TARGET = 0.85  # save ÷ raw write+fsync (issue 4's target)
+BLOCK = 64 << 20  # raw writes/reads of 64 MiB
+
+
+def synthetic_state(nbytes: int, device: torch.device) -> dict[str, Any]:
+    """~nbytes of fp32 tensors shaped like a model + AdamW: 48 large tensors + 200 small (4 KiB) ones."""
+    small = {f"norm{i}": torch.randn(1024, device=device) for i in range(200)}
+    per = max(1, (nbytes - 200 * 4096) // 48 // 4)
+    big = {f"w{i}": torch.randn(per, device=device) for i in range(48)}
+    return {"model": {**big, **small}}
+
+
+def state_bytes(state: Any) -> int:
+    if isinstance(state, dict):
+        return sum(state_bytes(v) for v in state.values())
+    return state.numel() * state.element_size() if isinstance(state, torch.Tensor) else 0
+
+
+def evict(path: Path) -> None:
+    """Drop a file's (clean) pages from the page cache so the next read hits the disk."""
+    for p in ([path] if path.is_file() else [q for q in path.rglob("*") if q.is_file()]):
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def raw_write(path: Path, nbytes: int, block: bytearray) -> float:
+    t0 = time.perf_counter()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        left = nbytes
+        while left:
+            left -= os.write(fd, memoryview(block)[: min(len(block), left)])
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    dfd = os.open(path.parent, os.O_RDONLY)
+    os.fsync(dfd)
+    os.close(dfd)
+    return time.perf_counter() - t0
+
+
+def raw_read(path: Path) -> float:
+    evict(path)
+    t0 = time.perf_counter()
+    with open(path, "rb", buffering=0) as fh:
+        buf = bytearray(BLOCK)
+        while fh.readinto(buf):
+            pass
+    return time.perf_counter() - t0
+
+
+def measure(directory: Path, nbytes: int = 256 << 20, rounds: int = 3, device: str = "auto") -> dict[str, Any]:
+    dev = torch.device("cuda" if device == "auto" and torch.cuda.is_available() else ("cpu" if device == "auto" else device))
+    directory.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="ckpt-throughput-", dir=directory))
+    state = synthetic_state(nbytes, dev)
+    n = state_bytes(state)
+    block = bytearray(os.urandom(min(BLOCK, n)))
+    times: dict[str, list[float]] = {k: [] for k in ("raw_write", "dcp_plain", "save", "raw_read", "load")}
+    warnings.filterwarnings("ignore", message=".*torch.distributed is disabled.*")
+    try:
+        for i in range(rounds):
+            times["raw_write"].append(raw_write(work / "raw.bin", n, block))
+            times["raw_read"].append(raw_read(work / "raw.bin"))
+            (work / "raw.bin").unlink()
+            plain = work / f"plain-{i}"
+            t0 = time.perf_counter()
+            dcp.save(state, storage_writer=dcp.FileSystemWriter(str(plain)))
+            if dev.type == "cuda":
+                torch.cuda.synchronize()
+            times["dcp_plain"].append(time.perf_counter() - t0)
+            shutil.rmtree(plain)
+            t0 = time.perf_counter()
+            save_state(work / "ckpt", i, state, {})
+            times["save"].append(time.perf_counter() - t0)
+            target = resolve_latest(work / "ckpt")
+            evict(target)
+            into = {"model": {k: torch.empty_like(v) for k, v in state["model"].items()}}
+            t0 = time.perf_counter()
+            verify(target)
+            dcp.load(into, checkpoint_id=str(target))
+            if dev.type == "cuda":
+                torch.cuda.synchronize()
+            times["load"].append(time.perf_counter() - t0)
+            if i == 0 and not all(torch.equal(into["model"][k], v) for k, v in state["model"].items()):
+                raise RuntimeError("throughput: loaded tensors differ from the saved ones")
+            shutil.rmtree(work / "ckpt")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    gbps = {k: n / statistics.median(v) / 1e9 for k, v in times.items()}
+    ratio = {
+        "save/raw_write": gbps["save"] / gbps["raw_write"],
+        "dcp_plain/raw_write": gbps["dcp_plain"] / gbps["raw_write"],
+        "load/raw_read": gbps["load"] / gbps["raw_read"],
+        "load/raw_write": gbps["load"] / gbps["raw_write"],
+    }
+    per_round = {k: [round(t, 4) for t in v] for k, v in times.items()}
+    return {"bytes": n, "device": str(dev), "rounds": rounds, "write_threads": WRITE_THREADS,
+            "gbps": gbps, "ratio": ratio, "seconds": per_round, "dir": str(directory)}
+
+
+class ThroughputCheck(Check):
+    """Used by `trainready resume --throughput` (not part of `trainready node`)."""
+
+    name = "ckpt_throughput"
+    title = "Checkpoint save/load GB/s vs raw write+fsync on the same directory"
+    level = Level.STANDARD
+    order = 41
+    timeout_s = 600.0
+
+    def run(self, ctx: CheckContext) -> Outcome:
+        directory = Path(ctx.options.get("throughput.dir") or ctx.workdir)
+        nbytes = int(ctx.options.get("throughput.bytes") or ((2 << 30) if torch.cuda.is_available() else (256 << 20)))
+        res = measure(directory, nbytes, int(ctx.options.get("throughput.rounds") or 3))
+        g, r = res["gbps"], res["ratio"]
+        thr = Threshold(">=", TARGET, "1", "issue 4 target: save >= 0.85 x raw write+fsync")
+        metrics = [Metric.of("ckpt_gbps", v, "GB/s", None, op=k, device=res["device"]) for k, v in g.items()]
+        metrics += [Metric.of("ckpt_ratio", v, "1", thr if k == "save/raw_write" else None, ratio=k) for k, v in r.items()]
+        msg = (f"save {g['save']:.2f} GB/s = {r['save/raw_write']:.2f} x raw write+fsync {g['raw_write']:.2f} GB/s "
+               f"(plain dcp.save {r['dcp_plain/raw_write']:.2f} x); load {g['load']:.2f} GB/s = "
+               f"{r['load/raw_read']:.2f} x raw read; {res['bytes'] / 1e9:.2f} GB on {res['device']}, {directory}")
+        status = Status.PASS if r["save/raw_write"] >= TARGET else Status.WARN
+        return Outcome(status, msg, tuple(metrics), details=res,
+                       remedy="" if status == Status.PASS else "Saving is slower than the disk allows; see docs/resume.md (throughput).")

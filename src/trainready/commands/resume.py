@@ -1,0 +1,103 @@
+"""`trainready resume`: the resume-equivalence protocol, standalone."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from trainready.commands.common import JSON_HELP, SPEC_HELP, emit, parse_plants, workdir
+from trainready.errors import DataError, UsageError
+from trainready.records import Report
+
+
+def resume(
+    data: str = typer.Option(None, "--data", help="Your token data: a Megatron prefix (X.idx + X.bin), a flat .bin or .npy. Default: a sample corpus written for the run."),
+    dtype: str = typer.Option(None, "--dtype", help="Token dtype of a flat .bin (uint16, uint32); Megatron files carry their own."),
+    directory: str = typer.Option(None, "--dir", help="Where checkpoints go, e.g. the shared filesystem. A new resume-* subdirectory per run is kept as evidence."),
+    ranks: int = typer.Option(None, "--ranks", help="Data-parallel ranks (gloo on CPU, one per GPU with NCCL). Default: spec resume.ranks."),
+    steps: int = typer.Option(None, "--steps", help="Steps of the uninterrupted run A (default 100)."),
+    checkpoint_step: int = typer.Option(None, "--checkpoint-step", help="Step at which B saves and C resumes (default 50)."),
+    atol: float = typer.Option(None, "--atol", help="Absolute tolerance, declared before the run (default 0 = bitwise)."),
+    rtol: float = typer.Option(None, "--rtol", help="Relative tolerance, declared before the run (default 0 = bitwise)."),
+    mode: str = typer.Option(None, "--mode", help="ddp or fsdp (FSDP2 fully_shard)."),
+    preset: str = typer.Option(None, "--preset", help="Model preset: tiny (CPU default) or small (GPU default)."),
+    batch_size: int = typer.Option(None, "--batch-size", help="Sequences per rank per step (default 8)."),
+    vocab_size: int = typer.Option(0, "--vocab-size", help="Model vocabulary when your token ids exceed the preset's."),
+    precision: str = typer.Option("auto", "--precision", help="auto (bf16 autocast on GPU, fp32 on CPU), fp32 or bf16."),
+    deterministic: bool = typer.Option(True, "--deterministic/--nondeterministic", help="Apply determinism settings (needed for a bitwise verdict on GPU)."),
+    cpu: bool = typer.Option(False, "--cpu", help="Run on the CPU with gloo even if GPUs are present."),
+    throughput: bool = typer.Option(False, "--throughput", help="Also measure checkpoint save/load GB/s vs a raw write+fsync in --dir."),
+    spec: str = typer.Option(None, "--spec", "-s", help=SPEC_HELP),
+    json_path: str = typer.Option(None, "--json", help=JSON_HELP),
+    plant: list[str] = typer.Option(None, "--plant", hidden=True, help="Plant a fault NAME=VALUE (tests)."),
+) -> None:
+    """Does training resume? Train A 0→N; train B 0→K and save; start a FRESH process C
+    that loads K and trains to N; C must equal A in every parameter, optimizer state,
+    step, LR, data position, RNG state and per-step loss (bitwise by default).
+
+    Exit 0 pass, 1 mismatch/corrupt checkpoint, 2 bad input.
+
+    Examples:\n
+      trainready resume                                   # CPU, tiny model, sample corpus\n
+      trainready resume --data /data/tok/my_text_document --dir /shared/ckpt --ranks 8\n
+      trainready resume --ranks 2 --mode fsdp --json resume.json
+    """
+    from trainready.checks.base import CheckContext
+    from trainready.checks.resume import ResumeCheck
+    from trainready.runner import run_checks
+    from trainready.spec import load_spec
+
+    node_spec, source = load_spec(spec)
+    given = {"ranks": ranks, "steps": steps, "checkpoint_step": checkpoint_step, "atol": atol, "rtol": rtol,
+             "mode": mode, "preset": preset, "batch_size": batch_size}
+    r = dataclasses.replace(node_spec.resume, **{k: v for k, v in given.items() if v is not None})
+    node_spec = dataclasses.replace(node_spec, resume=r)
+    wd = workdir(Path(directory) if directory else None)
+    opts: dict[str, Any] = {"data": data, "dtype": dtype, "dir": str(wd), "cpu": cpu, "precision": precision,
+                            "deterministic": deterministic, "vocab_size": vocab_size}
+    faults = parse_plants(plant)
+    # Validate the data in this process first: a bad file is bad input (exit 2), not a failed run.
+    from trainready.resume.setup import prepare
+
+    try:
+        prepare(r, opts, {}, wd)
+    except DataError as exc:
+        raise UsageError(str(exc)) from None
+    console = Console(stderr=True)
+    checks: list[Any] = [ResumeCheck]
+    if throughput:
+        from trainready.ckpt.throughput import ThroughputCheck
+
+        checks.append(ThroughputCheck)
+    with console.status("resume protocol") as status:
+        ctx = CheckContext(node_spec, wd, faults, {"resume": opts, "resume.progress": lambda m: status.update(m),
+                                                   "throughput.dir": str(wd)})
+        report = run_checks("resume", checks, ctx, context={"spec_source": source, "dir": str(wd)})
+    _print_table(report, console if json_path == "-" else Console())
+    raise typer.Exit(emit(report, json_path))
+
+
+def _print_table(report: Report, console: Console) -> None:
+    res = next((x for x in report.results if x.name == "resume"), None)
+    rows = res.details.get("table") if res else None
+    if not rows:
+        return
+    t = Table(title="resume: run C (resumed) vs run A (uninterrupted)", title_justify="left")
+    for col in ("component", "max |Δ|", "tolerance", "verdict"):
+        t.add_column(col, justify="right" if col == "max |Δ|" else "left")
+    for row in rows:
+        v = row["max_abs"]
+        shown = "differs" if isinstance(v, float) and math.isnan(v) else f"{v:.3g}"
+        verdict = "[green]match[/]" if row["ok"] else f"[red]DIFFERS[/] {row.get('note', '')}"
+        t.add_row(row["component"], shown, row["tolerance"], verdict)
+    console.print(t)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("resume")(resume)
