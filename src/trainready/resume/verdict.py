@@ -82,7 +82,7 @@ def judge(runs: dict[str, list[dict[str, Any]]], declared: dict[str, Any], walls
         ok = all(p["ok"] for p in per)
         worst_s = max((p["max_abs"] for p in per), key=lambda v: -1 if math.isnan(v) else v)
         note = next((p["note"] for p in per if not p["ok"]), "")
-        rows.append({"component": f"{LABELS[comp]} at step {n}", "max_abs": worst_s, "ok": ok, "note": note if not ok else ""})
+        rows.append({"component": LABELS[comp], "max_abs": worst_s, "ok": ok, "note": note if not ok else ""})
         if not ok:
             firsts.append(f"{LABELS[comp]} at step {n} differs ({note})")
     worst_l, first_step = 0.0, None
