@@ -7,7 +7,7 @@ from trainready.records import Status
 from trainready.spec import default_spec
 
 
-def _run(tmp_path, faults=None, timeout=8.0):
+def _run(tmp_path, faults=None, timeout=60.0):
     spec = default_spec()
     spec = dataclasses.replace(spec, comm=dataclasses.replace(spec.comm, timeout_s=timeout))
     return REGISTRY["allreduce"]().execute(CheckContext(spec, tmp_path, faults or {}))

@@ -34,6 +34,7 @@ def allreduce_rank(ctx: RankContext, hang_rank: int = -1, wrong_rank: int = -1, 
         time.sleep(3600)  # planted fault: never reaches the collective
     if ctx.rank == die_rank:
         os._exit(17)  # planted fault: rank process dies
+    ctx.stage("in all_reduce")
     t0 = time.perf_counter()
     dist.all_reduce(t, op=dist.ReduceOp.SUM)
     if t.is_cuda:

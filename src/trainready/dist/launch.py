@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Callable
 
+# Stage number of "running" (after init_process_group) in `_worker`.
+RUNNING_STAGE_NO = 2
 # How long the survivors get, after one rank died, to report before we kill them.
 DEAD_RANK_GRACE_S = 3.0
 
@@ -197,6 +199,7 @@ def launch(
     env: dict[str, str] | None = None,
     threads_per_rank: int | None = None,
     stall_s: float | None = None,
+    startup_s: float = 60.0,
 ) -> LaunchResult:
     """Run ``fn(ctx: RankContext, **kwargs)`` on `world_size` local ranks.
 
@@ -204,6 +207,9 @@ def launch(
     Returns within `timeout_s` + a few seconds whatever the ranks do.  With
     `stall_s`, also gives up (timed_out) once no rank has reported anything
     (stage, result) for `stall_s` seconds: a per-step bound for long runs.
+    The clock for `timeout_s` starts once every rank has joined the process
+    group (stage "running"): process start-up and rendezvous on a loaded host
+    get their own allowance, `startup_s`, so a busy machine does not look hung.
     """
     if world_size < 1:
         raise ValueError("world_size must be >= 1")
@@ -227,7 +233,8 @@ def launch(
         p.start()
         procs.append(p)
 
-    deadline = t0 + timeout_s
+    deadline = t0 + startup_s + timeout_s  # until every rank has started
+    all_started = False
     done: dict[int, tuple[str, Any]] = {}
     stages: dict[int, tuple[int, str]] = {r: (0, "started") for r in range(world_size)}
     died: dict[int, int] = {}
@@ -252,6 +259,9 @@ def launch(
         last_news = time.monotonic()
         if kind == "stage":
             stages[rank] = payload
+            if not all_started and all(st[0] >= RUNNING_STAGE_NO for st in stages.values()):
+                all_started = True
+                deadline = min(deadline, last_news + timeout_s)
         else:
             done[rank] = (kind, payload)
 
