@@ -43,7 +43,7 @@ def light_state(tr: Trainer, sampler: SequenceSampler) -> dict[str, Any]:
         "step": tr.step_no,
         "lr": {"last_epoch": tr.scheduler.last_epoch, "last_lr": [float(x) for x in tr.scheduler.get_last_lr()]},
         "data": sampler.state_dict(),
-        "rng": rng.capture(),
+        "rng": rng.capture([tr.device.index or 0] if tr.device.type == "cuda" else []),
     }
 
 

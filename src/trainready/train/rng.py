@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import random
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -25,18 +25,24 @@ def _unb64(s: str) -> torch.Tensor:
     return torch.from_numpy(raw)
 
 
-def capture() -> dict[str, Any]:
-    """The state of every generator, JSON-able. Keys: python, numpy, torch_cpu, cuda (list)."""
+def capture(cuda_devices: Sequence[int] | None = None) -> dict[str, Any]:
+    """The state of every generator, JSON-able. Keys: python, numpy, torch_cpu, cuda {index: state}.
+
+    `cuda_devices`: the devices this process draws from (a rank: its own GPU; a CPU
+    run: none); None = every visible device.  A rank touching all 8 GPUs' generators
+    would create a CUDA context on each of them.
+    """
     py_version, py_state, py_gauss = random.getstate()
     kind, keys, pos, has_gauss, cached = np.random.get_state()
     state: dict[str, Any] = {
         "python": [py_version, list(py_state), py_gauss],
         "numpy": [kind, [int(k) for k in keys], int(pos), int(has_gauss), float(cached)],
         "torch_cpu": _b64(torch.get_rng_state()),
-        "cuda": [],
+        "cuda": {},
     }
     if torch.cuda.is_available():
-        state["cuda"] = [_b64(s) for s in torch.cuda.get_rng_state_all()]
+        devices = range(torch.cuda.device_count()) if cuda_devices is None else cuda_devices
+        state["cuda"] = {str(i): _b64(torch.cuda.get_rng_state(i)) for i in devices}
     return state
 
 
@@ -47,22 +53,21 @@ def restore(state: dict[str, Any]) -> None:
     kind, keys, pos, has_gauss, cached = state["numpy"]
     np.random.set_state((kind, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
     torch.set_rng_state(_unb64(state["torch_cpu"]))
-    cuda = state.get("cuda", [])
+    cuda = state.get("cuda", {})
     if cuda:
         have = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if have != len(cuda):
-            raise ValueError(f"checkpoint holds RNG states of {len(cuda)} CUDA devices, this process sees {have}")
-        torch.cuda.set_rng_state_all([_unb64(s) for s in cuda])
+        missing = [i for i in cuda if int(i) >= have]
+        if missing:
+            raise ValueError(f"checkpoint holds the RNG state of CUDA device {missing[0]}, this process sees {have} device(s)")
+        for i, s in cuda.items():
+            torch.cuda.set_rng_state(_unb64(s), int(i))
 
 
 def differing(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     """Names of the generators whose states differ between two captures (e.g. ['torch_cpu', 'cuda:0'])."""
     out = [k for k in ("python", "numpy", "torch_cpu") if a.get(k) != b.get(k)]
-    ca, cb = a.get("cuda", []), b.get("cuda", [])
-    if len(ca) != len(cb):
-        out.append("cuda (device count)")
-    else:
-        out.extend(f"cuda:{i}" for i, (x, y) in enumerate(zip(ca, cb)) if x != y)
+    ca, cb = a.get("cuda", {}), b.get("cuda", {})
+    out.extend(f"cuda:{i}" for i in sorted(set(ca) | set(cb)) if ca.get(i) != cb.get(i))
     return out
 
 
