@@ -67,6 +67,33 @@ def hash_file(path: Path, fsync: bool = True) -> dict[str, Any]:
     return {"bytes": size, "piece_bytes": PIECE, "sha256": digests}
 
 
+def hash_and_sync(paths: list[Path]) -> dict[str, dict[str, Any]]:
+    """`hash_file` for many files at once, each file's fsync running beside its hashing.
+
+    fsync waits on the disk, sha256 on the CPU: overlapped, the manifest costs
+    about max(flush, hash) instead of their sum.  Keyed by file name.
+    """
+    with ThreadPoolExecutor(max_workers=len(paths) or 1) as syncers, ThreadPoolExecutor(max_workers=HASH_THREADS) as hashers:
+        syncs = [syncers.submit(_fsync, p) for p in paths]
+        pieces = {}
+        for p in paths:
+            size = p.stat().st_size
+            spans = [(o, min(PIECE, size - o)) for o in range(0, size, PIECE)] or [(0, 0)]
+            pieces[p] = (size, [hashers.submit(_hash_piece, p, o, n) for o, n in spans])
+        for f in syncs:
+            f.result()
+        return {p.name: {"bytes": size, "piece_bytes": PIECE, "sha256": [f.result() for f in futs]}
+                for p, (size, futs) in pieces.items()}
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def files_of_rank(directory: Path, rank: int) -> list[Path]:
     """The files rank `rank` wrote into a checkpoint directory (DCP's naming: __R_i.distcp)."""
     mine = [p for p in directory.iterdir() if p.name.startswith(f"__{rank}_") or p.name == f"train-rank-{rank}.json"]
