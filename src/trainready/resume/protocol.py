@@ -10,6 +10,7 @@ else PASS iff every component of C matches A within the declared tolerance.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import datetime as dt
 import os
@@ -83,26 +84,48 @@ def run_protocol(pc: ProtocolConfig, progress: Callable[[str], None] | None = No
     walls: dict[str, float] = {}
     t_all = time.perf_counter()
     n, k = pc.train.steps, pc.checkpoint_step
-    for role, what in (("A", f"A: 0→{n} uninterrupted"), ("B", f"B: 0→{k}, save"), ("C", f"C: fresh, load {k}, {k}→{n}")):
-        say(what)
+    plan = {"A": f"A: 0→{n} uninterrupted", "B": f"B: 0→{k}, save", "C": f"C: fresh, load {k}, {k}→{n}"}
+
+    def one(role: str) -> tuple[str, Any, float]:
         t0 = time.perf_counter()
         res = launch("trainready.resume.worker:resume_rank", pc.world_size, pc.backend,
                      {**kwargs, "role": role}, timeout_s=pc.timeout_s, env=env,
                      # One intra-op thread per CPU rank: OpenMP's spinning barriers make 2+
                      # threads ~10x slower on a shared, oversubscribed CPU (measured here).
                      threads_per_rank=1 if pc.backend == "gloo" else None)
-        walls[role] = time.perf_counter() - t0
-        if not res.ok:
-            return Outcome(
-                Status.FAIL,
-                f"run {role} ({what}) failed on {pc.world_size} {pc.backend} rank(s): {res.describe()}",
-                remedy="The named rank's error is above; rerun `trainready resume` with TRAINREADY_DEBUG=1.",
-                details={"declared": declared, "run_dir": str(run_dir)},
-            )
-        runs[role] = res.values
-        if role == "B" and "flip_byte" in pc.plants:
-            victim = flip_byte(resolve_latest(ckpt))
-            say(f"planted: flipped a byte of {victim.name}")
+        return role, res, time.perf_counter() - t0
+
+    # A and B are independent: on GPUs (latency-bound, small model) they run side by
+    # side as two separate process groups; on CPU ranks they would only share cores.
+    # C always starts after both, as a fresh set of processes.
+    if pc.backend == "nccl":
+        say(f"{plan['A']}  ||  {plan['B']}")
+        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+            first = list(pool.map(one, ("A", "B")))
+    else:
+        first = []
+        for role in ("A", "B"):
+            say(plan[role])
+            first.append(one(role))
+            if not first[-1][1].ok:
+                break
+    for stage in (first, None):
+        if stage is None:
+            say(plan["C"])
+            stage = [one("C")]
+        for role, res, wall in stage:
+            walls[role] = wall
+            if not res.ok:
+                return Outcome(
+                    Status.FAIL,
+                    f"run {role} ({plan[role]}) failed on {pc.world_size} {pc.backend} rank(s): {res.describe()}",
+                    remedy="The named rank's error is above; rerun `trainready resume` with TRAINREADY_DEBUG=1.",
+                    details={"declared": declared, "run_dir": str(run_dir)},
+                )
+            runs[role] = res.values
+            if role == "B" and "flip_byte" in pc.plants:
+                victim = flip_byte(resolve_latest(ckpt))
+                say(f"planted: flipped a byte of {victim.name}")
     walls["total"] = time.perf_counter() - t_all
     return judge(runs, declared, walls, pc, str(run_dir))
 
