@@ -48,6 +48,17 @@ def plain_matmul_tflops(n: int) -> float:
     return 2 * n**3 / _events_best(lambda: torch.matmul(a, b), iters) / 1e12
 
 
+def plain_matmul_out_tflops(n: int) -> float:
+    """Same as plain_matmul_tflops but writing into a preallocated output (`out=`), as the check does."""
+    import torch
+
+    a = torch.randn(n, n, device="cuda:0", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda:0", dtype=torch.bfloat16)
+    c = torch.empty(n, n, device="cuda:0", dtype=torch.bfloat16)
+    iters = max(5, int(50 * (8192 / n) ** 3))
+    return 2 * n**3 / _events_best(lambda: torch.matmul(a, b, out=c), iters) / 1e12
+
+
 def plain_copy_gbps(nbytes: int) -> float:
     import torch
 
@@ -72,12 +83,14 @@ def main() -> int:
     # Interleave check and plain loops (ROUNDS times, best of each) so that clock
     # warm-up and thermal/power throttling favour neither side.
     check_g, check_c = 0.0, 0.0
-    plain_g = {n: 0.0 for n in SHAPES}
+    plain_g: dict[object, float] = {n: 0.0 for n in SHAPES}
+    plain_g.update({f"{n} out=": 0.0 for n in SHAPES})
     plain_c = {s: 0.0 for s in COPY_SIZES}
     for _ in range(ROUNDS):
         check_g = max(check_g, measure_gemm("cuda:0"))
         for n in SHAPES:
             plain_g[n] = max(plain_g[n], plain_matmul_tflops(n))
+            plain_g[f"{n} out="] = max(plain_g[f"{n} out="], plain_matmul_out_tflops(n))
         torch.cuda.empty_cache()
         check_c = max(check_c, measure_copy("cuda:0"))
         for sz in COPY_SIZES:
