@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from trainready.errors import CheckpointError
+from trainready.util.atomic import fsync_path
 
 FORMAT = "trainready.ckpt/1"
 MANIFEST = "manifest.json"
@@ -59,11 +60,7 @@ def hash_file(path: Path, fsync: bool = True) -> dict[str, Any]:
         with ThreadPoolExecutor(max_workers=min(len(spans), HASH_THREADS)) as pool:
             digests = list(pool.map(lambda s: _hash_piece(path, *s), spans))
     if fsync:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_path(path)
     return {"bytes": size, "piece_bytes": PIECE, "sha256": digests}
 
 
@@ -86,12 +83,7 @@ def hash_and_sync(paths: list[Path]) -> dict[str, dict[str, Any]]:
                 for p, (size, futs) in pieces.items()}
 
 
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+_fsync = fsync_path
 
 
 def files_of_rank(directory: Path, rank: int) -> list[Path]:

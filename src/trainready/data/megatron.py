@@ -22,14 +22,13 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
-import tempfile
 from pathlib import Path
 from typing import BinaryIO, Callable, Sequence
 
 import numpy as np
 
 from trainready.errors import DataError
-from trainready.util.atomic import fsync_dir
+from trainready.util.atomic import atomic_write_stream
 
 MAGIC = b"MMIDIDX\x00\x00"
 VERSION = 1
@@ -225,20 +224,7 @@ def write_indexed_dataset(prefix: str | os.PathLike[str], documents: Sequence[np
 
 
 def _atomic_stream(target: Path, fill: Callable[[BinaryIO], object]) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fill(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    fsync_dir(target.parent)
+    atomic_write_stream(target, fill)
 
 
 def sha256_files(paths: Sequence[Path], chunk: int = 1 << 22) -> str:

@@ -11,11 +11,11 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Callable
 
 
-def fsync_dir(path: Path) -> None:
-    """fsync a directory so a rename/creation inside it is durable."""
+def fsync_path(path: str | os.PathLike[str]) -> None:
+    """fsync a file or directory by path (a directory: so a rename/creation inside it is durable)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -23,13 +23,21 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+fsync_dir = fsync_path
+
+
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
+    return atomic_write_stream(path, lambda fh: fh.write(data))
+
+
+def atomic_write_stream(path: str | os.PathLike[str], fill: Callable[[BinaryIO], object]) -> Path:
+    """Atomically write whatever `fill(fh)` writes into the open binary file `fh`."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            fill(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)
