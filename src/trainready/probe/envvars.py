@@ -51,6 +51,10 @@ def is_secret_name(name: str) -> bool:
     return bool(SECRET_NAME.search(name))
 
 
+def _env_style_secret(key: object) -> bool:
+    return isinstance(key, str) and key == key.upper() and any(c.isalpha() for c in key) and is_secret_name(key)
+
+
 def relevant(name: str) -> bool:
     return name in EXACT or name.startswith(PREFIXES)
 
@@ -66,11 +70,14 @@ def capture(env: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def scrub(obj: Any) -> Any:
-    """Apply `redact_value` to every string (keys and values) of a JSON-able object."""
+    """Apply `redact_value` to every string (keys and values) of a JSON-able object; the
+    value of an environment-style key (UPPER_CASE) with a secret-looking name is redacted whole."""
     if isinstance(obj, str):
         return redact_value(obj)
     if isinstance(obj, dict):
-        return {scrub(k): scrub(v) for k, v in obj.items()}
+        return {
+            scrub(k): REDACTED if _env_style_secret(k) and isinstance(v, str) else scrub(v) for k, v in obj.items()
+        }
     if isinstance(obj, (list, tuple)):
         return [scrub(v) for v in obj]
     return obj

@@ -62,10 +62,17 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
     )
 
 
+def record(report: Report) -> dict:
+    """The JSON record, with every token-shaped string and secret-named env value redacted."""
+    from trainready.probe.envvars import scrub
+
+    return scrub(report.to_json())  # type: ignore[no-any-return]
+
+
 def write_json(report: Report, path: str | Path) -> Path:
     """Atomic: a crash leaves the previous file or none, never a partial one."""
-    return atomic_write_json(path, report.to_json())
+    return atomic_write_json(path, record(report))
 
 
 def dumps(report: Report) -> str:
-    return json.dumps(report.to_json(), indent=2)
+    return json.dumps(record(report), indent=2)
