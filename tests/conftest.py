@@ -13,6 +13,20 @@ REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src"
 
 
+def _has_gpu() -> bool:
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:  # noqa: BLE001
+        return False
+
+
+HAS_GPU = _has_gpu()
+# For tests that assert what happens on a machine WITHOUT GPUs (CI's machine).
+cpu_machine_only = pytest.mark.skipif(HAS_GPU, reason="asserts the behaviour of a machine without GPUs")
+
+
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """Run `python -m trainready ARGS` in a subprocess (the real CLI, real exit codes)."""
     e = dict(os.environ)

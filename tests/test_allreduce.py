@@ -9,7 +9,7 @@ from trainready.spec import default_spec
 
 def _run(tmp_path, faults=None, timeout=60.0):
     spec = default_spec()
-    spec = dataclasses.replace(spec, comm=dataclasses.replace(spec.comm, timeout_s=timeout))
+    spec = dataclasses.replace(spec, comm=dataclasses.replace(spec.comm, timeout_s=timeout, backend="gloo"))
     return REGISTRY["allreduce"]().execute(CheckContext(spec, tmp_path, faults or {}))
 
 

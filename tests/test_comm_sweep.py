@@ -26,6 +26,8 @@ SPEC, _ = load_spec(None)
 
 def cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": SRC}
+    if "--backend" not in args:
+        args = (*args, "--backend", "gloo")  # these tests are about the CPU (gloo) path
     return subprocess.run([sys.executable, "-m", "trainready", "comm", *args], capture_output=True, text=True,
                           env=env, timeout=timeout)
 
@@ -139,7 +141,7 @@ def test_cli_bad_input_exit_2_one_line(args: list[str], needle: str, capsys: pyt
 
 
 def _ctx(tmp_path: Path, faults: dict[str, str], expected: dict[str, float]) -> CheckContext:
-    comm = dataclasses.replace(SPEC.comm, world_size=4, expected_busbw_gbps=expected)
+    comm = dataclasses.replace(SPEC.comm, world_size=4, expected_busbw_gbps=expected, backend="gloo")
     return CheckContext(dataclasses.replace(SPEC, comm=comm), tmp_path, faults)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import cpu_machine_only
 from trainready.checks import CheckContext
 from trainready.checks.gpu_visible import GpusCheck, judge_gpus
 from trainready.probe import facts as facts_mod
@@ -89,14 +90,14 @@ def test_cpu_only_torch_on_gpu_node_fails(h200, spec8):
     assert out.status == Status.FAIL and "CPU-only build" in out.message and "CUDA build of torch" in out.remedy
 
 
-@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="tests the machine without GPUs")
+@cpu_machine_only
 def test_cpu_node_skips_with_reason(tmp_path):
     spec, _ = load_spec(None)
     r = GpusCheck().execute(CheckContext(spec, tmp_path))
     assert r.status == Status.SKIP and "no GPU expected" in r.message and "no NVIDIA driver" in r.message
 
 
-@pytest.mark.skipif(__import__("torch").cuda.device_count() >= 8, reason="this machine has 8 GPUs")
+@cpu_machine_only
 def test_spec_expecting_8_gpus_on_this_machine_fails(tmp_path, spec8):
     r = GpusCheck().execute(CheckContext(spec8, tmp_path))
     assert r.status == Status.FAIL and r.message.startswith("expected 8 × H200, found none"), r.message
@@ -106,6 +107,7 @@ def test_facts_round_trip(h200):
     assert NodeFacts.from_json(json.loads(json.dumps(h200.to_json()))) == h200
 
 
+@cpu_machine_only
 def test_real_nvml_without_driver_says_why():
     nv = collect_nvml()
     assert not nv.ok and nv.gpus == () and "no NVIDIA driver" in str(nv.error)

@@ -55,3 +55,24 @@ def test_cli_bad_spec_exits_2_with_one_line(cli, tmp_path):
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert lines == [f"trainready: error: {p}: key 'gpu.count': expected an integer, got string 'eight'"]
     assert "Traceback" not in r.stderr + r.stdout
+
+
+def test_comm_backend_is_validated(tmp_path):
+    p = tmp_path / "n.toml"
+    p.write_text("[comm]\nbackend = 'mpi'\n")
+    with pytest.raises(ConfigError, match="comm.backend.*expected one of auto, nccl, gloo"):
+        load_spec(p)
+
+
+def test_nccl_backend_without_gpus_is_a_usage_error():
+    import dataclasses
+
+    from trainready.errors import UsageError
+    from trainready.spec import default_spec
+    from trainready.util.devices import cuda_count, local_world
+
+    spec = default_spec()
+    assert local_world(dataclasses.replace(spec, comm=dataclasses.replace(spec.comm, backend="gloo"))) == (8, "gloo")
+    if cuda_count() == 0:
+        with pytest.raises(UsageError, match="no CUDA GPU"):
+            local_world(dataclasses.replace(spec, comm=dataclasses.replace(spec.comm, backend="nccl")))

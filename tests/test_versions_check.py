@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import cpu_machine_only
 from trainready.checks import CheckContext
 from trainready.checks.versions import TRAP, VersionsCheck, judge_versions, version_matches
 from trainready.probe import facts as facts_mod
@@ -80,12 +81,14 @@ def test_spec_demanding_torch_9_9_fails_here(tmp_path):
     assert VersionsCheck().execute(CheckContext(right, tmp_path)).status == Status.PASS
 
 
+@cpu_machine_only
 def test_cpu_node_passes_and_says_what_it_did_not_judge(tmp_path):
     r = VersionsCheck().execute(CheckContext(load_spec(None)[0], tmp_path))
     assert r.status == Status.PASS, r.message
     assert f"torch {torch.__version__}" in r.message and "no GPU expected" in r.message
 
 
+@cpu_machine_only
 def test_gpu_spec_on_this_cpu_machine_fails(tmp_path, spec8):
     r = VersionsCheck().execute(CheckContext(spec8, tmp_path))
     assert r.status == Status.FAIL and "driver not readable: no NVIDIA driver" in r.message

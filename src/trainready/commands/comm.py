@@ -81,6 +81,8 @@ def comm(
     if launcher == "external" and ext is None:
         raise UsageError("--launcher external: no torchrun (RANK, WORLD_SIZE) or Slurm (SLURM_PROCID, SLURM_NTASKS > 1) env")
     gpus = cuda_count()
+    if backend == "auto" and node_spec.comm.backend != "auto":
+        backend = node_spec.comm.backend
     be = backend if backend != "auto" else ("nccl" if gpus else "gloo")
     if be == "nccl" and not gpus:
         raise UsageError("--backend nccl: no CUDA GPU is visible here")
@@ -92,7 +94,7 @@ def comm(
             raise UsageError(f"--world-size {world_size}: expected 1..{gpus if be == 'nccl' else 'N'} for {be}")
         n = world_size
     else:
-        n = local_world(node_spec)[0] if be == ("nccl" if gpus else "gloo") else (gpus if be == "nccl" else 8)
+        n = local_world(node_spec)[0] if be == local_world(node_spec)[1] else (gpus if be == "nccl" else 8)
     timeout_s = float(timeout if timeout is not None else node_spec.comm.timeout_s)
     if timeout_s <= 0:
         raise UsageError(f"--timeout: expected seconds > 0, got {timeout_s:g}")

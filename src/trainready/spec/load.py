@@ -48,6 +48,8 @@ def _validate(spec: NodeSpec, path: str) -> None:
     for key in ("atol", "rtol"):
         if getattr(r, key) < 0:
             raise ConfigError(path, f"resume.{key}", "expected a number >= 0")
+    if spec.comm.backend not in ("auto", "nccl", "gloo"):
+        raise ConfigError(path, "comm.backend", f"expected one of auto, nccl, gloo, got '{spec.comm.backend}'")
     if not 0 < spec.comm.min_fraction <= 1:
         raise ConfigError(path, "comm.min_fraction", f"expected 0 < x <= 1, got {spec.comm.min_fraction}")
 

@@ -61,6 +61,9 @@ class CommSpec:
     world_size: int = doc_field(
         0, "Ranks for node-local collectives; 0 = one per GPU, or 8 gloo ranks on a CPU node."
     )
+    backend: str = doc_field(
+        "auto", "Collective backend for node-local checks: auto (nccl when GPUs are visible, else gloo), nccl or gloo."
+    )
     timeout_s: float = doc_field(60.0, "Per-collective timeout in seconds; a hung rank fails the check after this.")
     min_fraction: float = doc_field(
         0.80, "A collective's busbw must reach this fraction of its expectation (seed 003's 80% rule)."

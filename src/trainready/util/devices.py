@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from trainready.errors import UsageError
 from trainready.spec.model import NodeSpec
 
 CPU_DEFAULT_RANKS = 8  # the seed's 8-GPU server, emulated by 8 gloo ranks
@@ -17,9 +18,12 @@ def cuda_count() -> int:
 
 
 def local_world(spec: NodeSpec) -> tuple[int, str]:
-    """(world_size, backend) for node-local collectives."""
+    """(world_size, backend) for node-local collectives, per spec comm.backend / comm.world_size."""
     n = cuda_count()
-    if n > 0:
+    backend = spec.comm.backend
+    if backend == "nccl" and n == 0:
+        raise UsageError("spec comm.backend = 'nccl' but no CUDA GPU is visible here")
+    if backend == "nccl" or (backend == "auto" and n > 0):
         ws = spec.comm.world_size or n
         return min(ws, n), "nccl"
     return spec.comm.world_size or CPU_DEFAULT_RANKS, "gloo"
