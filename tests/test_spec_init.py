@@ -44,8 +44,8 @@ def test_spec_from_reference_machine(tmp_path):
     )
     assert spec.software.image_digest == "sha256:" + "ab" * 32
     # floors at tolerance x the WORST reference figure, not the best
-    assert spec.compute.gemm_tflops_min == round(760.0 * 0.8, 1)
-    assert spec.compute.hbm_gbps_min == round(4200.0 * 0.8, 1)
+    assert spec.compute.gemm_tflops_min == 608.0
+    assert spec.compute.hbm_gbps_min == 3360.0
     assert spec.comm.expected_busbw_gbps == {"all_reduce": 360.0} and spec.comm.min_fraction == 0.8
     p = tmp_path / "fleet.toml"
     p.write_text(dump_toml(spec))
@@ -86,8 +86,27 @@ def test_floors_from_metrics_the_throughput_check_really_writes():
     )
     report = {"results": [{"metrics": [m.to_json() for m in out.metrics]}]}
     spec = spec_from_machine(MANIFEST, report, 0.8)
-    assert spec.compute.gemm_tflops_min == round(760.0 * 0.8, 1)
-    assert spec.compute.hbm_gbps_min == round(4200.0 * 0.8, 1)
+    assert spec.compute.gemm_tflops_min == 608.0
+    assert spec.compute.hbm_gbps_min == 3360.0
     # the new floors now fail a GPU 25% slower than the reference
     slow = judge([GpuFigures(0, "NVIDIA H200", 560.0, 4300.0)], lookup("NVIDIA H200"), spec.compute)
     assert slow.status.value == "fail"
+
+
+def test_spec_written_from_a_prerelease_torch_passes_that_machine():
+    from trainready.checks.versions import version_matches
+
+    m = dict(MANIFEST, software={**MANIFEST["software"], "torch": "2.13.0a0+8145d630e8"})
+    spec = spec_from_machine(m)
+    assert spec.software.torch == "2.13.0a0"
+    assert version_matches(spec.software.torch, "2.13.0a0+8145d630e8")
+    assert not version_matches(spec.software.torch, "2.13.0+cu130")  # the release is another version
+
+
+def test_tiny_figures_keep_significant_digits_and_failed_checks_give_no_floor():
+    rep = _report([780.0], [4300.0], {"all_reduce": 0.00412})
+    spec = spec_from_machine(MANIFEST, rep, 0.8)
+    assert spec.comm.expected_busbw_gbps == {"all_reduce": 0.00412}
+    rep["results"][0]["status"] = "fail"
+    spec = spec_from_machine(MANIFEST, rep, 0.8)
+    assert spec.compute.gemm_tflops_min is None and spec.comm.expected_busbw_gbps == {}

@@ -45,23 +45,44 @@ def _root(
 register_all(app)
 
 
+def _click_exception_class() -> type[Exception]:
+    """click's ClickException, whichever click typer uses (vendored in typer >= 0.24)."""
+    for cls in typer.BadParameter.__mro__:
+        if cls.__name__ == "ClickException":
+            return cls
+    return Exception  # pragma: no cover
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the app, turn our errors into one line + exit code."""
+    """Entry point: run the app, turn every error into one line + exit code."""
+    click_exc = _click_exception_class()
     try:
-        # Standalone mode: typer/click print usage errors and exit 2 themselves.
-        app(args=argv)
+        rc = app(args=argv, standalone_mode=False)
+    except click_exc as exc:  # bad flags/values: one line, exit 2 (never click's framed box)
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            typer.echo(exc.format_message())  # type: ignore[attr-defined]
+            sys.exit(0)
+        msg = " ".join(exc.format_message().split())  # type: ignore[attr-defined]
+        ctx = getattr(exc, "ctx", None)
+        where = f" (try '{ctx.command_path} --help')" if ctx is not None else ""
+        sys.stderr.write(f"trainready: error: {msg}{where}\n")
+        sys.exit(2)
     except TrainreadyError as exc:
         sys.stderr.write(f"trainready: error: {exc}\n")
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, EOFError) as exc:
         sys.stderr.write("trainready: interrupted\n")
-        sys.exit(130)
+        sys.exit(130 if isinstance(exc, KeyboardInterrupt) else 1)
     except Exception as exc:  # noqa: BLE001 - last resort: still one line
+        if type(exc).__name__ == "Abort":
+            sys.stderr.write("trainready: aborted\n")
+            sys.exit(130)
         if os.environ.get("TRAINREADY_DEBUG"):
             raise
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         sys.stderr.write(f"trainready: internal error: {type(exc).__name__}: {first} (TRAINREADY_DEBUG=1 for a traceback)\n")
         sys.exit(1)
+    sys.exit(rc if isinstance(rc, int) else 0)
 
 
 __all__ = ["app", "main", "UsageError"]

@@ -65,7 +65,10 @@ def init(
     manifest = collect(image_digest=image_digest)
     spec = spec_from_machine(manifest, report, tolerance, name)
     text = f"# Written by `trainready spec init`. Review before use.\n{dump_toml(spec)}"
-    atomic_write_text(out, text)
+    try:
+        atomic_write_text(out, text)
+    except OSError as exc:
+        raise UsageError(f"--out {out}: cannot write ({exc.strerror})") from None
     Console(stderr=True).print(f"spec written to {out}")
 
 

@@ -11,6 +11,7 @@ reference's worst figure, so a node matching the reference passes and one
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from typing import Any, Mapping
 
@@ -35,14 +36,24 @@ def _prefix_version(v: Any, parts: int) -> str | None:
 
 
 def _metrics(report: Mapping[str, Any] | None, name: str) -> list[dict[str, Any]]:
+    """Positive finite figures named `name`, from checks that did not fail or error:
+    a floor taken from a broken reference would hold the fleet to a broken figure."""
     if not report:
         return []
     out = []
     for r in report.get("results", []):
+        if r.get("status") in ("fail", "error"):
+            continue
         for m in r.get("metrics", []):
-            if m.get("name") == name and isinstance(m.get("value"), (int, float)):
+            v = m.get("value")
+            if m.get("name") == name and isinstance(v, (int, float)) and math.isfinite(v) and v > 0:
                 out.append(m)
     return out
+
+
+def _sig(x: float, digits: int = 4) -> float:
+    """Round to significant figures (a 0.004 GB/s CPU figure must not become a 0.0 floor)."""
+    return float(f"{x:.{digits}g}")
 
 
 def spec_from_machine(
@@ -68,7 +79,8 @@ def spec_from_machine(
     sw = manifest.get("software", {}) if isinstance(manifest.get("software"), Mapping) else {}
     cont = manifest.get("container", {}) if isinstance(manifest.get("container"), Mapping) else {}
     software = SoftwareSpec(
-        torch=_prefix_version(sw.get("torch"), 3),
+        # The whole public version ('2.13.0a0' from '2.13.0a0+8145d630e8'): a pre-release is its own version.
+        torch=str(sw["torch"]).split("+")[0] if _known(sw.get("torch")) else None,
         cuda=_prefix_version(sw.get("torch_cuda"), 2),
         nccl=_prefix_version(sw.get("nccl"), 3),
         cudnn=_prefix_version(sw.get("cudnn"), 1),
@@ -78,15 +90,15 @@ def spec_from_machine(
     gemm = [m["value"] for m in _metrics(report, GEMM_METRIC)]
     copy = [m["value"] for m in _metrics(report, COPY_METRIC)]
     compute = ComputeSpec(
-        gemm_tflops_min=round(min(gemm) * tolerance, 1) if gemm else None,
-        hbm_gbps_min=round(min(copy) * tolerance, 1) if copy else None,
+        gemm_tflops_min=_sig(min(gemm) * tolerance) if gemm else None,
+        hbm_gbps_min=_sig(min(copy) * tolerance) if copy else None,
     )
     busbw: dict[str, float] = {}
     for m in _metrics(report, BUSBW_METRIC):
         op = dict(m.get("labels", {})).get("op")
         if op:
             # The expectation is the reference's figure; the check applies comm.min_fraction.
-            busbw[op] = round(float(m["value"]), 2)
+            busbw[op] = _sig(float(m["value"]))
     comm = CommSpec(min_fraction=tolerance, expected_busbw_gbps=busbw)
     hostname = host.get("hostname", "reference")
     return NodeSpec(
