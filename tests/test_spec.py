@@ -76,3 +76,31 @@ def test_nccl_backend_without_gpus_is_a_usage_error():
     if cuda_count() == 0:
         with pytest.raises(UsageError, match="no CUDA GPU"):
             local_world(dataclasses.replace(spec, comm=dataclasses.replace(spec.comm, backend="nccl")))
+
+
+@pytest.mark.parametrize(
+    "body, key",
+    [
+        ("[comm]\nexpected_busbw_gbps = { allreduce = 300.0 }\n", "comm.expected_busbw_gbps.allreduce"),
+        ("[comm]\nexpected_busbw_gbps = { all_reduce@x = 300.0 }\n", None),  # not valid TOML key → malformed
+        ("[comm]\nexpected_busbw_gbps = { 'all_reduce@0' = 300.0 }\n", "comm.expected_busbw_gbps.all_reduce@0"),
+        ("[comm]\nexpected_busbw_gbps = { all_reduce = 0.0 }\n", "comm.expected_busbw_gbps.all_reduce"),
+        ("[comm]\nworld_size = -3\n", "comm.world_size"),
+        ("[comm]\ntimeout_s = -1\n", "comm.timeout_s"),
+        ("[compute]\ngemm_min_fraction = -5\n", "compute.gemm_min_fraction"),
+        ("[compute]\nspread_max = -1\n", "compute.spread_max"),
+    ],
+)
+def test_values_that_cannot_be_meant_are_rejected(tmp_path, body, key):
+    p = tmp_path / "n.toml"
+    p.write_text(body)
+    with pytest.raises(ConfigError) as ei:
+        load_spec(p)
+    if key:
+        assert f"key '{key}'" in str(ei.value)
+
+
+def test_op_at_ranks_expectation_key_is_accepted(tmp_path):
+    p = tmp_path / "n.toml"
+    p.write_text("[comm]\nexpected_busbw_gbps = { 'all_reduce@8' = 367.0, all_gather = 300.0 }\n")
+    assert load_spec(p)[0].comm.expected_busbw_gbps == {"all_reduce@8": 367.0, "all_gather": 300.0}

@@ -15,7 +15,13 @@ fp32 in a different order, so they may differ by a few ulps per step.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
+
+# `sdpa_kernel` flips process-global backend flags: with one thread per GPU, one
+# thread's MATH reference would silently switch another's FLASH run to MATH (a
+# comparison that cannot fail).  Backend-pinned forwards are serialised here.
+_SDPA_BACKEND_LOCK = threading.Lock()
 
 SDPA_FACTOR = 3.0  # x the math backend's own error (FlashAttention tests use 2x)
 SDPA_FLOOR_ULPS = 4.0  # floor, in ulps of max|reference|
@@ -60,7 +66,7 @@ def sdpa_run(inputs: dict[str, Any], dtype: Any, backend: Any | None) -> list[An
     if backend is None:
         out = naive_attention(q, k, v)
     else:
-        with sdpa_kernel([backend]):
+        with _SDPA_BACKEND_LOCK, sdpa_kernel([backend]):
             out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     dq, dk, dv = torch.autograd.grad(out, (q, k, v), inputs["dout"].to(dtype))
     return [t.detach().double() for t in (out, dq, dk, dv)]

@@ -48,6 +48,7 @@ def _validate(spec: NodeSpec, path: str) -> None:
     for key in ("atol", "rtol"):
         if getattr(r, key) < 0:
             raise ConfigError(path, f"resume.{key}", "expected a number >= 0")
+    _validate_ranges(spec, path)
     if spec.comm.backend not in ("auto", "nccl", "gloo"):
         raise ConfigError(path, "comm.backend", f"expected one of auto, nccl, gloo, got '{spec.comm.backend}'")
     if not 0 < spec.comm.min_fraction <= 1:
@@ -56,3 +57,31 @@ def _validate(spec: NodeSpec, path: str) -> None:
 
 def spec_to_json(spec: NodeSpec) -> dict[str, Any]:
     return dataclasses.asdict(spec)
+
+
+def _validate_ranges(spec: NodeSpec, path: str) -> None:
+    """Values that load as the right type but cannot be meant (one line, file + key)."""
+    c, m = spec.comm, spec.compute
+    checks: list[tuple[str, bool, str]] = [
+        ("comm.world_size", c.world_size >= 0, "an integer >= 0 (0 = one rank per GPU)"),
+        ("comm.timeout_s", c.timeout_s > 0, "seconds > 0"),
+        ("compute.gemm_min_fraction", 0 < m.gemm_min_fraction <= 1, "a fraction 0 < x <= 1"),
+        ("compute.hbm_min_fraction", 0 < m.hbm_min_fraction <= 1, "a fraction 0 < x <= 1"),
+        ("compute.spread_max", 0 <= m.spread_max < 1, "a fraction 0 <= x < 1"),
+        ("compute.gemm_tflops_min", m.gemm_tflops_min is None or m.gemm_tflops_min > 0, "TFLOP/s > 0"),
+        ("compute.hbm_gbps_min", m.hbm_gbps_min is None or m.hbm_gbps_min > 0, "GB/s > 0"),
+        ("gpu.memory_gib_min", spec.gpu.memory_gib_min is None or spec.gpu.memory_gib_min > 0, "GiB > 0"),
+        ("resume.ranks", spec.resume.ranks >= 1, "an integer >= 1"),
+    ]
+    for key, ok, expected in checks:
+        if not ok:
+            raise ConfigError(path, key, f"expected {expected}")
+    from trainready.comm.ops import OPS
+
+    for key, gbps in c.expected_busbw_gbps.items():
+        op, _, ranks = key.partition("@")
+        if op not in OPS or (ranks and not (ranks.isdigit() and int(ranks) >= 1)):
+            raise ConfigError(path, f"comm.expected_busbw_gbps.{key}",
+                              f"expected an op name ({', '.join(OPS)}), optionally '@<ranks>'")
+        if not gbps > 0:
+            raise ConfigError(path, f"comm.expected_busbw_gbps.{key}", "expected GB/s > 0")
