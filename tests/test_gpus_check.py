@@ -168,3 +168,13 @@ def test_cli_replays_captured_facts_and_planted_fault(cli, tmp_path, h200):
     assert r.returncode == 1
     res = json.loads(r.stdout)["results"][0]
     assert res["status"] == "fail" and "GPU 2" in res["message"] and "row remap pending" in res["message"]
+
+
+def test_unreadable_health_is_not_called_healthy(h200, spec8):
+    ok = judge_gpus(spec8.gpu, h200)
+    assert ok.status == Status.PASS and "healthy" in ok.message
+    blind = with_gpu(h200, 5, ecc_uncorrected_volatile="unavailable: NVML: Not Supported",
+                     remap_pending="unavailable: NVML: Not Supported")
+    out = judge_gpus(spec8.gpu, blind)
+    assert out.status == Status.WARN and "healthy (" not in out.message
+    assert "GPU 5" in out.message and "cannot read uncorrected ECC count" in out.message

@@ -44,6 +44,8 @@ class _Verdict:
     def warn(self, msg: str) -> None:
         self.warns.append(msg)
 
+    unread: bool = False  # some health fact could not be read
+
 
 def _health(f: NodeFacts, v: _Verdict, metrics: list[Metric]) -> None:
     for g in f.nvml.gpus:
@@ -62,6 +64,13 @@ def _health(f: NodeFacts, v: _Verdict, metrics: list[Metric]) -> None:
             v.fail(f"{tag}: row remap failed", R_REMAP_FAILED)
         if g.ecc_mode == "disabled":
             v.warn(f"{tag}: ECC disabled")
+        # Health that cannot be read is not health: say which fact and why, never "healthy".
+        unread = [f"{name} ({val})" for name, val in (
+            ("uncorrected ECC count", vol), ("row remap pending", g.remap_pending), ("row remap failed", g.remap_failed),
+        ) if isinstance(val, str) and val.startswith("unavailable")]
+        if unread:
+            v.warn(f"{tag}: cannot read {', '.join(unread)}")
+            v.unread = True
 
 
 def _uuids(f: NodeFacts, v: _Verdict) -> str:
@@ -127,7 +136,8 @@ def judge_gpus(spec: GpuSpec, f: NodeFacts) -> Outcome:
     names = sorted({str(g.name) for g in gpus})
     mem = sorted({g.memory_total_mib for g in gpus if isinstance(g.memory_total_mib, int)})
     base = f"{len(gpus)} × {', '.join(names)}" + (f" ({', '.join(map(str, mem))} MiB)" if mem else "")
-    base += f", healthy (no uncorrected ECC, no pending/failed row remap); {seen}"
+    base += (", health not fully readable" if v.unread else ", healthy (no uncorrected ECC, no pending/failed row remap)")
+    base += f"; {seen}"
     if v.warns:
         return Outcome(Status.WARN, base + "; " + "; ".join(v.warns[:4]), tuple(metrics),
                        "Review the warnings; they do not fail acceptance.", details)
