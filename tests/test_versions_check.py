@@ -125,3 +125,22 @@ def test_cli_versions_pin_fails_with_one_clear_message(cli, tmp_path):
     assert r.returncode == 1, r.stderr
     res = json.loads(r.stdout)["results"][0]
     assert res["status"] == "fail" and res["message"].startswith("spec software.torch = '9.9' but found ")
+
+
+def test_image_digest_is_matched_exactly_not_as_substring(h200, spec8):
+    full = "sha256:" + "ab" * 32
+    pinned = dataclasses.replace(spec8, software=dataclasses.replace(spec8.software, image_digest=full))
+    assert judge_versions(pinned, h200, image_digest="nvcr.io/x/y@" + full).status == Status.PASS
+    other = "sha256:" + "ab" * 31 + "cd"
+    assert judge_versions(pinned, h200, image_digest=other).status == Status.FAIL
+    short = dataclasses.replace(spec8, software=dataclasses.replace(spec8.software, image_digest="sha256:"))
+    assert judge_versions(short, h200, image_digest=full).status == Status.FAIL  # a fragment matches nothing
+
+
+def test_spec_with_a_digest_fragment_is_rejected(tmp_path):
+    from trainready.errors import ConfigError
+
+    p = tmp_path / "s.toml"
+    p.write_text("[software]\nimage_digest = 'sha256:'\n")
+    with pytest.raises(ConfigError, match="software.image_digest"):
+        load_spec(p)

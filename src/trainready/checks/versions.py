@@ -45,6 +45,12 @@ def _major_minor(v: str) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
+def _digest(ref: str) -> str | None:
+    """The 'sha256:<64 hex>' part of a digest or 'repo@sha256:…' reference; exact, never a substring."""
+    m = re.search(r"sha256:[0-9a-f]{64}", ref)
+    return m.group(0) if m else None
+
+
 def judge_versions(spec: NodeSpec, f: NodeFacts, image_digest: str | None = None) -> Outcome:
     sw, gpu_expected = spec.software, spec.gpu.count > 0
     said: list[str] = []
@@ -101,7 +107,7 @@ def judge_versions(spec: NodeSpec, f: NodeFacts, image_digest: str | None = None
         if image_digest is None:
             fails.append((f"spec software.image_digest = {sw.image_digest} but no digest given",
                           f"Set {DIGEST_ENV} (or `trainready env --image-digest`) in the job to the image's digest."))
-        elif sw.image_digest not in image_digest:
+        elif _digest(sw.image_digest) != _digest(image_digest):
             fails.append((f"image digest {image_digest} is not the spec's {sw.image_digest}", "Run the image the spec names."))
         else:
             said.append(f"image {image_digest}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,9 @@ def _validate_ranges(spec: NodeSpec, path: str) -> None:
     for key, ok, expected in checks:
         if not ok:
             raise ConfigError(path, key, f"expected {expected}")
+    digest = spec.software.image_digest
+    if digest is not None and not re.fullmatch(r"(?:[^@\s]+@)?sha256:[0-9a-f]{64}", digest):
+        raise ConfigError(path, "software.image_digest", f"expected sha256:<64 hex digits> (optionally repo@...), got '{digest}'")
     from trainready.comm.ops import OPS
 
     for key, gbps in c.expected_busbw_gbps.items():
