@@ -25,6 +25,9 @@ def test_metric_labels_are_structured_and_sorted():
 def test_report_status_and_exit_codes():
     assert Report("node", "h", "t", 0, "v", {}, (_result(Status.PASS), _result(Status.WARN))).exit_code == 0
     assert Report("node", "h", "t", 0, "v", {}, (_result(Status.PASS), _result(Status.SKIP))).status == Status.PASS
+    nothing = Report("node", "h", "t", 0, "v", {}, (_result(Status.SKIP), _result(Status.SKIP)))
+    assert nothing.status == Status.WARN and nothing.exit_code == 0
+    assert Report("node", "h", "t", 0, "v", {}, ()).status == Status.WARN
     failing = Report("node", "h", "t", 0, "v", {}, (_result(Status.PASS), _result(Status.FAIL)))
     assert failing.exit_code == 1 and failing.status == Status.FAIL
     assert Report("node", "h", "t", 0, "v", {}, (_result(Status.ERROR),)).exit_code == 1

@@ -162,6 +162,10 @@ class Report:
 
     @property
     def status(self) -> Status:
+        """Worst result; a run in which nothing was judged (no checks, or all skipped) is a
+        warning, never a pass: an empty acceptance must not look like an accepted node."""
+        if all(r.status == Status.SKIP for r in self.results):
+            return Status.WARN
         worst = Status.PASS
         for r in self.results:
             if SEVERITY[r.status] > SEVERITY[worst]:

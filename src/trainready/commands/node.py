@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -63,7 +65,14 @@ def node(
             on_done=lambda r: progress.advance(task),
             context={"spec_source": source, "workdir": str(ctx.workdir)},
         )
-    raise typer.Exit(emit(report, json_path, verbose=verbose))
+    rc = emit(report, json_path, verbose=verbose)
+    if work is None:
+        # Our own scratch directory: removed after a clean run, kept as evidence after a failure.
+        if rc == 0:
+            shutil.rmtree(ctx.workdir, ignore_errors=True)
+        else:
+            console.print(f"scratch files kept for inspection in {ctx.workdir}")
+    raise typer.Exit(rc)
 
 
 def register(app: typer.Typer) -> None:

@@ -56,7 +56,9 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
     counts: dict[str, int] = {}
     for r in report.results:
         counts[r.status.value] = counts.get(r.status.value, 0) + 1
-    summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+    summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no checks"
+    if all(r.status == Status.SKIP for r in report.results):
+        summary += "; nothing was judged"
     console.print(
         Text.assemble("verdict: ", status_text(report.status), f"  ({summary}; {report.duration_s:.1f} s)")
     )
