@@ -54,3 +54,19 @@ def test_records_never_carry_secrets(tmp_path):
     for text in (dumps(rep), (write_json(rep, tmp_path / "r.json")).read_text()):
         assert "hunter2" not in text and "hf_abcdefghij" not in text and "plain-looking-value" not in text
         assert "mlx5_0" in text and "example.com" in text
+
+
+def test_atomic_write_is_world_readable_and_leaves_no_temp(tmp_path):
+    import os
+    import stat
+
+    from trainready.util.atomic import atomic_write_json
+
+    p = atomic_write_json(tmp_path / "r.json", {"a": 1})
+    assert stat.S_IMODE(os.stat(p).st_mode) & 0o044 == 0o044  # group/other can read (umask 022)
+    assert [f.name for f in tmp_path.iterdir()] == ["r.json"]
+
+
+def test_json_into_a_missing_directory_is_a_usage_error(cli, tmp_path):
+    r = cli("node", "--only", "versions", "--json", str(tmp_path / "nope" / "r.json"))
+    assert r.returncode == 2 and "does not exist" in r.stderr and not (tmp_path / "nope").exists()

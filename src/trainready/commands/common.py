@@ -37,13 +37,13 @@ def split_names(values: list[str] | None) -> list[str] | None:
     return names or None
 
 
-def workdir(path: Path | None) -> Path:
+def workdir(path: Path | None, flag: str = "--workdir") -> Path:
     if path is None:
         return Path(tempfile.mkdtemp(prefix="trainready-"))
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UsageError(f"--workdir {path}: cannot create ({exc.strerror})") from None
+        raise UsageError(f"{flag} {path}: cannot create ({exc.strerror})") from None
     return path
 
 
@@ -56,6 +56,9 @@ def emit(report: Report, json_path: str | None, quiet: bool = False, verbose: bo
 
         sys.stdout.write(dumps(report) + "\n")
     elif json_path:
+        parent = Path(json_path).parent
+        if not parent.is_dir():
+            raise UsageError(f"--json {json_path}: directory {parent} does not exist")
         try:
             write_json(report, json_path)
         except OSError as exc:

@@ -26,6 +26,17 @@ def fsync_path(path: str | os.PathLike[str]) -> None:
 fsync_dir = fsync_path
 
 
+def _umask() -> int:
+    """The process umask without changing it (Linux /proc; else the usual 022)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    return 0o022
+
+
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     return atomic_write_stream(path, lambda fh: fh.write(data))
 
@@ -39,6 +50,9 @@ def atomic_write_stream(path: str | os.PathLike[str], fill: Callable[[BinaryIO],
         with os.fdopen(fd, "wb") as fh:
             fill(fh)
             fh.flush()
+            # mkstemp creates 0600; a record on a shared filesystem must be as readable
+            # as any file the user creates (0666 minus the umask).
+            os.fchmod(fh.fileno(), 0o666 & ~_umask())
             os.fsync(fh.fileno())
         os.replace(tmp, target)
     except BaseException:
