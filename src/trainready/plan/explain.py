@@ -9,7 +9,14 @@ FORMULAS: tuple[tuple[str, str, str], ...] = (
     ("Bytes per parameter",
      "bf16: w=2, g=2, K=12 (FP32 master 4 + Adam m 4 + v 4) = 16 — used by default; "
      "bf16-fp32grad: 2 + 4 + 12 = 18; fp32/amp: 4 + 4 + 8 = 16 (+2 per Linear param for autocast copies)",
-     "ZeRO §3.1 and DeepSpeed docs (16); Megatron-LM docs/distrib_optimizer.md (18; distributed optimizer 6 + 12/d)"),
+     "ZeRO §3.1 and DeepSpeed docs (16); Megatron-LM docs/distrib_optimizer.md (18)"),
+    ("Distributed optimizer (Megatron)",
+     "bf16 params + bf16 grads 4 + 16/d (fp32 master 4 + m 4 + v 4 + fp32 main-grad shard 4, over d); "
+     "bf16 + fp32 grads 6 + 12/d; fp32 8 + 8/d",
+     "Megatron-LM docs/source/api-guide/dist_optimizer.md (bytes-per-parameter table)"),
+    ("AdamW step counters",
+     "4 B × parameter tensors of the stage (one 0-dim fp32 'step' per tensor)",
+     "torch.optim.AdamW state; on the CPU unless capturable/fused"),
     ("Ψ per GPU",
      "parameters of the largest pipeline stage (first: + embedding; last: + final norm + head) / t",
      "Shoeybi et al. 2019 (Megatron-LM) §3; Narayanan et al. 2021 §2"),

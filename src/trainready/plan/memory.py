@@ -11,9 +11,21 @@ parameter w (weights), g (gradients), K (optimizer: FP32 master + Adam m, v):
     stage 3 (P_os+g+p)     (w + g + K)·Ψ/N_d
 
 The default precision 'bf16' uses the ZeRO/DeepSpeed figure 2 + 2 + 12 = 16
-bytes/param; 'bf16-fp32grad' uses Megatron-LM's 18 (fp32 main grads;
-distributed optimizer: 6 + 12/d, Megatron-LM docs/distrib_optimizer.md).
+bytes/param; 'bf16-fp32grad' uses Megatron-LM's 18 (fp32 main grads).
 Ψ per GPU = parameters of the largest pipeline stage / t.
+
+Megatron's distributed optimizer (Megatron-LM docs/source/api-guide/
+dist_optimizer.md, bytes/param with d data-parallel ranks): 16-bit params +
+16-bit grads 4 + 16/d, bf16 params + fp32 grads 6 + 12/d, fp32 8 + 8/d.  The
+16/d is the fp32 master weights 4 + Adam m, v 8 + an fp32 *main-grad* shard 4
+(the optimizer steps on fp32 grads; the docs' "fp16 grads, 20 non-distributed"
+row): a separate line `memory.main_grad_shard` for precision bf16.
+
+AdamW also keeps a `step` counter per parameter *tensor* (torch.optim.AdamW:
+a 0-dim fp32 tensor, on the CPU by default, on the GPU when capturable or
+fused): 4 B × tensors, line `memory.optimizer_step`; an upper bound for
+optimizers that step flat shards (DeepSpeed ZeRO, Megatron's distributed
+optimizer keep one per shard/group).
 """
 
 from __future__ import annotations
@@ -25,8 +37,10 @@ from trainready.plan.inputs import PlanInput
 from trainready.plan.quantity import GIB, Quantity
 
 ZERO = "Rajbhandari et al. 2020 (ZeRO) §5.1"
+MEGATRON_DO = "Megatron-LM docs/source/api-guide/dist_optimizer.md"
 # The lines that add up to the allocated peak (per_layer is already inside activations.layers).
-ADDITIVE = ("memory.weights", "memory.grads", "memory.optimizer", "memory.autocast_copies", "memory.zero3_gather",
+ADDITIVE = ("memory.weights", "memory.grads", "memory.optimizer", "memory.main_grad_shard", "memory.optimizer_step",
+            "memory.autocast_copies", "memory.zero3_gather",
             "activations.layers", "activations.extra", "activations.transient")
 
 
@@ -84,6 +98,15 @@ def state_quantities(inp: PlanInput) -> list[Quantity]:
         Quantity("memory.optimizer", f"optimizer states (K = {pr.optim} B/param)", o, "B",
                  f"K·Ψ{'/N_d' if st >= 1 else ''}, K = {pr.optim}; stage {st}: {how}", src),
     ]
+    if par.distributed_optimizer and pr.grad == 2:
+        out.append(Quantity("memory.main_grad_shard", "fp32 main-grad shard (distributed optimizer)", 4 * psi / d, "B",
+                            f"4·Ψ/N_d: with w + g + K/N_d = {pr.weight} + {pr.grad} + (12 + 4)/d",
+                            MEGATRON_DO + ": 16-bit grads 4 + 16/d"))
+    n_tensors = inp.model.stage_tensors(par.pp)
+    if n_tensors:
+        out.append(Quantity("memory.optimizer_step", f"AdamW step counters ({n_tensors:,} tensors × 4 B)",
+                            4.0 * n_tensors, "B", "4 B × parameter tensors of the stage",
+                            "torch.optim.AdamW state['step']: 0-dim fp32 per tensor (CPU unless capturable/fused)"))
     if pr.autocast_copy:
         out.append(Quantity("memory.autocast_copies", "bf16 copies of Linear weights (autocast)",
                             pr.autocast_copy * linear_params_per_gpu(inp), "B",
@@ -101,7 +124,7 @@ def plan_memory(inp: PlanInput, capacity_bytes: float) -> MemoryPlan:
     hw = inp.hardware
     allowance = hw.fragmentation * peak + hw.runtime_gib * GIB
     items.append(Quantity("memory.allocated_peak", "allocated peak (PyTorch allocator)", peak, "B",
-                          "weights + grads + optimizer + activations + transient",
+                          "weights + grads + optimizer (+ main-grad shard, step counters) + activations + transient",
                           "sum of the lines above; compare with torch.cuda.max_memory_allocated"))
     items.append(Quantity("memory.allowance", "allowance: fragmentation + runtime", allowance, "B",
                           f"{hw.fragmentation:g} · peak + {hw.runtime_gib:g} GiB",

@@ -33,6 +33,9 @@ class ModelSpec:
     learned_pos: bool = doc_field(True, "Learned position embedding [s, h] (GPT); false for RoPE (Llama).")
     tied_embeddings: bool = doc_field(False, "Output projection shares the input embedding matrix.")
     dropout: bool = doc_field(True, "Dropout on (stores 1-byte masks, Korthikanti et al. 2022 §4.1).")
+    fused_qkv: bool = doc_field(True, "Q, K, V in one matrix (and a SwiGLU's gate + up in one), as Megatron-LM and "
+                                      "nanoGPT; false: separate tensors (Hugging Face Llama). Only changes the "
+                                      "number of parameter tensors (AdamW 'step' counters).")
 
     @property
     def has_shape(self) -> bool:
@@ -94,6 +97,29 @@ class ModelSpec:
         """Weights of a layer's matrix multiplies (what autocast copies to bf16)."""
         h, g, f = self.hidden, self.kv_dim, self.ffn_size
         return 2 * h * h + 2 * h * g + (3 if self.gated_mlp else 2) * h * f
+
+    def layer_tensors(self) -> int:
+        """Parameter tensors of one layer: 2 norms, attention (qkv [+ k, v] + o) and MLP matrices, biases."""
+        norm = 2 if (self.norm == "layernorm" and self.bias) else 1  # weight [+ bias]
+        attn = (1 if self.fused_qkv else 3) + 1
+        mlp = (2 if (self.gated_mlp and not self.fused_qkv) else 1) + 1
+        return 2 * norm + (attn + mlp) * (2 if self.bias else 1)
+
+    def stage_tensors(self, pp: int) -> int:
+        """Parameter tensors of the stage `stage_params` picks (each TP rank holds a shard of every one)."""
+        if not self.has_shape:
+            return 0
+        final_norm = 2 if (self.norm == "layernorm" and self.bias) else 1
+        head = 0 if self.tied_embeddings else 1
+        every = self.layers * self.layer_tensors()
+        if pp == 1:
+            return 1 + (1 if self.learned_pos else 0) + every + final_norm + head
+        per = (self.layers // pp) * self.layer_tensors()
+        b = self.param_breakdown()
+        per_p = (self.layers // pp) * self.layer_params()
+        first = (b["embedding"] + b["position"] + per_p, 1 + (1 if self.learned_pos else 0) + per)
+        last = (per_p + b["final_norm"] + (b["output"] or b["embedding"]), per + final_norm + 1)
+        return max(first, last)[1]
 
     def param_breakdown(self) -> dict[str, int]:
         """Exact counts per part: embedding, position, layers, final norm, output head."""
