@@ -42,3 +42,47 @@ def test_run_prints_table_and_planted_lr_fault_exits_1(cli, tmp_path: Path) -> N
               "--plant", "resume.skip_lr=1")
     assert bad.returncode == 1
     assert "DIFFERS" in bad.stdout and "LR scheduler was restored: no" in " ".join(bad.stdout.split())
+
+
+@pytest.mark.parametrize("change, options, expected", [
+    ({"batch_size": 0}, {}, "--batch-size (resume.batch_size) 0: expected >= 1"),
+    ({"batch_size": -1}, {}, "--batch-size (resume.batch_size) -1: expected >= 1"),
+    ({}, {"vocab_size": -5}, "--vocab-size -5: expected 0 (the preset's) or 2.."),
+    ({"atol": float("nan")}, {}, "--atol nan: expected a finite number >= 0"),
+    ({"rtol": float("inf")}, {}, "--rtol inf: expected a finite number >= 0"),
+    ({"rtol": -1e-3}, {}, "--rtol -0.001: expected a finite number >= 0"),
+    ({"steps": 1, "checkpoint_step": 1}, {}, "--steps (resume.steps) 1: expected >= 2"),
+    ({"steps": 20, "checkpoint_step": 20}, {}, "--checkpoint-step 20: expected 0 < checkpoint step < steps (20)"),
+    ({"seed": -3}, {}, "resume.seed -3: expected >= 0"),
+])
+def test_bad_numbers_are_usage_errors_before_any_run(tmp_path: Path, change: dict, options: dict, expected: str) -> None:
+    import dataclasses
+
+    from trainready.errors import UsageError
+    from trainready.resume.setup import prepare
+    from trainready.spec.model import ResumeSpec
+
+    good = dataclasses.replace(ResumeSpec(), steps=20, checkpoint_step=10)
+    prepare(good, {"cpu": True}, {}, tmp_path / "ok")  # the base case is accepted
+    with pytest.raises(UsageError) as info:
+        prepare(dataclasses.replace(good, **change), {"cpu": True, **options}, {}, tmp_path / "bad")
+    assert expected in str(info.value) and "\n" not in str(info.value)
+    assert not (tmp_path / "bad").exists()  # refused before anything was written
+
+
+def test_bad_flag_values_exit_2_with_one_line(cli, tmp_path: Path) -> None:
+    for args, expected in ((["--batch-size", "0"], "--batch-size (resume.batch_size) 0"),
+                           (["--atol", "nan"], "--atol nan: expected a finite number >= 0"),
+                           (["--vocab-size", "-5"], "--vocab-size -5")):
+        res = cli("resume", "--cpu", "--dir", str(tmp_path / "ck"), *args)
+        lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+        assert res.returncode == 2, res.stderr
+        assert len(lines) == 1 and expected in lines[0] and "internal error" not in res.stderr
+
+
+def test_dir_that_is_a_file_names_the_dir_flag(cli, tmp_path: Path) -> None:
+    f = tmp_path / "a-file"
+    f.write_text("x")
+    res = cli("resume", "--cpu", "--dir", str(f))
+    assert res.returncode == 2
+    assert f"--dir {f}" in res.stderr and "--workdir" not in res.stderr

@@ -58,7 +58,7 @@ def resume(
              "mode": mode, "preset": preset, "batch_size": batch_size}
     r = dataclasses.replace(node_spec.resume, **{k: v for k, v in given.items() if v is not None})
     node_spec = dataclasses.replace(node_spec, resume=r)
-    wd = workdir(Path(directory) if directory else None)
+    wd = workdir(Path(directory) if directory else None, flag="--dir")
     opts: dict[str, Any] = {"data": data, "dtype": dtype, "dir": str(wd), "cpu": cpu, "precision": precision,
                             "deterministic": deterministic, "vocab_size": vocab_size}
     faults = parse_plants(plant)

@@ -6,6 +6,7 @@ Bad data raises `DataError` here, in the parent, before any rank starts.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,9 @@ from trainready.util.devices import cuda_count
 # Files up to this many tokens are scanned whole for out-of-vocabulary ids up
 # front (~0.1 s per 16 Mi tokens); larger ones are checked batch by batch.
 FULL_SCAN_TOKENS = 1 << 26
+# Largest --vocab-size accepted: 2**24 ids, ~65x the largest vocabularies in use
+# (Gemma's 256,000); beyond it the embedding alone would be a mistake, not a model.
+MAX_VOCAB = 1 << 24
 
 
 def device_world(ranks: int, force_cpu: bool = False) -> tuple[int, str]:
@@ -35,12 +39,26 @@ def device_world(ranks: int, force_cpu: bool = False) -> tuple[int, str]:
     return ranks, "gloo"
 
 
-def prepare(spec: ResumeSpec, options: dict[str, Any], faults: dict[str, str], workdir: Path) -> ProtocolConfig:
-    """options: data, dtype, dir, cpu, precision, deterministic, vocab_size, timeout_s (all optional)."""
+def validate(spec: ResumeSpec, vocab_size: int) -> None:
+    """Every number the protocol takes, checked before anything runs: one UsageError line each."""
+    if spec.steps < 2:
+        raise UsageError(f"--steps (resume.steps) {spec.steps}: expected >= 2 (a checkpoint step must fit before it)")
     if not 0 < spec.checkpoint_step < spec.steps:
         raise UsageError(f"--checkpoint-step {spec.checkpoint_step}: expected 0 < checkpoint step < steps ({spec.steps})")
-    if spec.atol < 0 or spec.rtol < 0:
-        raise UsageError("--atol/--rtol: expected numbers >= 0")
+    if spec.batch_size < 1:
+        raise UsageError(f"--batch-size (resume.batch_size) {spec.batch_size}: expected >= 1 sequences per rank per step")
+    if spec.seed < 0:
+        raise UsageError(f"resume.seed {spec.seed}: expected >= 0 (seeds PCG64 and torch)")
+    if vocab_size != 0 and not 2 <= vocab_size <= MAX_VOCAB:
+        raise UsageError(f"--vocab-size {vocab_size}: expected 0 (the preset's) or 2..{MAX_VOCAB}")
+    for flag, value in (("--atol", spec.atol), ("--rtol", spec.rtol)):
+        if not math.isfinite(value) or value < 0:
+            raise UsageError(f"{flag} {value}: expected a finite number >= 0 (0 = bitwise)")
+
+
+def prepare(spec: ResumeSpec, options: dict[str, Any], faults: dict[str, str], workdir: Path) -> ProtocolConfig:
+    """options: data, dtype, dir, cpu, precision, deterministic, vocab_size, timeout_s (all optional)."""
+    validate(spec, int(options.get("vocab_size") or 0))
     world, backend = device_world(spec.ranks, bool(options.get("cpu")))
     preset = spec.preset or ("small" if backend == "nccl" else "tiny")
     train = TrainConfig(
