@@ -119,6 +119,24 @@ def test_compute_6nd() -> None:
     assert c["compute.time"] == pytest.approx(6 * 7.5e9 * 1e12 / (64 * 989e12 * 0.5))
 
 
+def test_compute_time_reproduces_the_stated_flops() -> None:
+    # A shaped model: both totals are shown, and time × throughput gives back the one the time says it uses.
+    plan = make_plan(PlanInput(PRESETS["llama2-7b"], Parallel(dp=64), Training(tokens=2e12, mfu=0.4),
+                               Hardware(gpu_mem_gib=80, peak_tflops=989)))
+    c = {q.key: q for q in plan.compute}
+    m = PRESETS["llama2-7b"]
+    n, rate = m.total_params, 64 * 989e12 * 0.4  # FLOP/s of the job
+    assert c["compute.total_flops"].value == 6 * n * 2e12 and "Kaplan" in c["compute.total_flops"].source
+    attn = c["compute.total_flops_attn"]
+    assert attn.value == (6 * n + 12 * m.layers * m.hidden * m.seq_len) * 2e12 and "PaLM" in attn.source
+    stated = c["compute.time"].value * rate
+    # not by accident: the time is not computed from 6·N·D ...
+    assert stated != pytest.approx(c["compute.total_flops"].value, rel=1e-3)
+    # ... but from the total it names.
+    assert stated == pytest.approx(attn.value, rel=1e-12) and "(6N + 12·L·h·s)·D" in c["compute.time"].label
+    assert c["compute.gpu_hours"].value == pytest.approx(attn.value / rate * 64 / 3600)
+
+
 @pytest.mark.parametrize(
     "inp, words",
     [

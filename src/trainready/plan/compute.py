@@ -1,12 +1,18 @@
 """Training compute: total FLOPs, wall time and GPU-hours at an assumed MFU.
 
-    C ≈ 6·N·D                      Kaplan et al. 2020, "Scaling Laws for Neural Language Models", §2.1
-    per token 6N + 12·L·h·s        Chowdhery et al. 2022 (PaLM), Appendix B (model FLOPs incl. attention)
-    time = C / (G · peak · MFU)    MFU as defined by Chowdhery et al. 2022, Appendix B
+Two totals, both *model* FLOPs (what MFU is quoted against):
 
+    C_6ND  = 6·N·D                    Kaplan et al. 2020, "Scaling Laws for Neural Language Models", §2.1
+                                      (seed 000's rule; leaves out attention's s² work)
+    C_attn = (6N + 12·L·h·s)·D        Chowdhery et al. 2022 (PaLM), Appendix B; the same attention term as
+                                      Narayanan et al. 2021 eq. (3): 72·B·s·L·h²·s/(6h) = 12·L·h·s per token
+    time   = C / (G · peak · MFU)     MFU as defined by PaLM Appendix B
+
+The wall time, step time and GPU-hours use C_attn when the shape is known (else
+C_6ND, the only figure a count-only model has); the 'time' line names the one.
 Full recomputation runs the forward twice: hardware FLOPs ≈ 8·N·D
-(Narayanan et al. 2021, §3.5 / eq. 3: four passes instead of three), but MFU
-is quoted against model FLOPs, so the time uses the model figure.
+(Narayanan et al. 2021, §3.5: four passes instead of three), but MFU is quoted
+against model FLOPs, so the time uses the model figure.
 """
 
 from __future__ import annotations
@@ -30,16 +36,21 @@ def compute_quantities(inp: PlanInput, peak_tflops: float) -> list[Quantity]:
         out.append(Quantity("compute.step_time", f"step time ({step_tokens:,} tokens)", per_token * step_tokens / rate,
                             "s", "per_token · global_batch · s / (G · peak · MFU)", PALM))
     if t.tokens > 0:
-        total = 6.0 * n * t.tokens
-        out.append(Quantity("compute.total_flops", f"total for {t.tokens / 1e9:,.6g} B tokens", total, "FLOP", "6·N·D",
-                            "Kaplan et al. 2020 §2.1"))
+        total_6nd = 6.0 * n * t.tokens
+        out.append(Quantity("compute.total_flops", f"model FLOPs 6·N·D for {t.tokens / 1e9:,.6g} B tokens", total_6nd,
+                            "FLOP", "6·N·D", "Kaplan et al. 2020 §2.1 (seed 000)"))
+        if m.has_shape:
+            out.append(Quantity("compute.total_flops_attn", "model FLOPs incl. attention (used for the time)",
+                                per_token * t.tokens, "FLOP", "(6N + 12·L·h·s)·D",
+                                PALM + "; Narayanan et al. 2021 eq. (3)"))
+        basis = "(6N + 12·L·h·s)·D" if m.has_shape else "6·N·D"  # the total the time is computed from
         if t.recompute == "full":
             out.append(Quantity("compute.hardware_flops", "hardware FLOPs with full recompute", 8.0 * n * t.tokens,
                                 "FLOP", "8·N·D", "Narayanan et al. 2021 §3.5"))
         if rate > 0:
             secs = per_token * t.tokens / rate
-            out.append(Quantity("compute.time", f"wall time on {par.world:,} GPUs at MFU {t.mfu:.0%}", secs, "s",
-                                "per_token · D / (G · peak · MFU)", PALM))
+            out.append(Quantity("compute.time", f"wall time on {par.world:,} GPUs at MFU {t.mfu:.0%} (from {basis})",
+                                secs, "s", f"{basis} / (G · peak · MFU)", PALM))
             out.append(Quantity("compute.gpu_hours", "GPU-hours", secs * par.world / 3600.0, "GPU-h",
                                 "time · G / 3600", ""))
     return out

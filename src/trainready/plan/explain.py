@@ -41,7 +41,8 @@ FORMULAS: tuple[tuple[str, str, str], ...] = (
      "lost share = write / (interval + write)",
      "ZeRO §3.1 (K = 12); seed 000: 500 B → 7 TB"),
     ("Compute",
-     "C ≈ 6·N·D; model FLOPs per token 6N + 12·L·h·s; time = C / (G · peak · MFU); full recompute: 8·N·D hardware",
+     "model FLOPs 6·N·D and, with attention, (6N + 12·L·h·s)·D; time = C / (G · peak · MFU) with C the "
+     "attention-inclusive total (6·N·D for a count-only model); full recompute: 8·N·D hardware",
      "Kaplan et al. 2020 §2.1; Chowdhery et al. 2022 (PaLM) Appendix B; Narayanan et al. 2021 §3.5"),
     ("Layout ranking",
      "cost = (1 + recompute extra) · (1 + (p−1)/m) · (1 + 0.02(t−1) + 0.5·[ZeRO-3]) — a heuristic, not a prediction",
