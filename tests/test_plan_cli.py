@@ -56,12 +56,34 @@ def test_does_not_fit_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
         (["--params", "-3B"], "--params '-3B'"),
         (["--preset", "gpt5"], "--preset 'gpt5': unknown"),
         (["--preset", "llama2-7b", "--precision", "fp8"], "--precision 'fp8'"),
+        (["--preset", "llama2-7b", "--headroom", "2"], "--headroom 2: expected a fraction of GPU memory in [0, 1)"),
+        (["--preset", "llama2-7b", "--headroom", "1"], "--headroom 1: expected a fraction"),
+        (["--preset", "llama2-7b", "--fragmentation", "5"], "--fragmentation 5: expected a fraction of the allocated peak in [0, 1]"),
+        (["--preset", "llama2-7b", "--gpus", "8", "--global-batch", "-8"], "--global-batch -8: expected an integer > 0"),
     ],
 )
 def test_impossible_inputs_one_line_exit_2(args: list[str], words: str, capsys: pytest.CaptureFixture[str]) -> None:
     rc, _, err = _run(args, capsys)
     assert rc == 2
     assert words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_bad_values_are_not_misdescribed(capsys: pytest.CaptureFixture[str]) -> None:
+    # a negative global batch is not "not a multiple"; the edges of the allowed ranges are accepted
+    rc, _, err = _run(["--preset", "llama2-7b", "--gpus", "8", "--global-batch", "-8"], capsys)
+    assert rc == 2 and "not a multiple" not in err and "> 0" in err
+    rc, _, _ = _run(["--preset", "llama2-7b", "--tp", "8", "--headroom", "0.99", "--fragmentation", "1"], capsys)
+    assert rc in (0, 1)
+
+
+def test_tp_across_nodes_warns(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = _run(["--preset", "llama2-7b", "--tp", "8", "--json", "-"], capsys)
+    assert rc == 0 and json.loads(out)["warnings"] == [] and "cross nodes" not in err  # within a node: quiet
+    rc, out, err = _run(["--preset", "llama2-7b", "--tp", "16", "--json", "-"], capsys)
+    assert rc == 0 and "--tp 16 with 8 GPUs per node: tensor-parallel groups cross nodes" in err
+    assert any("cross nodes" in w for w in json.loads(out)["warnings"])
+    rc, out, _ = _run(["--preset", "llama2-7b", "--tp", "16"], capsys)
+    assert "warning:" in out and "cross nodes" in out
 
 
 def test_plan_file_unknown_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

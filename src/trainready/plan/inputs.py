@@ -155,14 +155,33 @@ def validate(inp: PlanInput) -> PlanInput:
         raise UsageError(f"--attention '{t.attention}': expected one of {', '.join(ATTENTION)}")
     if t.micro_batch < 1:
         raise UsageError(f"--micro-batch {t.micro_batch}: expected an integer >= 1")
+    if t.global_batch < 0:
+        raise UsageError(f"--global-batch {t.global_batch}: expected an integer > 0 (sequences per step; "
+                         f"unset = micro_batch·dp)")
     gb = t.global_batch or t.micro_batch * dp
-    if gb < 0 or gb % (t.micro_batch * dp):
+    if gb % (t.micro_batch * dp):
         raise UsageError(f"--global-batch {gb} is not a multiple of micro_batch·dp = {t.micro_batch}·{dp}")
     if t.tokens < 0 or not 0 < t.mfu <= 1:
         raise UsageError(f"--tokens must be >= 0 and --mfu in (0, 1] (got tokens={t.tokens}, mfu={t.mfu})")
     for k in ("gpu_mem_gib", "peak_tflops", "runtime_gib", "fragmentation", "headroom"):
         if getattr(h, k) < 0:
             raise UsageError(f"--{k.replace('_', '-')} = {getattr(h, k)}: expected a number >= 0")
+    if not 0 <= h.headroom < 1:
+        raise UsageError(f"--headroom {h.headroom:g}: expected a fraction of GPU memory in [0, 1), e.g. 0.05")
+    if not 0 <= h.fragmentation <= 1:
+        raise UsageError(f"--fragmentation {h.fragmentation:g}: expected a fraction of the allocated peak in [0, 1], "
+                         "e.g. 0.10")
     if h.storage_gbps <= 0 or h.ckpt_interval_min <= 0:
         raise UsageError("--storage-gbps and --ckpt-interval-min must be > 0")
     return PlanInput(m, replace(p, dp=dp, gpus=mp * dp), replace(t, global_batch=gb), h)
+
+
+def warnings(inp: PlanInput) -> list[str]:
+    """Legal but probably unintended inputs, one line each (shown in the output and the JSON)."""
+    p = inp.parallel
+    out: list[str] = []
+    if p.tp > p.gpus_per_node or p.gpus_per_node % p.tp:
+        out.append(f"--tp {p.tp} with {p.gpus_per_node} GPUs per node: tensor-parallel groups cross nodes, so their "
+                   "all-reduces leave NVLink for the inter-node network (Narayanan et al. 2021 §3.3 keeps t ≤ GPUs "
+                   "per node); the memory figures still hold, step times will not")
+    return out

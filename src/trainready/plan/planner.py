@@ -8,7 +8,7 @@ from typing import Any
 from trainready.plan.checkpoint import checkpoint_quantities
 from trainready.plan.compute import compute_quantities
 from trainready.plan.gpus import lookup
-from trainready.plan.inputs import PlanInput, validate
+from trainready.plan.inputs import PlanInput, validate, warnings
 from trainready.plan.memory import MemoryPlan, plan_memory
 from trainready.plan.quantity import GIB, Quantity
 
@@ -24,6 +24,7 @@ class Plan:
     checkpoint: tuple[Quantity, ...]
     compute: tuple[Quantity, ...]
     advice: str
+    warnings: tuple[str, ...] = ()  # legal but probably unintended inputs (plan.inputs.warnings)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -35,6 +36,7 @@ class Plan:
             "checkpoint": [q.to_json() for q in self.checkpoint],
             "compute": [q.to_json() for q in self.compute],
             "advice": self.advice,
+            "warnings": list(self.warnings),
         }
 
 
@@ -69,4 +71,5 @@ def make_plan(inp: PlanInput) -> Plan:
         checkpoint=tuple(checkpoint_quantities(inp)),
         compute=tuple(compute_quantities(inp, peak)),
         advice=framework_advice(inp.model.total_params, inp.parallel.world),
+        warnings=tuple(warnings(inp)),
     )
