@@ -76,3 +76,11 @@ def test_op_and_dtype_names() -> None:
     assert dtype_name("bf16") == "bfloat16"
     with pytest.raises(UsageError):
         dtype_name("fp8")
+
+
+def test_valid_expectation_key_grammar() -> None:
+    from trainready.comm.ops import valid_expectation_key
+
+    bad = ["allreduce", "all_reduce@", "all_reduce@0", "all_reduce@x", "all_reduce@8@2", "", "@8", "All_Reduce"]
+    assert [k for k in bad if valid_expectation_key(k)] == []  # the mismatches first
+    assert all(valid_expectation_key(k) for k in [*OPS, "all_reduce@8", "sendrecv@16"])

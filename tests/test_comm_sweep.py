@@ -127,7 +127,9 @@ def test_cli_planted_wrong_exits_1() -> None:
     "args,needle",
     [(["-e", "64Q"], "--max-bytes: '64Q' is not a size"), (["--ops", "gather"], "unknown op 'gather'"),
      (["-b", "1M", "-e", "1K"], "larger than --max-bytes"), (["--dtype", "fp8"], "unknown dtype"),
-     (["--plant", "comm.nope=1"], "unknown fault"), (["--timeout", "0"], "--timeout")],
+     (["--plant", "comm.nope=1"], "unknown fault"), (["--timeout", "0"], "--timeout"),
+     (["-b", "1K", "-e", "64K", "--avg-from", "1M"], "--avg-from"),
+     (["-b", "1K", "-e", "100K", "-f", "4", "--avg-from", "80K"], "--avg-from")],
 )
 def test_cli_bad_input_exit_2_one_line(args: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
     from trainready.cli import main
@@ -156,3 +158,16 @@ def test_node_check_fails_on_planted_wrong_rank(tmp_path: Path) -> None:
     r = CommSweepCheck().execute(_ctx(tmp_path, {"comm.wrong_rank": "0"}, {op: 1e-9 for op in OPS}))
     assert r.status == Status.FAIL
     assert "wrong element" in r.message
+
+
+def test_help_defaults_match_the_code() -> None:
+    import inspect
+
+    from trainready.commands.comm import CPU_DEFAULTS, GPU_DEFAULTS, comm
+
+    helps = {k: p.default.help for k, p in inspect.signature(comm).parameters.items()}
+    for param, key in [("min_bytes", "min"), ("max_bytes", "max"), ("factor", "factor"), ("step_budget", "budget"),
+                       ("warmup", "warmup"), ("iters", "iters")]:
+        cpu, gpu = (v if isinstance(v, str) else f"{v:g}" for v in (CPU_DEFAULTS[key], GPU_DEFAULTS[key]))
+        assert f"{cpu} on CPU" in helps[param], (param, helps[param])
+        assert f"{gpu} on GPUs" in helps[param], (param, helps[param])

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from trainready.comm.ops import DTYPES, OPS, bandwidths, human
+from trainready.comm.ops import DTYPES, EXPECTATION_KEY_GRAMMAR, OPS, bandwidths, human, valid_expectation_key
 from trainready.comm.straggler import analyse
 from trainready.comm.table import Meas, Row, format_table
 from trainready.errors import ConfigError
@@ -28,10 +28,8 @@ def placement(op: str) -> str:
 def expectation(expected: Mapping[str, float], op: str, n: int, source: str) -> tuple[float, str] | None:
     """(GB/s, spec key) for `op` at world size n: key 'op@n' wins over 'op'. Unknown ops → ConfigError."""
     for key in expected:
-        name = key.split("@", 1)[0]
-        if name not in OPS or ("@" in key and not key.split("@", 1)[1].isdigit()):
-            raise ConfigError(source, f"comm.expected_busbw_gbps.{key}",
-                              f"expected an op name ({', '.join(OPS)}), optionally '@<ranks>'")
+        if not valid_expectation_key(key):
+            raise ConfigError(source, f"comm.expected_busbw_gbps.{key}", f"expected {EXPECTATION_KEY_GRAMMAR}")
     for key in (f"{op}@{n}", op):
         if key in expected:
             return float(expected[key]), f"comm.expected_busbw_gbps.{key}"

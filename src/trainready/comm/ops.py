@@ -63,6 +63,19 @@ OPS: dict[str, OpInfo] = {
 OP_ALIASES = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
               "alltoall": "all_to_all", "send_recv": "sendrecv", "p2p": "sendrecv"}
 
+# Keys of the spec's comm.expected_busbw_gbps table: a canonical op name, optionally '@<ranks>' (world size >= 1)
+# where the figure applies only at that world size: all_reduce = 480.0, all_reduce@16 = 350.0.
+EXPECTATION_KEY_GRAMMAR = f"an op name ({', '.join(OPS)}), optionally '@<ranks>' with ranks >= 1"
+
+
+def valid_expectation_key(key: str) -> bool:
+    """Is `key` a valid comm.expected_busbw_gbps key?  Canonical names only: aliases ('allreduce') are typos here."""
+    op, at, ranks = key.partition("@")
+    if op not in OPS:
+        return False
+    return not at or (ranks.isdigit() and ranks.isascii() and int(ranks) >= 1)
+
+
 # name -> (torch dtype attribute, nccl-tests type name, bytes per element)
 DTYPES: dict[str, tuple[str, str, int]] = {
     "float": ("float32", "float", 4),

@@ -35,18 +35,18 @@ def faults_from_plants(plants: dict[str, str]) -> dict[str, Any]:
 
 
 def comm(
-    min_bytes: str = typer.Option(None, "--min-bytes", "-b", help="Smallest size S (8, 1K, 64M, 1G; K/M/G = 1024^k). Default 8 on GPUs, 1K on CPU."),
-    max_bytes: str = typer.Option(None, "--max-bytes", "-e", help="Largest size S. Default 1G on GPUs, 64M on CPU."),
-    factor: int = typer.Option(None, "--factor", "-f", help="Multiply the size by this each step. Default 2 on GPUs, 4 on CPU."),
+    min_bytes: str = typer.Option(None, "--min-bytes", "-b", help=f"Smallest size S (8, 1K, 64M, 1G; K/M/G = 1024^k). Default {GPU_DEFAULTS['min']} on GPUs, {CPU_DEFAULTS['min']} on CPU."),
+    max_bytes: str = typer.Option(None, "--max-bytes", "-e", help=f"Largest size S. Default {GPU_DEFAULTS['max']} on GPUs, {CPU_DEFAULTS['max']} on CPU."),
+    factor: int = typer.Option(None, "--factor", "-f", help=f"Multiply the size by this each step. Default {GPU_DEFAULTS['factor']:g} on GPUs, {CPU_DEFAULTS['factor']:g} on CPU."),
     ops: list[str] = typer.Option(None, "--ops", help="Ops to run (comma-separated): all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, sendrecv. Default: all."),
     dtype: list[str] = typer.Option(None, "--dtype", "-d", help="Data type(s): float, bfloat16, half, double, int32. Default float."),
-    warmup: int = typer.Option(None, "--warmup", "-w", help="Untimed ops before each timed loop. Default 5 on GPUs, 2 on CPU."),
-    iters: int = typer.Option(None, "--iters", "-n", help="Timed ops per size (back to back, one sync at the end). Default 20 on GPUs, 10 on CPU."),
+    warmup: int = typer.Option(None, "--warmup", "-w", help=f"Untimed ops before each timed loop. Default {GPU_DEFAULTS['warmup']:g} on GPUs, {CPU_DEFAULTS['warmup']:g} on CPU."),
+    iters: int = typer.Option(None, "--iters", "-n", help=f"Timed ops per size (back to back, one sync at the end). Default {GPU_DEFAULTS['iters']:g} on GPUs, {CPU_DEFAULTS['iters']:g} on CPU."),
     world_size: int = typer.Option(None, "--world-size", help="Local ranks. Default: the spec's comm.world_size, else one per GPU, else 8 gloo ranks."),
     backend: str = typer.Option("auto", "--backend", help="nccl, gloo, or auto (nccl when GPUs are visible)."),
     timeout: float = typer.Option(None, "--timeout", help="Seconds one step (an op at one size) may take before its ranks count as hung. Default: the spec's comm.timeout_s."),
-    step_budget: float = typer.Option(None, "--step-budget", help="Shorten a step's timed loop to about this many seconds (at least 1 op). 0 = never. Default 1 on CPU, 0 on GPUs."),
-    avg_from: str = typer.Option(None, "--avg-from", help="Judge the mean busbw over sizes >= this. Default: max size / 8."),
+    step_budget: float = typer.Option(None, "--step-budget", help=f"Shorten a step's timed loop to about this many seconds (at least 1 op). 0 = never. Default {CPU_DEFAULTS['budget']:g} on CPU, {GPU_DEFAULTS['budget']:g} on GPUs."),
+    avg_from: str = typer.Option(None, "--avg-from", help="Judge the mean busbw over sizes >= this (at most the largest size run). Default: max size / 8."),
     pair_bytes: str = typer.Option(None, "--pair-bytes", help="Message size of the pairwise straggler matrix. Default 1M on CPU, 64M on GPUs."),
     launcher: str = typer.Option("auto", "--launcher", help="auto: be one rank of torchrun/srun when their env is set, else spawn local ranks; local; external."),
     spec: str = typer.Option(None, "--spec", "-s", help=SPEC_HELP),
@@ -66,7 +66,7 @@ def comm(
       trainready comm --spec example:h200-8x -b 1M -e 8G --json comm.json\n
       srun -N2 --ntasks-per-node=8 trainready comm --ops all_reduce   # one rank per task
     """
-    from trainready.comm.ops import dtype_name, op_names, parse_size, size_steps
+    from trainready.comm.ops import dtype_name, human, op_names, parse_size, size_steps
     from trainready.comm.run import PAIR_BYTES_GPU, CommOptions, build_report, launch_failure, sweep_external, sweep_local, tables
     from trainready.dist.env import detect
     from trainready.spec import load_spec
@@ -105,10 +105,14 @@ def comm(
     iters = int(iters if iters is not None else d["iters"])
     if warmup < 0 or iters < 1 or budget < 0:
         raise UsageError("--warmup must be >= 0, --iters >= 1 and --step-budget >= 0")
+    avg_floor = parse_size(avg_from, "--avg-from") if avg_from else None
+    if avg_floor is not None and avg_floor > sizes[-1]:
+        raise UsageError(f"--avg-from {avg_from}: larger than the largest size run, {human(sizes[-1])}; "
+                         "nothing would be averaged")
     opts = CommOptions(
         ops=op_names(split_names(ops)), sizes=sizes, dtypes=[dtype_name(x) for x in (split_names(dtype) or ["float"])],
         warmup=warmup, iters=iters, world_size=n, backend=be, timeout_s=timeout_s,
-        avg_floor=parse_size(avg_from, "--avg-from") if avg_from else None,
+        avg_floor=avg_floor,
         pair_bytes=parse_size(pair_bytes, "--pair-bytes") if pair_bytes else (PAIR_BYTES_GPU if be == "nccl" else 1 << 20),
         step_budget_s=budget or None, faults=faults_from_plants(parse_plants(plant)),
     )
