@@ -86,6 +86,18 @@ def test_tp_across_nodes_warns(capsys: pytest.CaptureFixture[str]) -> None:
     assert "warning:" in out and "cross nodes" in out
 
 
+def test_json_into_missing_directory_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "no-such-dir" / "x.json"
+    rc, out, err = _run(["--preset", "llama2-7b", "--tp", "8", "--json", str(missing)], capsys)
+    assert rc == 2 and "does not exist" in err and str(missing.parent) in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not missing.parent.exists() and "trainready plan" not in out  # nothing created, nothing half-printed
+    # not by accident: into an existing directory the same command writes the plan
+    ok = tmp_path / "x.json"
+    rc, _, _ = _run(["--preset", "llama2-7b", "--tp", "8", "--json", str(ok)], capsys)
+    assert rc == 0 and json.loads(ok.read_text())["schema"] == "trainready.plan/1"
+
+
 def test_plan_file_unknown_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     f = tmp_path / "plan.toml"
     f.write_text('[model]\nparams = 7500000000\n[parallel]\ndp = 64\nzero = 2\n')

@@ -96,6 +96,8 @@ def plan(
         for name in ("reference-tiny", "reference-small"):
             typer.echo(f"{name:<14} {pm.preset(name).total_params:>20,} params  (trainready.train.model.GPT)")
         raise typer.Exit(0)
+    if json_path and json_path != "-":
+        _check_out_path(json_path, "--json")
     inp = load_dataclass(PlanInput, read_toml(file), file) if file else PlanInput()
     model = pm.preset(preset) if preset else inp.model
     n = parse_count(params, "--params")
@@ -136,6 +138,17 @@ def plan(
             doc["search"] = [c.to_json() for c in found]
         _write_json(doc, json_path, console)
     raise typer.Exit(1 if result.memory.verdict == "does not fit" else 0)
+
+
+def _check_out_path(path: str, flag: str) -> None:
+    """A user-given output file's folder must exist: we do not create folders from a typo (one line, exit 2)."""
+    from pathlib import Path
+
+    parent = Path(path).expanduser().parent
+    if not parent.is_dir():
+        raise UsageError(f"{flag} {path}: directory {parent} does not exist (create it first)")
+    if Path(path).expanduser().is_dir():
+        raise UsageError(f"{flag} {path}: is a directory; expected a file path")
 
 
 def _write_json(doc: dict[str, Any], path: str, console: Console) -> None:
