@@ -7,8 +7,10 @@ Order (every rank unless noted):
   3. write ``train-rank-R.json`` atomically (fsync + rename);
   4. hash + fsync own files, gather the hashes on rank 0;
   5. rank 0: write ``manifest.json``, fsync the dir, rename ``step-N.tmp`` →
-     ``step-N``, fsync the parent, then update ``latest`` atomically — LAST;  barrier.
-A `kill -9` before 5 completes leaves ``latest`` on the previous checkpoint; the
+     ``step-N`` (``step-N.r<ns>`` if step N exists: the live directory is never
+     renamed), fsync the parent, update ``latest`` atomically, then delete older
+     copies of step N;  barrier.
+A `kill -9` at any instant leaves ``latest`` naming a complete checkpoint; the
 loader never looks at ``*.tmp``.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +35,27 @@ LATEST = "latest"
 
 def step_dir(root: Path, step: int) -> Path:
     return root / f"step-{step}"
+
+
+def publish(root: Path, tmp: Path, step: int) -> Path:
+    """Rank 0: make the finished ``tmp`` the checkpoint `latest` names, never touching the live one.
+
+    ``tmp`` is renamed to a name no directory has (``step-N``, or ``step-N.r<ns>`` when
+    step N is being saved again), then `latest` is replaced atomically, and only then
+    are the older directories of step N deleted.  A kill at any instant leaves `latest`
+    naming a complete directory: the previous one until the pointer moved, the new one after.
+    """
+    final = step_dir(root, step)
+    if final.exists() or final.is_symlink():
+        final = root / f"step-{step}.r{time.time_ns():x}"
+    os.replace(tmp, final)
+    fsync_dir(root)
+    atomic_write_text(root / LATEST, final.name + "\n")
+    for old in root.iterdir():  # earlier saves of this step (step-N, step-N.r*, step-N.old-*), now unreferenced
+        mine = old.name == f"step-{step}" or old.name.startswith(f"step-{step}.")
+        if mine and old != final and old != tmp and old.is_dir():
+            shutil.rmtree(old, ignore_errors=True)
+    return final
 
 
 def _dist() -> bool:
@@ -150,21 +174,12 @@ def save_state(
     atomic_write_json(tmp / f"train-rank-{rank}.json", {"rank": rank, "world_size": world_size, "step": step, **train_state})
     mine = manifest.hash_and_sync(manifest.files_of_rank(tmp, rank))  # fsync + sha256, overlapped
     every = gather_to_all(mine)
-    final = step_dir(root, step)
     if rank == 0:
         hashes: dict[str, Any] = {}
         for part in every:
             hashes.update(part)
         atomic_write_json(tmp / manifest.MANIFEST, manifest.build(step, world_size, hashes))
         fsync_dir(tmp)
-        old = None
-        if final.exists():  # re-saving a step: keep the old one until `latest` moved
-            old = root / f"step-{step}.old-{os.getpid()}"
-            os.replace(final, old)
-        os.replace(tmp, final)
-        fsync_dir(root)
-        atomic_write_text(root / LATEST, final.name + "\n")
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        publish(root, tmp, step)
     barrier()
-    return final
+    return root / (root / LATEST).read_text().strip()  # what rank 0 published
