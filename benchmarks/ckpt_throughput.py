@@ -3,7 +3,8 @@
 Prints GB/s of: raw write+fsync, plain `dcp.save` (DCP defaults), trainready's save
 (pinned staging, threaded writer, fsync, parallel sha256 manifest, rename, `latest`),
 raw read and trainready's load (verify + dcp.load) from a cold page cache; then the
-ratios.  Target: save ÷ raw write >= 0.85 (plain dcp.save measured 0.59 on the H200 host).
+ratios.  Every timed save allocates its own pinned staging buffer (none is
+carried over from an earlier, untimed step), as a training job's first save does.  Target: save ÷ raw write >= 0.85 (plain dcp.save measured 0.59 on the H200 host).
 
     PYTHONPATH=src python3 benchmarks/ckpt_throughput.py --dir /tmp/ckpt            # GPU state if visible
     PYTHONPATH=src python3 benchmarks/ckpt_throughput.py --dir /shared/ckpt --gb 4 --rounds 5

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from trainready.checks.base import CheckContext
 from trainready.ckpt.throughput import ThroughputCheck, measure
@@ -30,3 +31,34 @@ def test_check_judges_the_save_ratio(tmp_path: Path) -> None:
     ratio = next(m for m in res.metrics if m.name == "ckpt_ratio" and m.label_dict["ratio"] == "save/raw_write")
     assert ratio.threshold is not None and ratio.threshold.bound == 0.85
     assert (res.status == Status.PASS) == (ratio.value >= 0.85)
+
+
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
+def test_no_timed_save_reuses_a_staging_buffer_from_an_earlier_step(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The one-off pinned allocation must be inside every timing.  On CPU nothing is pinned, so
+    each staging call here leaves a stand-in buffer behind, as a CUDA staging does."""
+    from trainready.ckpt import save, throughput
+
+    held_at_entry: list[tuple[str, bool]] = []
+
+    def staging(real):  # type: ignore[no-untyped-def]
+        def f(state):  # type: ignore[no-untyped-def]
+            out = real(state)
+            save._PINNED["buf"] = torch.empty(16, dtype=torch.uint8)
+            return out
+        return f
+
+    def timed(name, real):  # type: ignore[no-untyped-def]
+        def f(*args, **kw):  # type: ignore[no-untyped-def]
+            held_at_entry.append((name, bool(save._PINNED)))
+            return real(*args, **kw)
+        return f
+
+    monkeypatch.setattr(save, "stage_to_cpu", staging(save.stage_to_cpu))  # inside save_state
+    monkeypatch.setattr(throughput, "stage_to_cpu", timed("dcp_tuned", staging(throughput.stage_to_cpu)))
+    monkeypatch.setattr(throughput, "save_state", timed("save", throughput.save_state))
+    save._PINNED["buf"] = torch.empty(16, dtype=torch.uint8)  # left by an earlier save in this process
+    measure(tmp_path, 1 << 20, rounds=2, device="cpu")
+    assert [n for n, _ in held_at_entry] == ["dcp_tuned", "save"] * 2
+    assert [n for n, held in held_at_entry if held] == []  # every timed save started without a buffer

@@ -80,6 +80,16 @@ WRITE_THREADS = max(1, min(8, os.cpu_count() or 1))  # parallel DCP writer threa
 _PINNED: dict[str, torch.Tensor] = {}  # one reusable pinned staging buffer per process
 
 
+def release_staging() -> None:
+    """Forget the pinned staging buffer, and empty torch's pinned-host cache where this
+    torch has it, so that the next save pays the pinned allocation again (as a
+    training job's first save does).  Used before every timed save (ckpt/throughput.py)."""
+    _PINNED.clear()
+    empty = getattr(torch._C, "_host_emptyCache", None)  # private; present in torch >= 2.1
+    if torch.cuda.is_available() and callable(empty):
+        empty()
+
+
 def writer(path: Path, tuned: bool = True) -> dcp.FileSystemWriter:
     """DCP's file writer.  `tuned`: WRITE_THREADS threads each writing its own file
     (DCP's default: one thread, one file per rank), and no fsync inside DCP: the

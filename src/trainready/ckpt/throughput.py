@@ -4,7 +4,8 @@ In one run, alternating, on the same directory and byte count N:
   raw write   one file, 64 MiB sequential writes from host memory, fsync (the disk's ceiling)
   dcp plain   `dcp.save` with DCP's default FileSystemWriter (1 thread, per-tensor `.cpu()`)
   dcp tuned   `dcp.save` after pinned staging, WRITE_THREADS writer threads, DCP's fsync (no manifest)
-  save        trainready's save: pinned staging, WRITE_THREADS writer threads, fsync,
+  save        trainready's save: pinned staging (buffer allocated inside the timing: no
+              timed save reuses one from an earlier step), WRITE_THREADS writer threads, fsync,
               parallel sha256 manifest, rename, `latest` (the whole crash-safe protocol)
   raw read / load   after evicting the files from the page cache (POSIX_FADV_DONTNEED)
 GB/s = N / seconds / 1e9; ratios divide by the raw figure of the same round; medians over rounds.
@@ -26,7 +27,7 @@ import torch.distributed.checkpoint as dcp
 
 from trainready.checks.base import Check, CheckContext
 from trainready.ckpt.load import resolve_latest, verify
-from trainready.ckpt.save import WRITE_THREADS, save_state, stage_to_cpu
+from trainready.ckpt.save import WRITE_THREADS, release_staging, save_state, stage_to_cpu
 from trainready.records import Level, Metric, Outcome, Status, Threshold
 
 TARGET = 0.85  # save ÷ raw write+fsync (issue 4's target)
@@ -105,11 +106,13 @@ def measure(directory: Path, nbytes: int = 256 << 20, rounds: int = 3, device: s
                 torch.cuda.synchronize()
             times["dcp_plain"].append(time.perf_counter() - t0)
             shutil.rmtree(plain)
+            release_staging()  # every timed save allocates its pinned buffer, as a job's first save does
             t0 = time.perf_counter()  # the tuned writer alone: what the sha256 manifest + rename add is save - this
             dcp.save(stage_to_cpu(state), storage_writer=dcp.FileSystemWriter(
                 str(plain), single_file_per_rank=True, sync_files=True, thread_count=WRITE_THREADS))
             times["dcp_tuned"].append(time.perf_counter() - t0)
             shutil.rmtree(plain)
+            release_staging()  # not the buffer the dcp_tuned step above allocated
             t0 = time.perf_counter()
             save_state(work / "ckpt", i, state, {})
             times["save"].append(time.perf_counter() - t0)
