@@ -41,7 +41,8 @@ def test_resume_equivalence(src) -> None:  # type: ignore[no-untyped-def]
     a = SequenceSampler(src, T, B, seed=11, rank=1, world_size=2)
     _take(a, 20)  # crosses the epoch boundary (15 batches per epoch at G = 8)
     state = a.state_dict()
-    assert state == {"seed": 11, "epoch": 1, "position": 5, "rank": 1, "world_size": 2, "seq_len": T, "batch_size": B}
+    assert state == {"seed": 11, "epoch": 1, "position": 5, "rank": 1, "world_size": 2, "seq_len": T, "batch_size": B,
+                     "num_tokens": 1001, "num_windows": 125, "source_fingerprint": src.fingerprint()}
     expected = _take(a, 25)
     fresh = SequenceSampler(src, T, B, seed=11, rank=1, world_size=2)
     # without the state a fresh sampler gives different batches (the test cannot pass by accident)
@@ -129,3 +130,22 @@ def test_missing_state_key(src) -> None:  # type: ignore[no-untyped-def]
 def test_too_little_data(src) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(DataError, match="ramp.bin: size: found 1001 tokens = 7 windows of seq_len\\+1=129"):
         SequenceSampler(src, 128, 4, seed=0, world_size=2)
+
+
+def test_refuses_a_position_saved_on_other_data(src, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Same length, one token changed: the fingerprint differs; the message names the origin and both sides."""
+    state = SequenceSampler(src, T, B, seed=1).state_dict()
+    SequenceSampler(open_tokens(src.path), T, B, seed=1).load_state_dict(dict(state))  # same data loads
+    other = tmp_path / "other.bin"
+    tokens = np.arange(1001, dtype="<u2")
+    tokens[500] = 7
+    tokens.tofile(other)
+    with pytest.raises(DataError) as info:
+        SequenceSampler(open_tokens(other), T, B, seed=1).load_state_dict(dict(state), origin="ck/step-3/train-rank-0.json")
+    msg = str(info.value)
+    assert msg.startswith("ck/step-3/train-rank-0.json: data position saved for other data: found fingerprint ")
+    assert f"expected fingerprint {open_tokens(other).fingerprint()[:16]}" in msg and str(other) in msg
+    shorter = tmp_path / "shorter.bin"
+    np.arange(901, dtype="<u2").tofile(shorter)
+    with pytest.raises(DataError, match="1001 tokens, 125 windows; expected fingerprint .*, 901 tokens, 112 windows"):
+        SequenceSampler(open_tokens(shorter), T, B, seed=1).load_state_dict(dict(state))

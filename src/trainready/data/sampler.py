@@ -21,7 +21,9 @@ import numpy as np
 from trainready.data.source import TokenSource
 from trainready.errors import DataError
 
-STATE_KEYS = ("seed", "epoch", "position", "rank", "world_size", "seq_len", "batch_size")
+STATE_KEYS = ("seed", "epoch", "position", "rank", "world_size", "seq_len", "batch_size", "num_tokens", "num_windows")
+# What ties a saved position to the data it indexes: source.fingerprint() (sizes + sampled blocks).
+SOURCE_KEY = "source_fingerprint"
 
 
 class SequenceSampler:
@@ -50,6 +52,7 @@ class SequenceSampler:
                 f"(>= {global_batch * seq_len + 1} tokens)")
         self._perm_epoch = -1
         self._perm = np.empty(0, dtype=np.int64)
+        self._fingerprint: str | None = None
 
     # -- order ---------------------------------------------------------------------------------
     def _permutation(self, epoch: int) -> np.ndarray:
@@ -84,26 +87,45 @@ class SequenceSampler:
         return (self.epoch * self.batches_per_epoch + self.position) * self.batch_size
 
     # -- state ---------------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, int]:
-        return {"seed": self.seed, "epoch": self.epoch, "position": self.position, "rank": self.rank,
-                "world_size": self.world_size, "seq_len": self.seq_len, "batch_size": self.batch_size}
+    @property
+    def fingerprint(self) -> str:
+        """The source's fingerprint, computed once (milliseconds: sampled blocks, see megatron.sample_hash)."""
+        if self._fingerprint is None:
+            self._fingerprint = self.source.fingerprint()
+        return self._fingerprint
 
-    def load_state_dict(self, state: dict[str, int]) -> None:
-        """Restore (seed, epoch, position); refuse a state saved for another rank/world/shape."""
-        missing = [k for k in STATE_KEYS if k not in state]
+    def state_dict(self) -> dict[str, int | str]:
+        return {"seed": self.seed, "epoch": self.epoch, "position": self.position, "rank": self.rank,
+                "world_size": self.world_size, "seq_len": self.seq_len, "batch_size": self.batch_size,
+                "num_tokens": int(self.source.num_tokens), "num_windows": self.num_windows,
+                SOURCE_KEY: self.fingerprint}
+
+    def load_state_dict(self, state: dict[str, int | str], origin: str = "sampler state") -> None:
+        """Restore (seed, epoch, position); refuse a state saved for other data or another rank/world/shape.
+
+        `origin`: where the state was read from (e.g. a checkpoint's train-rank-R.json), named in errors.
+        """
+        missing = [k for k in (*STATE_KEYS, SOURCE_KEY) if k not in state]
         if missing:
-            raise DataError(f"sampler state: keys: found {sorted(state)}, expected also {missing}")
+            raise DataError(f"{origin}: sampler state keys: found {sorted(state)}, expected also {missing}")
         bad_type = [k for k in STATE_KEYS if not isinstance(state[k], (int, np.integer)) or isinstance(state[k], bool)]
         if bad_type:
-            raise DataError(f"sampler state: key '{bad_type[0]}': found {state[bad_type[0]]!r}, expected an integer")
+            raise DataError(f"{origin}: sampler state key '{bad_type[0]}': found {state[bad_type[0]]!r}, expected an integer")
+        mine_data = (self.fingerprint, int(self.source.num_tokens), self.num_windows)
+        saved_data = (state[SOURCE_KEY], state["num_tokens"], state["num_windows"])
+        if saved_data != mine_data:
+            raise DataError(
+                f"{origin}: data position saved for other data: found fingerprint {str(saved_data[0])[:16]}, "
+                f"{saved_data[1]} tokens, {saved_data[2]} windows; expected fingerprint {mine_data[0][:16]}, "
+                f"{mine_data[1]} tokens, {mine_data[2]} windows ({self.source.path}): resume on the data it was saved from")
         mine = self.state_dict()
         for k in ("rank", "world_size", "seq_len", "batch_size"):
             if int(state[k]) != mine[k]:
-                raise DataError(f"sampler state (rank {self.rank}): {k}: found {int(state[k])} in the saved state, "
+                raise DataError(f"{origin} (rank {self.rank}): {k}: found {int(state[k])} in the saved state, "
                                 f"expected {mine[k]} (this sampler)")
         epoch, position, seed = int(state["epoch"]), int(state["position"]), int(state["seed"])
         if seed < 0 or epoch < 0 or not 0 <= position <= self.batches_per_epoch:
-            raise DataError(f"sampler state (rank {self.rank}): found seed={seed}, epoch={epoch}, position={position}, "
+            raise DataError(f"{origin} (rank {self.rank}): found seed={seed}, epoch={epoch}, position={position}, "
                             f"expected seed>=0, epoch>=0, 0<=position<={self.batches_per_epoch} (batches per epoch)")
         self.seed, self.epoch, self.position = seed, epoch, position
         self._perm_epoch = -1  # the seed may have changed

@@ -117,8 +117,8 @@ def resume_rank(
         tr.step_no = int(st["step"])
         if "skip_lr" not in plants:
             tr.scheduler.load_state_dict(st["scheduler"])
-        if "skip_data" not in plants:
-            sampler.load_state_dict(st["data"])
+        if "skip_data" not in plants:  # DataError if the checkpoint was saved on other data
+            sampler.load_state_dict(st["data"], origin=str(resolve_latest(ckpt) / f"train-rank-{r}.json"))
         if "skip_rng" not in plants:
             rng.restore(st["rng"])
         result["load_s"] = time.perf_counter() - tl
