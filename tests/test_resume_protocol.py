@@ -40,23 +40,30 @@ def test_full_default_passes_bitwise(tmp_path: Path) -> None:
     assert (run_dir / "ckpt" / "latest").read_text().strip() == "step-50"
 
 
+RNG = ("RNG python", "RNG numpy", "RNG torch_cpu")
+OTHERS = ("data position", "LR scheduler")
+
+
 @pytest.mark.parametrize(
-    "plant, expected",
+    "plant, expected, unrestored",
     [
-        ("skip_rng", "RNG state was restored: no (torch_cpu)"),
-        ("skip_data", "data position was restored: no (position 0 vs 10)"),
-        ("skip_lr", "LR scheduler was restored: no (last_epoch 0 vs 10"),
+        ("skip_rng", "RNG python was restored: no (state differs", RNG),
+        ("skip_rng_python", "RNG python was restored: no (state differs", ("RNG python",)),
+        ("skip_rng_numpy", "RNG numpy was restored: no (state differs", ("RNG numpy",)),
+        ("skip_data", "data position was restored: no (position 0 vs 10)", ("data position",)),
+        ("skip_lr", "LR scheduler was restored: no (last_epoch 0 vs 10", ("LR scheduler",)),
     ],
 )
-def test_unrestored_piece_fails_and_is_named(tmp_path: Path, plant: str, expected: str) -> None:
+def test_unrestored_piece_fails_and_is_named(tmp_path: Path, plant: str, expected: str,
+                                             unrestored: tuple[str, ...]) -> None:
     res = _run(tmp_path, {f"resume.{plant}": "1"})
     assert res.status == Status.FAIL, res.message
     assert expected in res.message
-    assert "differs, max |Δ|" in res.message
-    others = {"skip_rng": "RNG state", "skip_data": "data position", "skip_lr": "LR scheduler"}
-    for p, label in others.items():
-        if p != plant:
-            assert f"{label} was restored: yes" in res.message
+    assert "differs, max |Δ|" in res.message  # the skipped restore changed the training itself
+    for label in RNG + OTHERS:
+        assert f"{label} was restored: {'no' if label in unrestored else 'yes'}" in res.message, label
+    # Every generator differed before loading, so each "restored: yes" above means something.
+    assert all(res.details["differs_before_load"][g] for g in RNG)
 
 
 def test_flipped_byte_fails_as_corrupted_checkpoint(tmp_path: Path) -> None:
@@ -69,6 +76,8 @@ def test_flipped_byte_fails_as_corrupted_checkpoint(tmp_path: Path) -> None:
 def test_short_run_passes(tmp_path: Path) -> None:
     res = _run(tmp_path)
     assert res.status == Status.PASS, res.message
+    assert set(RNG) <= set(res.details["restored"]) and all(v["restored"] for v in res.details["restored"].values())
+    assert all(res.details["differs_before_load"][g] for g in RNG)
 
 
 @pytest.mark.slow

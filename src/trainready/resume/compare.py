@@ -95,11 +95,17 @@ def compare_states(c: dict[str, Any], a: dict[str, Any], tol: Tolerance) -> dict
     return {"params": params, "optim": optim, "scalars": scalars}
 
 
+def rng_label(generator: str) -> str:
+    return f"RNG {generator}"
+
+
 def differs_before_load(fresh: dict[str, Any], a: dict[str, Any], tol: Tolerance) -> dict[str, bool]:
     """Does the fresh state fail the tolerance against A's final state, per component?
 
     A component that already matches before loading would make its later match
-    meaningless: the test could pass by accident.
+    meaningless: the test could pass by accident.  Each random generator (python,
+    numpy, torch_cpu, cuda:I) is its own component: one that training never draws
+    from would never show a missing restore.
     """
     cmp = compare_states(fresh, a, tol)
     out = {
@@ -107,11 +113,23 @@ def differs_before_load(fresh: dict[str, Any], a: dict[str, Any], tol: Tolerance
         "optimizer state": not all(r["ok"] for r in cmp["optim"]),
     }
     for r in cmp["scalars"]:
-        out[LABELS[r["name"]]] = not r["ok"]
+        if r["name"] != "rng":
+            out[LABELS[r["name"]]] = not r["ok"]
+    diff = rng.differing(fresh["rng"], a["rng"])
+    for g in rng.generators(fresh["rng"], a["rng"]):
+        out[rng_label(g)] = g in diff
     return out
 
 
 def restored(c_after_load: dict[str, Any], a_at_k: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Right after C restored step K: does each train-state component equal A's at step K (exactly)?"""
+    """Right after C restored step K: does each train-state component (each generator
+    on its own) equal A's at step K (exactly)?"""
     exact = Tolerance()
-    return {LABELS[k]: compare_scalar(k, c_after_load, a_at_k, exact) for k in SCALAR_COMPONENTS}
+    out = {LABELS[k]: compare_scalar(k, c_after_load, a_at_k, exact) for k in SCALAR_COMPONENTS if k != "rng"}
+    x, y = c_after_load["rng"], a_at_k["rng"]
+    diff = rng.differing(x, y)
+    for g in rng.generators(x, y):
+        ok = g not in diff
+        out[rng_label(g)] = {"name": f"rng:{g}", "ok": ok, "max_abs": 0.0 if ok else float("nan"),
+                             "note": "" if ok else "state differs from run A's at the checkpoint step"}
+    return out

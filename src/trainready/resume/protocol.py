@@ -27,7 +27,7 @@ from trainready.records import Outcome, Status
 from trainready.train.loop import CUBLAS_WORKSPACE, TrainConfig
 from trainready.util.atomic import atomic_write_json
 
-PLANTS = ("skip_rng", "skip_data", "skip_lr", "flip_byte")
+PLANTS = ("skip_rng", "skip_rng_python", "skip_rng_numpy", "skip_data", "skip_lr", "flip_byte")
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ fresh processes by `trainready.dist.launch.launch`.
   C: a fresh start that first proves its state differs from A's at N, then loads
      K, checks each piece was restored (vs A at K), runs K→N, compares with A.
 
-Planted faults (tests / `--plant`): skip_rng, skip_data, skip_lr leave that piece
-unrestored in C.  Evidence files go to `out_dir` (A's states, per rank).
+Planted faults (tests / `--plant`): skip_rng (every generator), skip_rng_python,
+skip_rng_numpy (that generator only), skip_data, skip_lr leave that piece unrestored in C.  Evidence files go to `out_dir` (A's states, per rank).
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def resume_rank(
         if "skip_data" not in plants:  # DataError if the checkpoint was saved on other data
             sampler.load_state_dict(st["data"], origin=str(resolve_latest(ckpt) / f"train-rank-{r}.json"))
         if "skip_rng" not in plants:
-            rng.restore(st["rng"])
+            rng.restore(st["rng"], skip=[g for g in ("python", "numpy") if f"skip_rng_{g}" in plants])
         result["load_s"] = time.perf_counter() - tl
         a_k = torch.load(out / f"A-at-{k}-rank{r}.pt", weights_only=True)
         result["restored"] = compare.restored(light_state(tr, sampler), a_k)

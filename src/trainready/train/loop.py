@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import random
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +47,7 @@ class TrainConfig:
     precision: str = "auto"  # "fp32" | "bf16" | "auto" (bf16 on GPU, fp32 on CPU)
     deterministic: bool = True
     mode: str = "ddp"  # "ddp" | "fsdp"
+    input_noise: float = 0.015  # fraction of input tokens replaced by random ids per step (see `noise_inputs`)
 
     def model_config(self) -> ModelConfig:
         if self.preset not in PRESETS:
@@ -63,6 +65,30 @@ def lr_multiplier(step: int, warmup: int, total: int, min_ratio: float) -> float
         return (step + 1) / warmup
     progress = min(1.0, (step - warmup) / max(1, total - warmup))
     return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def noise_inputs(x: np.ndarray, rate: float, vocab: int) -> np.ndarray:
+    """Random-token input noise, as pretraining pipelines apply for robustness/masking.
+
+    rate 0.015 = BERT's random-token share: 15% of positions chosen, 10% of those get a
+    random id (Devlin et al. 2019, arXiv:1810.04805, section 3.1).  Half the noised
+    positions come from each of two sources, so that every host generator is drawn from
+    on every step and a restore that skipped one changes the result:
+      source 1: positions from NumPy's global generator, ids from Python's `random`;
+      source 2: positions and ids from torch's CPU generator (as Hugging Face's
+                DataCollatorForLanguageModeling draws them).
+    x: [B, T] int64 input ids (targets are left clean); returns a noised copy.
+    """
+    if rate <= 0:
+        return x
+    out = x.copy()
+    flat = out.reshape(-1)  # a view: [B*T]
+    k = max(1, round(rate * flat.size / 2))  # positions per source
+    pos = np.random.choice(flat.size, size=k, replace=False)  # NumPy global RNG
+    flat[pos] = [random.randrange(vocab) for _ in range(k)]  # Python random
+    tpos = torch.randint(0, flat.size, (k,)).numpy()  # torch CPU generator
+    flat[tpos] = torch.randint(0, vocab, (k,)).numpy()
+    return out
 
 
 def apply_determinism(on: bool, device: torch.device) -> dict[str, Any]:
@@ -147,6 +173,7 @@ class Trainer:
         top = int(x.max(initial=0))
         if top >= vocab or int(y.max(initial=0)) >= vocab:
             raise DataError(f"{source}: token id {max(top, int(y.max()))} >= model vocab_size {vocab}; pass --vocab-size")
+        x = noise_inputs(x, self.cfg.input_noise, vocab)
         xt = torch.from_numpy(x).to(self.device, non_blocking=True)
         yt = torch.from_numpy(y).to(self.device, non_blocking=True)
         self.model.train()
