@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 import socket
+import threading
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from trainready import __version__
 from trainready.comm.evaluate import OpTable, judge_op, judge_pairs, op_table
@@ -92,31 +94,40 @@ def sweep_local(opts: CommOptions) -> tuple[LaunchResult, float]:
     return res, time.perf_counter() - t0
 
 
-def sweep_external(opts: CommOptions, ext: ExternalRank) -> dict[str, Any]:
-    """This process is one rank of torchrun/srun: init from env, run the sweep, tear down."""
-    import os
-    from datetime import timedelta
+def sweep_external(opts: CommOptions, ext: ExternalRank,
+                   report: Callable[[Outcome], int]) -> tuple[dict[str, Any] | None, Outcome | None]:
+    """This process is one rank of torchrun/srun: join through the env's store, run the sweep, tear down.
 
-    import torch
+    Returns (data, None) on success (data is rank 0's gathered results), or (None, FAIL) when a
+    torch.distributed call raised; the FAIL names this rank's stage and the silent peers.  A hang
+    never returns: the watchdog calls `report(FAIL)` and exits the process with its code.
+    """
+    import os
+
     import torch.distributed as dist
 
+    from trainready.comm import external as xt
     from trainready.comm.sweep import sweep_rank
 
     os.environ.update(ext.torch_env())
-    if opts.backend == "nccl":
-        torch.cuda.set_device(ext.local_rank)
-        device = torch.device("cuda", ext.local_rank)
-    else:
-        device = torch.device("cpu")
-    kw: dict[str, Any] = {"timeout": timedelta(seconds=opts.timeout_s)}
-    if opts.backend == "nccl":
-        kw["device_id"] = device
-    dist.init_process_group(opts.backend, rank=ext.rank, world_size=ext.world_size, **kw)
+    ctx = xt.context(ext, opts.backend)
+    once = xt.Once()
+    stop = xt.start_watchdog(ctx, ext, opts.backend, opts.timeout_s, once, report)
     try:
-        ctx = RankContext(ext.rank, ext.world_size, ext.local_rank, opts.backend, device)
-        return sweep_rank(ctx, **opts.rank_kwargs(opts.timeout_s))
-    finally:
-        dist.destroy_process_group()
+        xt.join(ctx, ext, opts.backend, opts.timeout_s)
+        data = sweep_rank(ctx, **opts.rank_kwargs(opts.timeout_s + xt.BACKSTOP_S))
+    except (RuntimeError, OSError) as exc:  # DistError, DistBackendError, gloo/NCCL errors, store errors
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        first = re.sub(r"^\[[^\]]*\.(?:cc|cpp|h):\d+\]\s*", "", first)  # drop gloo's "[/path/pair.cc:537] "
+        what = f"{type(exc).__name__}: {xt._short(first, 200)}"
+        if not once.take():
+            threading.Event().wait()  # the watchdog is already reporting; it exits the process
+        stop.set()
+        return None, xt.failure(ext, opts.backend, ctx, what, opts.timeout_s)
+    ctx.stage("done")
+    stop.set()
+    dist.destroy_process_group()
+    return data, None
 
 
 def build_report(opts: CommOptions, spec: NodeSpec, source: str, data: dict[str, Any] | None,

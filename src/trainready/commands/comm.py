@@ -10,6 +10,7 @@ import typer
 
 from trainready.commands.common import JSON_HELP, SPEC_HELP, emit, parse_plants, split_names
 from trainready.errors import UsageError
+from trainready.records import Outcome
 
 # Defaults per backend: nccl-tests' usual -w 5 -n 20 on GPUs; on a CPU node -w 2 -n 10, sizes x4 and
 # a 0.5 s per-step budget so an 8-rank gloo sweep to 64 MB fits in a minute on two cores.
@@ -67,6 +68,7 @@ def comm(
       srun -N2 --ntasks-per-node=8 trainready comm --ops all_reduce   # one rank per task
     """
     from trainready.comm.ops import dtype_name, human, op_names, parse_size, size_steps
+    from trainready.comm.external import leave
     from trainready.comm.run import PAIR_BYTES_GPU, CommOptions, build_report, launch_failure, sweep_external, sweep_local, tables
     from trainready.dist.env import detect
     from trainready.spec import load_spec
@@ -119,7 +121,21 @@ def comm(
     context: dict[str, Any] = {"spec_source": source, "launcher": ext.source if ext else "local"}
     t0 = time.perf_counter()
     if ext is not None:
-        data = sweep_external(opts, ext)
+        def report_failure(fail: Outcome) -> int:
+            """Rank 0 prints and writes the FAIL record; any other rank says one line on stderr."""
+            if ext.rank != 0:
+                sys.stderr.write(f"trainready comm: FAIL: {fail.message}\n")
+                return 1
+            return emit(build_report(opts, node_spec, source, None, fail, time.perf_counter() - t0, context), json_path)
+
+        data, fail = sweep_external(opts, ext, report_failure)
+        if fail is not None:
+            try:
+                code = report_failure(fail)
+            except UsageError as exc:  # e.g. --json into a missing directory: one line, exit 2
+                sys.stderr.write(f"trainready: error: {exc}\n")
+                code = exc.exit_code
+            leave(ext, code)
         if ext.rank != 0:
             raise typer.Exit(0)  # only rank 0 prints and writes the record
         report = build_report(opts, node_spec, source, data, None, time.perf_counter() - t0, context)
