@@ -26,12 +26,16 @@ from trainready.dist.env import ExternalRank
 from trainready.dist.launch import RankContext, _ranges, _short
 from trainready.records import Outcome, Status
 
-STAGE_KEY = "trainready/comm/stage/{rank}"
+# torchrun's agent may host the store across restarts: the restart count keeps an earlier attempt's stages apart.
+STAGE_KEY = "trainready/comm/" + os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") + "/stage/{rank}"
 READ_TIMEOUT_S = 3.0  # connecting a fresh store client for the diagnosis; the store is on rank 0's host
 BACKSTOP_S = 30.0  # process-group timeout beyond the step timeout (seconds)
 STARTUP_S = 60.0  # extra allowance for every rank to join: srun/torchrun start tasks seconds apart
 POLL_S = 0.5  # watchdog poll period (seconds)
 LINGER_S = 2.0  # rank 0 keeps the store up this long after its verdict, so the peers' watchdogs can read it
+# Other ranks wait this long after theirs: torchrun kills every rank when one exits non-zero, and rank 0's
+# watchdog fires about when theirs do, so they must not leave before rank 0 has written its record.
+PEER_LINGER_S = 5.0
 JOINING = "rendezvous (waiting for every rank to join)"
 
 
@@ -73,7 +77,7 @@ def read_stages(ext: ExternalRank) -> dict[int, tuple[int, str, str] | None] | s
                 out[k] = None
         return out
     except Exception as exc:  # noqa: BLE001 - the store host (rank 0) may be gone: say so
-        return f"the rendezvous store {where} (hosted by rank 0) did not answer ({_short(str(exc), 80)})"
+        return f"the rendezvous store {where} (rank 0's or torchrun's) did not answer ({_short(str(exc), 80)})"
 
 
 def name_peers(stages: dict[int, tuple[int, str, str] | None] | str, me: int) -> tuple[str, dict[str, Any]]:
@@ -177,8 +181,11 @@ def join(ctx: ExternalContext, ext: ExternalRank, backend: str, timeout_s: float
     import torch.distributed as dist
 
     wait = timedelta(seconds=timeout_s + STARTUP_S)
-    store = dist.TCPStore(ext.master_addr, ext.master_port, ext.world_size, ext.rank == 0, wait,
-                          wait_for_workers=False)
+    # As torch's env:// rendezvous does (torch/distributed/rendezvous.py, _create_c10d_store): under torchrun
+    # with TORCHELASTIC_USE_AGENT_STORE=True the agent hosts the store and every rank is a client; else rank 0 hosts it.
+    host = ext.rank == 0 and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True"
+    store = dist.TCPStore(ext.master_addr, ext.master_port, ext.world_size, host, wait, wait_for_workers=False,
+                          multi_tenant=True)
     ctx.store = store
     ctx.stage(JOINING)
     kw: dict[str, Any] = {"timeout": timedelta(seconds=timeout_s + BACKSTOP_S)}
@@ -189,9 +196,9 @@ def join(ctx: ExternalContext, ext: ExternalRank, backend: str, timeout_s: float
 
 
 def leave(ext: ExternalRank, code: int) -> None:
-    """Exit now (a failed process group can block interpreter shutdown); rank 0 lingers for its peers."""
+    """Exit now (a failed process group can block interpreter shutdown), after lingering for the other ranks."""
     sys.stdout.flush()
     sys.stderr.flush()
-    if ext.rank == 0 and ext.world_size > 1:
-        time.sleep(LINGER_S)
+    if ext.world_size > 1:
+        time.sleep(LINGER_S if ext.rank == 0 else PEER_LINGER_S)
     os._exit(code)
