@@ -13,7 +13,7 @@ from typing import Any, Callable
 from trainready import __version__
 from trainready.comm.evaluate import OpTable, judge_op, judge_pairs, op_table
 from trainready.dist.env import ExternalRank
-from trainready.dist.launch import LaunchResult, RankContext, launch
+from trainready.dist.launch import LaunchResult, launch
 from trainready.records import CheckResult, Level, Outcome, Report, Status
 from trainready.spec.load import spec_to_json
 from trainready.spec.model import NodeSpec
