@@ -80,12 +80,10 @@ def _validate_ranges(spec: NodeSpec, path: str) -> None:
     digest = spec.software.image_digest
     if digest is not None and not re.fullmatch(r"(?:[^@\s]+@)?sha256:[0-9a-f]{64}", digest):
         raise ConfigError(path, "software.image_digest", f"expected sha256:<64 hex digits> (optionally repo@...), got '{digest}'")
-    from trainready.comm.ops import OPS
+    from trainready.comm.ops import EXPECTATION_KEY_GRAMMAR, valid_expectation_key
 
     for key, gbps in c.expected_busbw_gbps.items():
-        op, _, ranks = key.partition("@")
-        if op not in OPS or (ranks and not (ranks.isdigit() and int(ranks) >= 1)):
-            raise ConfigError(path, f"comm.expected_busbw_gbps.{key}",
-                              f"expected an op name ({', '.join(OPS)}), optionally '@<ranks>'")
+        if not valid_expectation_key(key):
+            raise ConfigError(path, f"comm.expected_busbw_gbps.{key}", f"expected {EXPECTATION_KEY_GRAMMAR}")
         if not gbps > 0:
             raise ConfigError(path, f"comm.expected_busbw_gbps.{key}", "expected GB/s > 0")
