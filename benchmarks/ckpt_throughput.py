@@ -36,13 +36,14 @@ def main() -> int:
     g, r = res["gbps"], res["ratio"]
     print(f"{res['bytes'] / 1e9:.2f} GB state on {res['device']}, {res['rounds']} rounds, dir {res['dir']}, "
           f"{res['write_threads']} writer threads")
-    for k in ("raw_write", "dcp_plain", "dcp_tuned", "save", "raw_read", "load"):
-        print(f"  {k:<10} {g[k]:7.2f} GB/s   per-round s: {res['seconds'][k]}")
+    for k in ("raw_write", "dcp_plain", "dcp_tuned", "save", "save_steady", "raw_read", "load"):
+        print(f"  {k:<11} {g[k]:7.2f} GB/s   per-round s: {res['seconds'][k]}")
     for k, v in r.items():
         print(f"  ratio {k:<20} {v:5.2f}")
     verdict = "meets" if r["save/raw_write"] >= TARGET else "BELOW"
     print(f"save/raw_write {r['save/raw_write']:.2f} {verdict} the {TARGET} target "
-          f"(plain dcp.save: {r['dcp_plain/raw_write']:.2f})")
+          f"(first save, pinned staging allocated inside the timing; "
+          f"{r['save_steady/raw_write']:.2f} when a later save reuses it; plain dcp.save: {r['dcp_plain/raw_write']:.2f})")
     if a.json:
         print(json.dumps(res, indent=2))
     return 0
