@@ -94,7 +94,7 @@ def test_planted_hung_rank_fails_within_timeout_and_is_named() -> None:
     assert not res.ok
     assert [x.rank for x in res.outcomes if x.state == "hung"] == [3]
     assert "rank 3 hung at 'all_reduce float 1024 B" in res.describe()
-    assert took < 5.0 + 8.0  # timeout + start-up of 4 ranks + teardown
+    assert took < 5.0 * 3 + 30  # ends, never hangs: a loose bound (start-up has its own allowance), not a speed test
 
 
 @pytest.mark.slow
