@@ -109,6 +109,9 @@ def test_env_json_is_valid_and_redacted(cli, tmp_path):
 
 
 def test_env_writes_file_atomically(cli, tmp_path):
+    missing = cli("env", "--json", str(tmp_path / "sub" / "env.json"), "-q")
+    assert missing.returncode == 2 and "does not exist" in missing.stderr  # no folders made from a typo
+    (tmp_path / "sub").mkdir()
     out = tmp_path / "sub" / "env.json"
     r = cli("env", "--json", str(out), "-q")
     assert r.returncode == 0 and r.stdout == "" and json.loads(out.read_text())["schema"] == "trainready.env/1"

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
 from trainready.errors import UsageError
 from trainready.records import Report
-from trainready.report.render import print_report, write_json
+from trainready.report.render import print_report, record
+from trainready.util.atomic import atomic_write_json
 
 SPEC_HELP = (
     "Node spec (TOML) to hold this machine to. Default: the CPU profile. "
@@ -47,22 +50,36 @@ def workdir(path: Path | None, flag: str = "--workdir") -> Path:
     return path
 
 
+def check_out_path(path: str, flag: str = "--json") -> None:
+    """A user-given output file's folder must exist: no folders made from a typo (one line, exit 2)."""
+    p = Path(path).expanduser()
+    if not p.parent.is_dir():
+        raise UsageError(f"{flag} {path}: directory {p.parent} does not exist (create it first)")
+    if p.is_dir():
+        raise UsageError(f"{flag} {path}: is a directory; expected a file path")
+
+
+def write_json_doc(doc: dict[str, Any], path: str, console: Console | None, what: str = "record") -> None:
+    """`-` → stdout; else an atomic write, every token-shaped/secret-named value scrubbed."""
+    from trainready.probe.envvars import scrub
+
+    doc = scrub(doc)
+    if path == "-":
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        return
+    check_out_path(path)
+    try:
+        atomic_write_json(path, doc)
+    except OSError as exc:
+        raise UsageError(f"--json {path}: cannot write ({exc.strerror})") from None
+    if console is not None:
+        console.print(f"{what} written to {path}")
+
+
 def emit(report: Report, json_path: str | None, quiet: bool = False, verbose: bool = False) -> int:
     console = Console(stderr=json_path == "-")
     if not quiet:
         print_report(report, console, verbose=verbose)
-    if json_path == "-":
-        from trainready.report.render import dumps
-
-        sys.stdout.write(dumps(report) + "\n")
-    elif json_path:
-        parent = Path(json_path).parent
-        if not parent.is_dir():
-            raise UsageError(f"--json {json_path}: directory {parent} does not exist")
-        try:
-            write_json(report, json_path)
-        except OSError as exc:
-            raise UsageError(f"--json {json_path}: cannot write ({exc.strerror})") from None
-        if not quiet:
-            console.print(f"record written to {json_path}")
+    if json_path:
+        write_json_doc(record(report), json_path, None if quiet else console)
     return report.exit_code

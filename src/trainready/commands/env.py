@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import sys
 
 import typer
 from rich.console import Console
 
-from trainready.errors import UsageError
-from trainready.util.atomic import atomic_write_json
+from trainready.commands.common import write_json_doc
 
 
 def env(
@@ -38,15 +35,8 @@ def env(
     console = Console(stderr=json_path == "-")
     if not quiet:
         print_summary(manifest, console)
-    if json_path == "-":
-        sys.stdout.write(json.dumps(manifest, indent=2) + "\n")
-    elif json_path:
-        try:
-            atomic_write_json(json_path, manifest)
-        except OSError as exc:
-            raise UsageError(f"--json {json_path}: cannot write ({exc.strerror})") from None
-        if not quiet:
-            console.print(f"manifest written to {json_path}")
+    if json_path:
+        write_json_doc(manifest, json_path, None if quiet else console, "manifest")
 
 
 def register(app: typer.Typer) -> None:

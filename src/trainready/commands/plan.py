@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import re
 import sys
-from dataclasses import replace
 from typing import Any, Optional
 
 import typer
+
+from trainready.commands.common import check_out_path, write_json_doc
 from rich.console import Console
 
 from trainready.errors import UsageError
@@ -97,7 +97,7 @@ def plan(
             typer.echo(f"{name:<14} {pm.preset(name).total_params:>20,} params  (trainready.train.model.GPT)")
         raise typer.Exit(0)
     if json_path and json_path != "-":
-        _check_out_path(json_path, "--json")
+        check_out_path(json_path, "--json") if json_path != "-" else None
     inp = load_dataclass(PlanInput, read_toml(file), file) if file else PlanInput()
     model = pm.preset(preset) if preset else inp.model
     n = parse_count(params, "--params")
@@ -136,32 +136,8 @@ def plan(
         doc = result.to_json()
         if found is not None:
             doc["search"] = [c.to_json() for c in found]
-        _write_json(doc, json_path, console)
+        write_json_doc(doc, json_path, console, "plan")
     raise typer.Exit(1 if result.memory.verdict == "does not fit" else 0)
-
-
-def _check_out_path(path: str, flag: str) -> None:
-    """A user-given output file's folder must exist: we do not create folders from a typo (one line, exit 2)."""
-    from pathlib import Path
-
-    parent = Path(path).expanduser().parent
-    if not parent.is_dir():
-        raise UsageError(f"{flag} {path}: directory {parent} does not exist (create it first)")
-    if Path(path).expanduser().is_dir():
-        raise UsageError(f"{flag} {path}: is a directory; expected a file path")
-
-
-def _write_json(doc: dict[str, Any], path: str, console: Console) -> None:
-    if path == "-":
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
-        return
-    from trainready.util.atomic import atomic_write_json
-
-    try:
-        atomic_write_json(path, doc)
-    except OSError as exc:
-        raise UsageError(f"--json {path}: cannot write ({exc.strerror})") from None
-    console.print(f"plan written to {path}")
 
 
 def register(app: typer.Typer) -> None:
