@@ -42,8 +42,8 @@ def test_json_is_strict_even_with_nan():
     assert doc["results"][0]["metrics"][0]["value"] == "nan"
 
 
-def test_records_never_carry_secrets(tmp_path):
-    from trainready.report.render import dumps, write_json
+def test_records_never_carry_secrets(tmp_path, capsys):
+    from trainready.commands.common import emit
 
     details = {"nccl_env": {"NCCL_IB_HCA": "mlx5_0", "NCCL_TOKEN": "plain-looking-value"},
                "note": "pulled with hf_abcdefghijklmnopqrstuvwx from https://user:hunter2@example.com/x"}
@@ -51,7 +51,9 @@ def test_records_never_carry_secrets(tmp_path):
     rep = Report("comm", "h", "t", 0, "v", {}, (r,))
     raw = json.dumps(rep.to_json())
     assert "hunter2" in raw and "hf_abcdefghij" in raw and "plain-looking-value" in raw  # the planted secrets are there
-    for text in (dumps(rep), (write_json(rep, tmp_path / "r.json")).read_text()):
+    emit(rep, "-", quiet=True)  # the record to stdout
+    emit(rep, str(tmp_path / "r.json"), quiet=True)  # the record to a file
+    for text in (capsys.readouterr().out, (tmp_path / "r.json").read_text()):
         assert "hunter2" not in text and "hf_abcdefghij" not in text and "plain-looking-value" not in text
         assert "mlx5_0" in text and "example.com" in text
 

@@ -71,7 +71,7 @@ def hash_and_sync(paths: list[Path]) -> dict[str, dict[str, Any]]:
     about max(flush, hash) instead of their sum.  Keyed by file name.
     """
     with ThreadPoolExecutor(max_workers=len(paths) or 1) as syncers, ThreadPoolExecutor(max_workers=HASH_THREADS) as hashers:
-        syncs = [syncers.submit(_fsync, p) for p in paths]
+        syncs = [syncers.submit(fsync_path, p) for p in paths]
         pieces = {}
         for p in paths:
             size = p.stat().st_size
@@ -83,7 +83,6 @@ def hash_and_sync(paths: list[Path]) -> dict[str, dict[str, Any]]:
                 for p, (size, futs) in pieces.items()}
 
 
-_fsync = fsync_path
 
 
 def files_of_rank(directory: Path, rank: int) -> list[Path]:

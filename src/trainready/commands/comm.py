@@ -96,7 +96,8 @@ def comm(
             raise UsageError(f"--world-size {world_size}: expected 1..{gpus if be == 'nccl' else 'N'} for {be}")
         n = world_size
     else:
-        n = local_world(node_spec)[0] if be == local_world(node_spec)[1] else (gpus if be == "nccl" else 8)
+        spec_n, spec_be = local_world(node_spec)
+        n = spec_n if be == spec_be else (gpus if be == "nccl" else 8)
     timeout_s = float(timeout if timeout is not None else node_spec.comm.timeout_s)
     if timeout_s <= 0:
         raise UsageError(f"--timeout: expected seconds > 0, got {timeout_s:g}")

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from trainready.errors import UsageError
 from trainready.records import Report
-from trainready.report.render import print_report, record
+from trainready.report.render import print_report
 from trainready.util.atomic import atomic_write_json
 
 SPEC_HELP = (
@@ -81,5 +81,5 @@ def emit(report: Report, json_path: str | None, quiet: bool = False, verbose: bo
     if not quiet:
         print_report(report, console, verbose=verbose)
     if json_path:
-        write_json_doc(record(report), json_path, None if quiet else console)
+        write_json_doc(report.to_json(), json_path, None if quiet else console)
     return report.exit_code

@@ -23,7 +23,7 @@ import hashlib
 import os
 import struct
 from pathlib import Path
-from typing import BinaryIO, Callable, Sequence
+from typing import BinaryIO, Sequence
 
 import numpy as np
 
@@ -214,17 +214,13 @@ def write_indexed_dataset(prefix: str | os.PathLike[str], documents: Sequence[np
                 raise ValueError(f"document {k} has values that do not fit {dt.name}")
             fh.write(conv.tobytes())
 
-    _atomic_stream(bin_path(prefix), write_bin)
+    atomic_write_stream(bin_path(prefix), write_bin)
     pointers = (np.concatenate(([0], np.cumsum(lengths)[:-1])) * item) if lengths.size else lengths
     header = HEADER.pack(MAGIC, VERSION, dtype_code(dt), len(lengths), len(lengths) + 1)
     body = (lengths.astype("<i4").tobytes() + pointers.astype("<i8").tobytes()
             + np.arange(len(lengths) + 1, dtype="<i8").tobytes())
-    _atomic_stream(idx_path(prefix), lambda fh: fh.write(header + body))
+    atomic_write_stream(idx_path(prefix), lambda fh: fh.write(header + body))
     return prefix
-
-
-def _atomic_stream(target: Path, fill: Callable[[BinaryIO], object]) -> None:
-    atomic_write_stream(target, fill)
 
 
 def sha256_files(paths: Sequence[Path], chunk: int = 1 << 22) -> str:

@@ -1,16 +1,12 @@
-"""Render a `Report` as a table (people) or write it as JSON (machines)."""
+"""Render a `Report` as a table for people (JSON records are written by commands.common.write_json_doc)."""
 
 from __future__ import annotations
-
-import json
-from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from trainready.records import CheckResult, Metric, Report, Status
-from trainready.util.atomic import atomic_write_json
 
 STYLE = {
     Status.PASS: "bold green",
@@ -62,19 +58,3 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
     console.print(
         Text.assemble("verdict: ", status_text(report.status), f"  ({summary}; {report.duration_s:.1f} s)")
     )
-
-
-def record(report: Report) -> dict:
-    """The JSON record, with every token-shaped string and secret-named env value redacted."""
-    from trainready.probe.envvars import scrub
-
-    return scrub(report.to_json())  # type: ignore[no-any-return]
-
-
-def write_json(report: Report, path: str | Path) -> Path:
-    """Atomic: a crash leaves the previous file or none, never a partial one."""
-    return atomic_write_json(path, record(report))
-
-
-def dumps(report: Report) -> str:
-    return json.dumps(record(report), indent=2)
