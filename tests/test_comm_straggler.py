@@ -73,3 +73,14 @@ def test_one_pass_spike_is_not_named_but_a_spike_in_every_pass_is() -> None:
     # A real slow link is slow in every pass, so it survives the best-of.
     assert analyse(_sym(best_of([spiked, spiked, spiked])))["slow_links"] == [[1, 2]]
     assert best_of([[[0.0, 2.0], [3.0, 0.0]], [[0.0, 1.0], [5.0, 0.0]]]) == [[0.0, 1.0], [3.0, 0.0]]
+
+
+def test_gloo_floor_is_wider_than_the_gpu_floor() -> None:
+    from trainready.comm.straggler import ratio_floor
+
+    m = _matrix(8)
+    m[2][6] = m[6][2] = 2.6  # 2.6x: named on GPU links, CPU-scheduling noise on gloo
+    assert analyse(_sym(m), ratio_floor("nccl"))["slow_links"] == [[2, 6]]
+    assert analyse(_sym(m), ratio_floor("gloo"))["slow_links"] == []
+    m[2][6] = m[6][2] = 4.0
+    assert analyse(_sym(m), ratio_floor("gloo"))["slow_links"] == [[2, 6]]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from trainready.comm.ops import DTYPES, EXPECTATION_KEY_GRAMMAR, OPS, bandwidths, human, valid_expectation_key
-from trainready.comm.straggler import analyse
+from trainready.comm.straggler import analyse, ratio_floor
 from trainready.comm.table import Meas, Row, format_table
 from trainready.errors import ConfigError
 from trainready.records import Metric, Outcome, Status, Threshold
@@ -112,7 +112,7 @@ def judge_op(t: OpTable, n: int, backend: str, expected: Mapping[str, float], mi
 def judge_pairs(matrix: list[list[float]] | None, n: int, nbytes: int, backend: str) -> Outcome:
     if not matrix or n < 2:
         return Outcome(Status.SKIP, "pairwise send/recv needs at least 2 ranks")
-    a = analyse(matrix)
+    a = analyse(matrix, ratio_floor(backend))
     details = {"bytes": nbytes, "seconds_matrix": matrix, **a}
     metrics = tuple(Metric.of("comm_pair_time", s * 1e6, "us", None, rank=r, backend=backend, stat="median_over_peers")
                     for r, s in enumerate(a["rank_score_s"]))
