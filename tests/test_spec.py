@@ -104,3 +104,22 @@ def test_op_at_ranks_expectation_key_is_accepted(tmp_path):
     p = tmp_path / "n.toml"
     p.write_text("[comm]\nexpected_busbw_gbps = { 'all_reduce@8' = 367.0, all_gather = 300.0 }\n")
     assert load_spec(p)[0].comm.expected_busbw_gbps == {"all_reduce@8": 367.0, "all_gather": 300.0}
+
+
+def test_backend_and_world_size_flags_win_over_the_spec() -> None:
+    import dataclasses
+
+    from trainready.errors import UsageError
+    from trainready.spec import default_spec
+    from trainready.util.devices import cuda_count, local_world
+
+    spec = default_spec()
+    gloo4 = dataclasses.replace(spec, comm=dataclasses.replace(spec.comm, backend="gloo", world_size=4))
+    assert local_world(gloo4) == (4, "gloo")  # the spec's size, for the spec's backend
+    assert local_world(gloo4, "gloo", 3) == (3, "gloo")  # the flag wins
+    with pytest.raises(UsageError, match="--world-size 0: expected 1..N for gloo"):
+        local_world(gloo4, "gloo", 0)
+    if cuda_count() == 0:
+        assert local_world(spec) == (8, "gloo")  # auto on a machine without GPUs
+        with pytest.raises(UsageError, match="^--backend nccl: no CUDA GPU"):
+            local_world(gloo4, "nccl")

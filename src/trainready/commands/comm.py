@@ -72,7 +72,7 @@ def comm(
     from trainready.comm.run import PAIR_BYTES_GPU, CommOptions, build_report, launch_failure, sweep_external, sweep_local, tables
     from trainready.dist.env import detect
     from trainready.spec import load_spec
-    from trainready.util.devices import cuda_count, local_world
+    from trainready.util.devices import local_world
 
     node_spec, source = load_spec(spec)
     if launcher not in ("auto", "local", "external"):
@@ -82,22 +82,10 @@ def comm(
     ext = detect() if launcher != "local" else None
     if launcher == "external" and ext is None:
         raise UsageError("--launcher external: no torchrun (RANK, WORLD_SIZE) or Slurm (SLURM_PROCID, SLURM_NTASKS > 1) env")
-    gpus = cuda_count()
-    if backend == "auto" and node_spec.comm.backend != "auto":
-        backend = node_spec.comm.backend
-    be = backend if backend != "auto" else ("nccl" if gpus else "gloo")
-    if be == "nccl" and not gpus:
-        raise UsageError("--backend nccl: no CUDA GPU is visible here")
-    d = GPU_DEFAULTS if be == "nccl" else CPU_DEFAULTS
+    n, be = local_world(node_spec, backend, None if ext else world_size)
     if ext is not None:
-        n = ext.world_size
-    elif world_size is not None:
-        if world_size < 1 or (be == "nccl" and world_size > gpus):
-            raise UsageError(f"--world-size {world_size}: expected 1..{gpus if be == 'nccl' else 'N'} for {be}")
-        n = world_size
-    else:
-        spec_n, spec_be = local_world(node_spec)
-        n = spec_n if be == spec_be else (gpus if be == "nccl" else 8)
+        n = ext.world_size  # the launcher's world (may span nodes)
+    d = GPU_DEFAULTS if be == "nccl" else CPU_DEFAULTS
     timeout_s = float(timeout if timeout is not None else node_spec.comm.timeout_s)
     if timeout_s <= 0:
         raise UsageError(f"--timeout: expected seconds > 0, got {timeout_s:g}")

@@ -111,7 +111,7 @@ def activation_quantities(inp: PlanInput) -> list[Quantity]:
     out = [Quantity("activations.per_layer", "activations per layer, per micro-batch", layer.stored, "B",
                     layer.formula, src)]
     s, b, h, v = m.seq_len // p.cp, t.micro_batch, m.hidden, m.vocab
-    e, tp = inp.precision.act, p.tp
+    tp = p.tp
     stored = layer.stored * per_stage * inflight
     out.append(Quantity("activations.layers", f"activations, {per_stage} layers × {inflight} micro-batch(es)",
                         stored, "B", "per_layer · L/p · min(p, m)", src + "; 1F1B schedule §4.2.3"))
