@@ -42,3 +42,23 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 600)
 @pytest.fixture
 def cli():
     return run_cli
+
+
+def trained_cpu(steps: int, batch: int = 4, seq: int = 64):  # type: ignore[no-untyped-def]
+    """A CPU Trainer after `steps` optimizer steps on seeded random tokens [batch, seq] (vocab 512)."""
+    import numpy as np
+    import torch
+
+    from trainready.train.loop import TrainConfig, Trainer
+
+    tr = Trainer(TrainConfig(steps=20), torch.device("cpu"), 1, 0)
+    rs = np.random.RandomState(0)
+    for _ in range(steps):
+        x = rs.randint(0, 512, (batch, seq)).astype(np.int64)
+        tr.step(x, x)
+    return tr
+
+
+def params(tr) -> dict:  # type: ignore[no-untyped-def, type-arg]
+    """A detached copy of the model's state dict (name -> tensor)."""
+    return {k: v.clone() for k, v in tr.model.state_dict().items()}

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
+from conftest import params, trained_cpu
 from trainready.ckpt import manifest
 from trainready.ckpt.load import load_checkpoint, resolve_latest
 from trainready.ckpt.save import save_checkpoint
@@ -17,28 +17,15 @@ from trainready.train.loop import TrainConfig, Trainer
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 
 
-def _trained(steps: int) -> Trainer:
-    tr = Trainer(TrainConfig(steps=20), torch.device("cpu"), 1, 0)
-    rs = np.random.RandomState(0)
-    for _ in range(steps):
-        x = rs.randint(0, 512, (4, 64)).astype(np.int64)
-        tr.step(x, x)
-    return tr
-
-
-def _params(tr: Trainer) -> dict[str, torch.Tensor]:
-    return {k: v.clone() for k, v in tr.model.state_dict().items()}
-
-
 def test_round_trip_restores_model_and_optimizer(tmp_path: Path) -> None:
-    tr = _trained(3)
+    tr = trained_cpu(3)
     save_checkpoint(tmp_path, 3, tr.model, tr.optimizer, {"note": "x"})
     fresh = Trainer(TrainConfig(steps=20), torch.device("cpu"), 1, 0)
-    before = _params(fresh)
-    assert any(not torch.equal(before[k], v) for k, v in _params(tr).items())  # differs before load
+    before = params(fresh)
+    assert any(not torch.equal(before[k], v) for k, v in params(tr).items())  # differs before load
     st = load_checkpoint(resolve_latest(tmp_path), fresh.model, fresh.optimizer)
     assert st["note"] == "x" and st["step"] == 3
-    assert all(torch.equal(_params(fresh)[k], v) for k, v in _params(tr).items())
+    assert all(torch.equal(params(fresh)[k], v) for k, v in params(tr).items())
     a, b = tr.optimizer.state_dict()["state"], fresh.optimizer.state_dict()["state"]
     assert all(torch.equal(a[i]["exp_avg_sq"], b[i]["exp_avg_sq"]) for i in a)
     man = manifest.read(tmp_path / "step-3")
@@ -48,21 +35,21 @@ def test_round_trip_restores_model_and_optimizer(tmp_path: Path) -> None:
 
 
 def test_flipped_byte_is_rejected_not_loaded(tmp_path: Path) -> None:
-    tr = _trained(2)
+    tr = trained_cpu(2)
     d = save_checkpoint(tmp_path, 2, tr.model, tr.optimizer, {})
     fresh = Trainer(TrainConfig(steps=20), torch.device("cpu"), 1, 0)
     victim = max(d.glob("*.distcp"), key=lambda p: p.stat().st_size)
     raw = bytearray(victim.read_bytes())
     raw[len(raw) // 2] ^= 0x01
     victim.write_bytes(bytes(raw))
-    before = _params(fresh)
+    before = params(fresh)
     with pytest.raises(CheckpointError, match=rf"{victim.name}: sha256 .* does not match .*\(corrupted\)"):
         load_checkpoint(resolve_latest(tmp_path), fresh.model, fresh.optimizer)
-    assert all(torch.equal(_params(fresh)[k], v) for k, v in before.items())  # nothing was loaded
+    assert all(torch.equal(params(fresh)[k], v) for k, v in before.items())  # nothing was loaded
 
 
 def test_truncated_file_is_rejected(tmp_path: Path) -> None:
-    tr = _trained(1)
+    tr = trained_cpu(1)
     d = save_checkpoint(tmp_path, 1, tr.model, tr.optimizer, {})
     victim = next(d.glob("*.distcp"))
     with open(victim, "r+b") as fh:
@@ -74,7 +61,7 @@ def test_truncated_file_is_rejected(tmp_path: Path) -> None:
 def test_half_written_and_missing_pointer(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="no 'latest' pointer"):
         resolve_latest(tmp_path)
-    tr = _trained(1)
+    tr = trained_cpu(1)
     d = save_checkpoint(tmp_path, 1, tr.model, tr.optimizer, {})
     (d / "manifest.json").unlink()
     with pytest.raises(CheckpointError, match="half-written"):

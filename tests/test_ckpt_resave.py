@@ -8,10 +8,10 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
 import pytest
 import torch
 
+from conftest import params, trained_cpu
 from trainready.ckpt.load import load_checkpoint, resolve_latest
 from trainready.ckpt.save import save_checkpoint
 from trainready.train.loop import TrainConfig, Trainer
@@ -23,23 +23,10 @@ class Crash(Exception):
     """Stands in for a kill at this instant."""
 
 
-def _trained(steps: int) -> Trainer:
-    tr = Trainer(TrainConfig(steps=20), torch.device("cpu"), 1, 0)
-    rs = np.random.RandomState(0)
-    for _ in range(steps):
-        x = rs.randint(0, 512, (2, 32)).astype(np.int64)
-        tr.step(x, x)
-    return tr
-
-
-def _params(tr: Trainer) -> dict[str, torch.Tensor]:
-    return {k: v.clone() for k, v in tr.model.state_dict().items()}
-
-
 def _loaded(root: Path) -> dict[str, torch.Tensor]:
     fresh = Trainer(TrainConfig(steps=20), torch.device("cpu"), 1, 0)
     load_checkpoint(resolve_latest(root), fresh.model, fresh.optimizer)
-    return _params(fresh)
+    return params(fresh)
 
 
 def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
@@ -65,8 +52,8 @@ def _crash_at(n: int, monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def test_crash_at_every_point_of_a_resave_leaves_latest_loadable(tmp_path: Path) -> None:
-    old_tr, new_tr = _trained(1), _trained(3)
-    old, new = _params(old_tr), _params(new_tr)
+    old_tr, new_tr = trained_cpu(1, 2, 32), trained_cpu(3, 2, 32)
+    old, new = params(old_tr), params(new_tr)
     assert not _same(old, new)  # the two saves are distinguishable
     outcomes: list[str] = []
     for n in range(1, 100):
@@ -94,7 +81,7 @@ def test_crash_at_every_point_of_a_resave_leaves_latest_loadable(tmp_path: Path)
 
 
 def test_resave_after_a_crash_cleans_up_and_alternates_names(tmp_path: Path) -> None:
-    tr = _trained(1)
+    tr = trained_cpu(1, 2, 32)
     names = []
     for _ in range(3):
         save_checkpoint(tmp_path, 7, tr.model, tr.optimizer, {})
