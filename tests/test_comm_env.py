@@ -59,6 +59,8 @@ def test_torchrun_wins_over_slurm_and_salloc_is_local() -> None:
         ({"RANK": "2", "WORLD_SIZE": "2", "MASTER_ADDR": "h"}, "RANK=2 must be < WORLD_SIZE=2"),
         ({"RANK": "0", "WORLD_SIZE": "2"}, "MASTER_ADDR"),
         ({"SLURM_PROCID": "0", "SLURM_NTASKS": "4"}, "SLURM_JOB_NODELIST"),
+        ({"SLURM_PROCID": "0", "SLURM_NTASKS": "4", "SLURM_JOB_NODELIST": "node[1-"},
+         r"^slurm launch: SLURM_JOB_NODELIST: hostlist 'node\[1-': unbalanced '\['$"),
     ],
 )
 def test_detect_bad_env_is_one_line(env: dict[str, str], msg: str) -> None:

@@ -29,6 +29,8 @@ def test_unknown_preset_and_bad_ranks_are_usage_errors(cli) -> None:
     assert res.returncode == 2 and "unknown model preset 'huge'" in res.stderr
     res = cli("resume", "--cpu", "--ranks", "0")
     assert res.returncode == 2 and "--ranks 0" in res.stderr
+    res = cli("resume", "--cpu", "--ranks", "100000")
+    assert res.returncode == 2 and "--ranks 100000: expected at most" in res.stderr and "Traceback" not in res.stderr
 
 
 @pytest.mark.slow

@@ -117,8 +117,13 @@ def test_backend_and_world_size_flags_win_over_the_spec() -> None:
     gloo4 = dataclasses.replace(spec, comm=dataclasses.replace(spec.comm, backend="gloo", world_size=4))
     assert local_world(gloo4) == (4, "gloo")  # the spec's size, for the spec's backend
     assert local_world(gloo4, "gloo", 3) == (3, "gloo")  # the flag wins
-    with pytest.raises(UsageError, match="--world-size 0: expected 1..N for gloo"):
-        local_world(gloo4, "gloo", 0)
+    from trainready.util.devices import gloo_rank_limit
+
+    top = gloo_rank_limit()
+    for bad in (0, top + 1):
+        with pytest.raises(UsageError, match=f"--world-size {bad}: expected 1..{top} for gloo"):
+            local_world(gloo4, "gloo", bad)
+    assert local_world(gloo4, "gloo", top) == (top, "gloo")
     if cuda_count() == 0:
         assert local_world(spec) == (8, "gloo")  # auto on a machine without GPUs
         with pytest.raises(UsageError, match="^--backend nccl: no CUDA GPU"):

@@ -67,7 +67,8 @@ def detect(env: Mapping[str, str] | None = None) -> ExternalRank | None:
             return None
         rank = _int(env, "SLURM_PROCID", "slurm")
         local = _int(env, "SLURM_LOCALID", "slurm") if "SLURM_LOCALID" in env else 0
-        nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
+        var = next((v for v in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST") if env.get(v)), "")
+        nodelist = env.get(var, "")
         if not nodelist:
             raise UsageError("slurm launch: SLURM_JOB_NODELIST is not set (cannot choose a rendezvous host)")
         if "MASTER_PORT" in env:
@@ -75,7 +76,11 @@ def detect(env: Mapping[str, str] | None = None) -> ExternalRank | None:
         else:
             port = 20000 + _int(env, "SLURM_JOB_ID", "slurm") % 10000 if "SLURM_JOB_ID" in env else DEFAULT_PORT
         _check(rank, ws, "slurm", "SLURM_PROCID", "SLURM_NTASKS")
-        return ExternalRank(rank, ws, local, env.get("MASTER_ADDR") or expand_hostlist(nodelist)[0], port, "slurm")
+        try:
+            first = env.get("MASTER_ADDR") or expand_hostlist(nodelist)[0]
+        except UsageError as e:
+            raise UsageError(f"slurm launch: {var}: {e}") from None
+        return ExternalRank(rank, ws, local, first, port, "slurm")
     return None
 
 

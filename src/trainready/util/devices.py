@@ -6,6 +6,15 @@ from trainready.errors import UsageError
 from trainready.spec.model import NodeSpec
 
 CPU_DEFAULT_RANKS = 8  # the seed's 8-GPU server, emulated by 8 gloo ranks
+GLOO_RANKS_PER_CORE = 4  # each gloo rank is a process with torch loaded (~0.3 GB RSS); more than this many per
+# core only measures the scheduler (200 ranks on 2 cores printed nothing for minutes)
+
+
+def gloo_rank_limit() -> int:
+    """Most gloo ranks a local run may start: max(8, 4 x CPU cores)."""
+    import os
+
+    return max(CPU_DEFAULT_RANKS, GLOO_RANKS_PER_CORE * (os.cpu_count() or 1))
 
 
 def cuda_count() -> int:
@@ -32,8 +41,10 @@ def local_world(spec: NodeSpec, backend: str = "auto", world_size: int | None = 
         where = "--backend nccl:" if flag else "spec comm.backend = 'nccl' but"
         raise UsageError(f"{where} no CUDA GPU is visible here")
     if world_size is not None:
-        if world_size < 1 or (be == "nccl" and world_size > gpus):
-            raise UsageError(f"--world-size {world_size}: expected 1..{gpus if be == 'nccl' else 'N'} for {be}")
+        top = gpus if be == "nccl" else gloo_rank_limit()
+        if not 1 <= world_size <= top:
+            why = "one rank per visible GPU" if be == "nccl" else f"{GLOO_RANKS_PER_CORE} per CPU core, at least 8"
+            raise UsageError(f"--world-size {world_size}: expected 1..{top} for {be} ({why})")
         return world_size, be
     spec_be = spec.comm.backend if spec.comm.backend != "auto" else ("nccl" if gpus else "gloo")
     ws = spec.comm.world_size if be == spec_be else None
