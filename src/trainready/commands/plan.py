@@ -59,6 +59,8 @@ def plan(
     attention: Optional[str] = _opt(None, "flash (default) or classic (stores s² scores).", "--attention"),
     tokens: Optional[str] = _opt(None, "Training tokens D for compute, e.g. 15T.", "--tokens"),
     mfu: Optional[float] = _opt(None, "Assumed MFU, 0-1 (default 0.40).", "--mfu"),
+    mfu_from: Optional[str] = _opt(None, "Measured MFU from a `trainready node --json` report (train_step on a GPU).", "--mfu-from"),
+    spec: Optional[str] = _opt(None, "Node spec (PATH or example:NAME): the GPU model of its [gpu] section, via the hardware table.", "--spec"),
     gpu: Optional[str] = _opt(None, "GPU name from the hardware table: H100 (default), H200, B200, 'A100 80GB', ...", "--gpu"),
     gpu_mem_gib: Optional[float] = _opt(None, "GPU memory, GiB (overrides the table).", "--gpu-mem-gib"),
     peak_tflops: Optional[float] = _opt(None, "Dense BF16 peak TFLOP/s (overrides the table).", "--peak-tflops"),
@@ -117,16 +119,20 @@ def plan(
             raise UsageError(f"--fsdp '{fsdp}': expected full, grad-op or none (and no conflicting --zero)")
         zero = fs[fsdp]
     tok = parse_count(tokens, "--tokens")
+    mfu, mfu_kind, mfu_line = _mfu(mfu, mfu_from)
+    gpu, per_node, spec_line = _spec_gpu(spec, gpu, gpu_mem_gib, peak_tflops)
     inp = PlanInput(
         model,
-        pm.override(inp.parallel, tp=tp, pp=pp, cp=cp, dp=dp, gpus=gpus, zero=zero, sp=sp, distributed_optimizer=dist_opt),  # type: ignore[arg-type]
+        pm.override(inp.parallel, tp=tp, pp=pp, cp=cp, dp=dp, gpus=gpus, zero=zero, sp=sp, distributed_optimizer=dist_opt,  # type: ignore[arg-type]
+                    gpus_per_node=per_node),
         pm.override(inp.training, micro_batch=micro_batch, global_batch=global_batch, precision=precision,  # type: ignore[arg-type]
                     recompute=recompute, attention=attention, tokens=tok, mfu=mfu),
         pm.override(inp.hardware, gpu=gpu, gpu_mem_gib=gpu_mem_gib, peak_tflops=peak_tflops, storage_gbps=storage_gbps,  # type: ignore[arg-type]
                     ckpt_interval_min=ckpt_interval_min, runtime_gib=runtime_gib, fragmentation=fragmentation,
                     headroom=headroom),
     )
-    result = make_plan(inp)
+    sources = tuple(x for x in (spec_line and _spec_figures(spec_line, inp), mfu_line) if x)
+    result = make_plan(inp, mfu_kind, sources)
     found = search(inp, top) if do_search else None
     console = Console(stderr=json_path == "-", width=None if sys.stdout.isatty() else 200)
     print_plan(result, console, explain)
@@ -138,6 +144,46 @@ def plan(
             doc["search"] = [c.to_json() for c in found]
         write_json_doc(doc, json_path, console, "plan")
     raise typer.Exit(1 if result.memory.verdict == "does not fit" else 0)
+
+
+def _mfu(mfu: float | None, mfu_from: str | None) -> tuple[float | None, str, str]:
+    """(MFU, 'assumed'|'measured', source line): --mfu is assumed, --mfu-from reads a node report."""
+    if mfu_from is None:
+        return mfu, "assumed", ""
+    if mfu is not None:
+        raise UsageError("--mfu and --mfu-from: give one (an assumed or a measured MFU), not both")
+    from trainready.plan.measured import read_mfu
+
+    measured = read_mfu(mfu_from)
+    return measured.value, "measured", measured.describe()
+
+
+def _spec_gpu(spec: str | None, gpu: str | None, mem: float | None, peak: float | None) -> tuple[str | None, int | None, str]:
+    """(GPU name, GPUs per node, source line) from --spec; --gpu/--gpu-mem-gib/--peak-tflops still override."""
+    if spec is None:
+        return gpu, None, ""
+    from trainready.plan.gpus import from_spec, known, lookup
+
+    model, count, _ = from_spec(spec)
+    if gpu is not None:
+        return gpu, count, f"GPU from --gpu {gpu} (overrides spec {spec}'s gpu.model '{model}'); {count} GPUs per node from the spec"
+    if not (mem and peak):
+        try:
+            lookup(model)
+        except UsageError:
+            raise UsageError(f"--spec {spec}: GPU model '{model}' (gpu.model) is not in the hardware table (known: "
+                             f"{', '.join(known())}); give --gpu-mem-gib and --peak-tflops") from None
+    return model, count, f"GPU from spec {spec}: gpu.model '{model}', {count} GPUs per node"
+
+
+def _spec_figures(line: str, inp: Any) -> str:
+    """The source line plus the figures the plan will use (flags over the table)."""
+    from trainready.plan.planner import gpu_figures
+
+    name, capacity, peak = gpu_figures(inp)
+    hw = inp.hardware
+    by = "flags" if hw.gpu_mem_gib and hw.peak_tflops else "hardware table" + (" + flags" if hw.gpu_mem_gib or hw.peak_tflops else "")
+    return f"{line} → {name}: {capacity / 2**30:,.1f} GiB, {peak:,.1f} TFLOP/s dense BF16 ({by})"
 
 
 def register(app: typer.Typer) -> None:

@@ -56,3 +56,17 @@ def lookup(name: str) -> GpuInfo:
         if key in up:
             return info
     raise UsageError(f"--gpu '{name}': unknown GPU (known: {', '.join(known())}); give --gpu-mem-gib and --peak-tflops instead")
+
+
+def from_spec(where: str) -> tuple[str, int, str]:
+    """(GPU model, count, spec path) from a node spec's [gpu] section (`--spec PATH|example:NAME`).
+
+    A spec without a GPU model (the CPU default) → one-line UsageError; so is a spec that does not load.
+    """
+    from trainready.spec.load import load_spec
+
+    spec, path = load_spec(where)
+    if not spec.gpu.model or spec.gpu.count == 0:
+        raise UsageError(f"--spec {where}: the spec names no GPU (gpu.model = {spec.gpu.model!r}, gpu.count = "
+                         f"{spec.gpu.count}); expected a GPU node spec such as example:h200-8x, or use --gpu")
+    return spec.gpu.model, spec.gpu.count, path

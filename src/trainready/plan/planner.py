@@ -25,6 +25,8 @@ class Plan:
     compute: tuple[Quantity, ...]
     advice: str
     warnings: tuple[str, ...] = ()  # legal but probably unintended inputs (plan.inputs.warnings)
+    mfu_kind: str = "assumed"  # or "measured" (--mfu-from a node report)
+    sources: tuple[str, ...] = ()  # where the GPU / MFU came from, one line each (--spec, --mfu-from)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -37,6 +39,8 @@ class Plan:
             "compute": [q.to_json() for q in self.compute],
             "advice": self.advice,
             "warnings": list(self.warnings),
+            "mfu": {"value": self.inputs.training.mfu, "kind": self.mfu_kind},
+            "sources": list(self.sources),
         }
 
 
@@ -60,7 +64,7 @@ def framework_advice(params: float, gpus: int) -> str:
             "work; let the layout search and a short memory test decide.")
 
 
-def make_plan(inp: PlanInput) -> Plan:
+def make_plan(inp: PlanInput, mfu_kind: str = "assumed", sources: tuple[str, ...] = ()) -> Plan:
     inp = validate(inp)
     name, capacity, peak = gpu_figures(inp)
     mem = plan_memory(inp, capacity)
@@ -69,7 +73,9 @@ def make_plan(inp: PlanInput) -> Plan:
         gpu_name=name,
         memory=mem,
         checkpoint=tuple(checkpoint_quantities(inp)),
-        compute=tuple(compute_quantities(inp, peak)),
+        compute=tuple(compute_quantities(inp, peak, mfu_kind)),
         advice=framework_advice(inp.model.total_params, inp.parallel.world),
         warnings=tuple(warnings(inp)),
+        mfu_kind=mfu_kind,
+        sources=sources,
     )

@@ -38,6 +38,8 @@ def print_plan(plan: Plan, console: Console, explain: bool = False) -> None:
         f"{' (distributed optimizer)' if p.distributed_optimizer else ''}{'; sequence parallel' if p.sp else ''}; "
         f"micro-batch {t.micro_batch}, global batch {t.global_batch}; {t.precision}; recompute {t.recompute}; "
         f"attention {t.attention}; GPU {plan.gpu_name}", highlight=False)
+    for line in plan.sources:
+        console.print(f"[dim]source:[/] {line}", highlight=False)
     for w in plan.warnings:
         console.print(f"[bold yellow]warning:[/] {w}", highlight=False)
     console.print(_table("Memory per GPU", plan.memory.items, explain))
