@@ -28,6 +28,7 @@ from trainready.errors import CheckpointError
 from trainready.resume import compare
 from trainready.train import rng
 from trainready.train.loop import Trainer, TrainConfig
+from trainready.util.atomic import atomic_write_stream
 
 
 def _local(t: torch.Tensor) -> torch.Tensor:
@@ -35,6 +36,11 @@ def _local(t: torch.Tensor) -> torch.Tensor:
     if hasattr(t, "to_local"):
         t = t.to_local()
     return t.detach().to("cpu", copy=True)
+
+
+def _save_atomic(obj: dict[str, Any], path: Path) -> None:
+    """A's evidence for C: written whole or not at all (C must never compare against half a file)."""
+    atomic_write_stream(path, lambda fh: torch.save(obj, fh))
 
 
 def light_state(tr: Trainer, sampler: SequenceSampler) -> dict[str, Any]:
@@ -93,10 +99,10 @@ def resume_rank(
     if role == "A":
         def at_k(step: int) -> None:
             if step == k:
-                torch.save(light_state(tr, sampler), out / f"A-at-{k}-rank{r}.pt")
+                _save_atomic(light_state(tr, sampler), out / f"A-at-{k}-rank{r}.pt")
 
         run(0, cfg.steps, at_k)
-        torch.save(snapshot(tr, sampler), out / f"A-final-rank{r}.pt")
+        _save_atomic(snapshot(tr, sampler), out / f"A-final-rank{r}.pt")
     elif role == "B":
         run(0, k)
         ctx.stage("B: saving")
