@@ -7,6 +7,10 @@ the first; every parameter got a finite gradient at every step and changed.
 Then the kernels a training step leans on are cross-checked (see
 `_sdpa_adamw`): SDPA's fused backends against a float64 math reference, and
 fused AdamW against the for-each implementation.
+
+Informational (never judged): tokens/s of the steady-state steps and, on a GPU
+the hardware table knows, MFU = model FLOPs/token × tokens/s / dense BF16 peak
+(PaLM Appendix B; `trainready plan --mfu-from` reads it back).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import time
 from typing import Any
 
 from trainready.checks._sdpa_adamw import adamw_compare, sdpa_compare, sdpa_inputs
@@ -28,17 +33,31 @@ BATCH = 8  # sequences of the model's seq_len (+1 for the shifted targets)
 # keeps a 4x margin while a model that does not learn (frozen, NaN, wrong grads) cannot meet it.
 LOSS_DROP_MIN = 0.05
 LR = {"cpu": 3e-3, "gpu": 1e-3}  # "small" spikes at 3e-3 (a loss jump at step 3 measured), smooth at 1e-3
+WARMUP = 1  # untimed first step(s): CUDA context, cuBLAS/SDPA kernel selection, AdamW state allocation
+
+
+def _preset(on_gpu: bool) -> str:
+    return "small" if on_gpu else "tiny"
 
 
 def _model_config(on_gpu: bool) -> Any:
     from trainready.train.model import PRESETS
 
     # Dropout off: the loss of an overfit batch must be a deterministic function of the parameters.
-    return dataclasses.replace(PRESETS["small" if on_gpu else "tiny"], dropout=0.0)
+    return dataclasses.replace(PRESETS[_preset(on_gpu)], dropout=0.0)
+
+
+def _sync(device: str) -> None:
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
 
 
 def train_on_device(device: str, model: Any, batch: Any, freeze: str | None, nan: str | None) -> dict[str, Any]:
-    """STEPS AdamW steps on one device. Returns losses, first bad gradient, unchanged parameters."""
+    """STEPS AdamW steps on one device. Returns losses, first bad gradient, unchanged parameters, and the
+    seconds spent in forward+backward and optimizer.step of the steps after WARMUP (synchronised around
+    each timed region; the check's own per-parameter gradient inspection is not timed)."""
     import torch
 
     m = copy.deepcopy(model).to(device)
@@ -51,24 +70,81 @@ def train_on_device(device: str, model: Any, batch: Any, freeze: str | None, nan
     x = batch.to(device)
     losses: list[float] = []
     bad_grad: str | None = None
+    timed_s = 0.0
     for step in range(STEPS):
+        _sync(device)
+        t0 = time.perf_counter()
         with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=on_gpu):
             _, loss = m(x[:, :-1], x[:, 1:])
         if nan == "loss" and step == STEPS // 2:
             loss = loss * float("nan")  # planted fault
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        _sync(device)
+        spent = time.perf_counter() - t0
         if nan == "grad" and step == STEPS // 2:
             next(iter(m.parameters())).grad.view(-1)[0] = float("nan")  # planted fault
         losses.append(float(loss.detach()))
         for n, p in m.named_parameters():
             if bad_grad is None and (p.grad is None or not bool(torch.isfinite(p.grad).all())):
                 bad_grad = f"{n} at step {step}: " + ("no gradient" if p.grad is None else "non-finite gradient")
+        _sync(device)
+        t1 = time.perf_counter()
         opt.step()
+        _sync(device)
+        if step >= WARMUP:
+            timed_s += spent + time.perf_counter() - t1
     unchanged = [n for n, p in m.named_parameters() if torch.equal(p.detach(), start[n])]
     if on_gpu:
         torch.cuda.synchronize(device)
-    return {"losses": losses, "bad_grad": bad_grad, "unchanged": unchanged}
+    tokens = (STEPS - WARMUP) * x.shape[0] * (x.shape[1] - 1)  # timed steps × sequences × tokens each
+    name = torch.cuda.get_device_name(device) if on_gpu else "cpu"
+    return {"losses": losses, "bad_grad": bad_grad, "unchanged": unchanged, "timed_s": timed_s,
+            "timed_tokens": tokens, "device_name": name}
+
+
+def throughput(runs: list[DeviceRun[dict[str, Any]]], cfg: Any, preset: str, metrics: list[Metric]) -> dict[str, Any]:
+    """Append tokens/s (every device) and MFU (GPUs in the peak table) metrics; return details.
+
+    MFU = model FLOPs/token × tokens/s / dense BF16 peak (PaLM Appendix B), with FLOPs/token
+    6N + 12·L·h·s from `plan.compute.model_flops_per_token` (the planner's own formula).  No peak
+    (a CPU, or a GPU the table does not know) → no MFU metric, and details['mfu'] says why.
+    """
+    from trainready.hardware.gpus import lookup
+    from trainready.plan.compute import mfu, model_flops_per_token
+    from trainready.plan.measured import MFU_METRIC, TOKENS_METRIC
+    from trainready.plan.model import from_reference
+
+    spec = from_reference(cfg, preset)
+    per_token = model_flops_per_token(spec)  # FLOP/token
+    details: dict[str, Any] = {"model": preset, "params": spec.total_params, "flops_per_token": per_token,
+                               "timed_steps": STEPS - WARMUP, "formula": "MFU = (6N + 12·L·h·s) × tokens/s / peak"}
+    why: list[str] = []
+    seen: list[str] = []  # one "<where> <tokens/s>[, MFU x%]" per device, for the message
+    for r in runs:
+        if r.value is None or not r.value["timed_s"] > 0:
+            continue
+        tps = r.value["timed_tokens"] / r.value["timed_s"]  # tokens/s
+        name = r.value["device_name"]
+        labels: dict[str, object] = {"model": preset, "params": spec.total_params, **r.label}
+        if name != "cpu":
+            labels["gpu_model"] = name
+        metrics.append(Metric.of(TOKENS_METRIC, tps, "tokens/s", None, **labels))
+        seen.append(f"{r.where} {tps:,.0f} tokens/s")
+        row = lookup(name) if name != "cpu" else None
+        if name == "cpu":
+            why.append("no MFU on a CPU: the peak table (hardware/gpus.py) lists GPUs only; tokens/s recorded")
+        elif row is None:
+            why.append(f"no MFU on {r.where}: '{name}' is not in the peak table (hardware/gpus.py); tokens/s recorded")
+        else:
+            value = mfu(per_token, tps, row.bf16_tflops)
+            metrics.append(Metric.of(MFU_METRIC, value, "1", None, peak_tflops=row.bf16_tflops, **labels))
+            seen[-1] += f", MFU {value:.1%}"
+    if why:
+        details["mfu"] = "; ".join(dict.fromkeys(why))
+    details["summary"] = (f"'{preset}' ({spec.total_params:,} params): " + "; ".join(seen[:2])
+                          + (f" (+{len(seen) - 2} more)" if len(seen) > 2 else "") + " (informational)") if seen else ""
+    return details
 
 
 @register
@@ -102,6 +178,7 @@ class TrainStepCheck(Check):
 
         runs = on_each_device(lambda d: train_on_device(d, model, batch, freeze, nan), devices)
         bad += self._judge_train(runs, metrics)
+        speed = throughput(runs, cfg, _preset(on_gpu), metrics)  # informational: not judged
 
         # SDPA: one backend at a time on all devices (sdpa_kernel sets process-global flags).
         dtype = torch.bfloat16 if on_gpu else torch.float32
@@ -144,14 +221,16 @@ class TrainStepCheck(Check):
                 tuple(metrics),
                 remedy="A step that does not learn or kernels that disagree: for one GPU suspect the hardware (dcgmi diag -r 3); "
                 "on every GPU suspect the torch/CUDA build (rerun with the image's reference node).",
+                details={"throughput": speed},
             )
         losses = runs[0].value["losses"] if runs[0].value else []
         msg = f"{STEPS} AdamW steps on {where}: loss {losses[0]:.3f} → {losses[-1]:.3f}, all parameters updated; {summary}"
+        msg += f"; {speed['summary']}" if speed.get("summary") else ""
         if warn:
             return Outcome(Status.WARN, msg + "; " + "; ".join(warn), tuple(metrics),
                            remedy="A fused SDPA kernel is missing (training falls back to a slower one) or the optional cuDNN "
-                           "attention disagrees (do not enable it for training on this image).")
-        return Outcome(Status.PASS, msg, tuple(metrics))
+                           "attention disagrees (do not enable it for training on this image).", details={"throughput": speed})
+        return Outcome(Status.PASS, msg, tuple(metrics), details={"throughput": speed})
 
     @staticmethod
     def _judge_train(runs: list[DeviceRun[dict[str, Any]]], metrics: list[Metric]) -> list[str]:

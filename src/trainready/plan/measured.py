@@ -67,7 +67,9 @@ def read_mfu(path: str) -> MeasuredMfu:
     found = [m for m in result.get("metrics") or [] if isinstance(m, dict) and m.get("name") == MFU_METRIC]
     values = [m.get("value") for m in found]
     if not found:
-        why = (result.get("details") or {}).get("mfu") if isinstance(result.get("details"), dict) else None
+        details = result.get("details")
+        speed = details.get("throughput") if isinstance(details, dict) else None
+        why = speed.get("mfu") if isinstance(speed, dict) else None
         raise UsageError(f"{where}: the '{CHECK}' result has no '{MFU_METRIC}' metric"
                          f"{f' ({why})' if why else ''}; expected {EXPECTED}")
     if not all(isinstance(v, (int, float)) and 0 < v <= 1 for v in values):
