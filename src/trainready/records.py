@@ -163,13 +163,16 @@ class Report:
     @property
     def status(self) -> Status:
         """Worst result; a run in which nothing was judged (no checks, or all skipped) is a
-        warning, never a pass: an empty acceptance must not look like an accepted node."""
+        warning, never a pass: an empty acceptance must not look like an accepted node. Nor is a
+        run with planted faults / replayed facts (context "planted"): it is a test, not evidence."""
         if all(r.status == Status.SKIP for r in self.results):
             return Status.WARN
         worst = Status.PASS
         for r in self.results:
             if SEVERITY[r.status] > SEVERITY[worst]:
                 worst = r.status
+        if worst == Status.PASS and self.context.get("planted"):
+            return Status.WARN  # planted faults / replayed facts: a test, never a clean PASS of this machine
         return worst
 
     @property

@@ -40,5 +40,6 @@ def run_checks(
         tool_version=__version__,
         spec=spec_to_json(ctx.spec),
         results=tuple(results),
-        context=context or {},
+        # A run with planted faults / replayed facts says so in its record (and is capped at WARN).
+        context={**(context or {}), **({"planted": dict(ctx.faults)} if ctx.faults else {})},
     )

@@ -100,14 +100,17 @@ def comm(
     if avg_floor is not None and avg_floor > sizes[-1]:
         raise UsageError(f"--avg-from {avg_from}: larger than the largest size run, {human(sizes[-1])}; "
                          "nothing would be averaged")
+    planted = parse_plants(plant, "comm")
     opts = CommOptions(
         ops=op_names(split_names(ops)), sizes=sizes, dtypes=[dtype_name(x) for x in (split_names(dtype) or ["float"])],
         warmup=warmup, iters=iters, world_size=n, backend=be, timeout_s=timeout_s,
         avg_floor=avg_floor,
         pair_bytes=parse_size(pair_bytes, "--pair-bytes") if pair_bytes else (PAIR_BYTES_GPU if be == "nccl" else 1 << 20),
-        step_budget_s=budget or None, faults=faults_from_plants(parse_plants(plant)),
+        step_budget_s=budget or None, faults=faults_from_plants(planted),
     )
     context: dict[str, Any] = {"spec_source": source, "launcher": ext.source if ext else "local"}
+    if planted:
+        context["planted"] = planted  # a test record: capped at WARN (records.Report.status)
     t0 = time.perf_counter()
     if ext is not None:
         def report_failure(fail: Outcome) -> int:

@@ -22,14 +22,20 @@ SPEC_HELP = (
 JSON_HELP = "Also write the versioned JSON record to this path (written atomically); '-' prints it to stdout."
 
 
-def parse_plants(plants: list[str] | None) -> dict[str, str]:
-    """`--plant name=value` (hidden; for fault-injection tests of the whole CLI)."""
+def parse_plants(plants: list[str] | None, command: str) -> dict[str, str]:
+    """`--plant name=value` (hidden; for fault-injection tests of the whole CLI).
+
+    Names are checked against checks/plants.py for this command: a misspelled plant is
+    exit 2, never a silently unplanted (and so meaningless) PASS."""
+    from trainready.checks.plants import validate
+
     out = {}
     for p in plants or []:
         if "=" not in p:
             raise UsageError(f"--plant '{p}': expected NAME=VALUE")
         k, v = p.split("=", 1)
         out[k.strip()] = v.strip()
+    validate(list(out), command)
     return out
 
 

@@ -45,7 +45,7 @@ def node(
             typer.echo(f"{c.name:<16} {c.level.value:<9} {c.title}")
         raise typer.Exit(0)
     node_spec, source = load_spec(spec)
-    ctx = CheckContext(node_spec, workdir(Path(work) if work else None), parse_plants(plant))
+    ctx = CheckContext(node_spec, workdir(Path(work) if work else None), parse_plants(plant, "node"))
     console = Console(stderr=True)
     with Progress(
         SpinnerColumn(),

@@ -61,7 +61,7 @@ def resume(
     wd = workdir(Path(directory) if directory else None, flag="--dir")
     opts: dict[str, Any] = {"data": data, "dtype": dtype, "dir": str(wd), "cpu": cpu, "precision": precision,
                             "deterministic": deterministic, "vocab_size": vocab_size}
-    faults = parse_plants(plant)
+    faults = parse_plants(plant, "resume")
     # Validate the data in this process first: a bad file is bad input (exit 2), not a failed run.
     from trainready.resume.setup import prepare
 

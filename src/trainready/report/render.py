@@ -43,7 +43,19 @@ def results_table(results: tuple[CheckResult, ...] | list[CheckResult], title: s
     return t
 
 
+def planted_banner(report: Report) -> str | None:
+    """One line for a run with `--plant`s (faults or replayed facts files), else None."""
+    planted = report.context.get("planted")
+    if not planted:
+        return None
+    what = ", ".join(f"{k}={v}" for k, v in planted.items())
+    return f"PLANTED FAULTS / REPLAYED FACTS: {what} — this record is a test, not evidence"
+
+
 def print_report(report: Report, console: Console, verbose: bool = False) -> None:
+    banner = planted_banner(report)
+    if banner:
+        console.print(Text(banner, style="bold reverse yellow"))
     console.print(results_table(report.results, title=f"trainready {report.command} on {report.host}"))
     if verbose:
         for r in report.results:
@@ -55,6 +67,8 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
     summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no checks"
     if all(r.status == Status.SKIP for r in report.results):
         summary += "; nothing was judged"
+    if banner:
+        summary += "; planted, so at most warn"
     console.print(
         Text.assemble("verdict: ", status_text(report.status), f"  ({summary}; {report.duration_s:.1f} s)")
     )

@@ -15,6 +15,7 @@ import math
 import re
 from typing import Any, Mapping
 
+from trainready.errors import UsageError
 from trainready.spec.model import CommSpec, ComputeSpec, GpuSpec, NodeSpec, ResumeSpec, SoftwareSpec
 
 # Metric names written by the checks (checks/throughput.py, checks/comm_sweep.py).
@@ -62,6 +63,11 @@ def spec_from_machine(
     tolerance: float = 0.8,
     name: str | None = None,
 ) -> NodeSpec:
+    ctx = report.get("context") if report is not None else None
+    planted = (ctx.get("planted") or ctx.get("planted_faults")) if isinstance(ctx, Mapping) else None
+    if planted:  # faults or replayed facts files (`--plant`): a test record, not a measurement of a machine
+        raise UsageError(f"--from-report: the record was made with --plant {', '.join(map(str, planted))}; "
+                         "a test record cannot be a reference (rerun `trainready node --json` without --plant)")
     host = manifest.get("host", {}) if isinstance(manifest.get("host"), Mapping) else {}
     gpu_sec = manifest.get("gpu", {}) if isinstance(manifest.get("gpu"), Mapping) else {}
     nvml = gpu_sec.get("nvml", {}) if isinstance(gpu_sec.get("nvml"), Mapping) else {}

@@ -1,0 +1,70 @@
+"""Every `--plant NAME=VALUE` name, with what it does: the ONE table the CLI validates against.
+
+Plants are fault injections and fact replays for tests of the whole CLI. A misspelled
+plant used to be silently ignored (a PASS that tested nothing), so each command accepts
+only the names below that its checks actually read; tests/test_plants.py scans the
+sources so this table cannot drift from the code.  Any run with plants is marked in its
+record (context "planted") and its overall verdict is capped at WARN (records.Report).
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from trainready.errors import UsageError
+
+# Read by the checks `trainready node` runs (through CheckContext.fault).
+CHECK_PLANTS: dict[str, str] = {
+    "gpus.facts": "PATH: judge a captured NodeFacts JSON (python -m trainready.probe.facts) instead of this machine",
+    "versions.facts": "PATH: judge versions from a captured NodeFacts JSON instead of this machine",
+    "matmul.corrupt": "IDX[:DTYPE]: bump one element of the matmul results on GPU IDX (0 on CPU); DTYPE fp32|tf32|bf16, default bf16",
+    "matmul.nondeterministic": "IDX[:DTYPE]: the repeated matmul on GPU IDX differs by one ulp in one element",
+    "throughput.slow_gpu": "IDX: GPU IDX reports half its GEMM TFLOP/s and HBM copy GB/s",
+    "train_step.freeze": "PARAM: leave this parameter (any other value: the first one) without an update",
+    "train_step.nan": "loss|grad: inject a NaN into the loss, or (any other value) into a gradient",
+    "train_step.sdpa": "any: one element of the first SDPA backend's output is off by 1",
+    "train_step.adamw": "any: perturb the fused AdamW step so it differs from foreach AdamW",
+    "allreduce.hang_rank": "RANK: this rank never joins the all-reduce (hang)",
+    "allreduce.wrong_rank": "RANK: this rank contributes a wrong value",
+    "allreduce.die_rank": "RANK: this rank's process exits mid-run",
+}
+
+# Read by the comm sweep (check `comm` and `trainready comm`): kwargs of comm.sweep.sweep_rank.
+COMM_PLANTS: dict[str, str] = {
+    "comm.slow_rank": "RANK: this rank sleeps before every collective (a straggler)",
+    "comm.slow_ms": "MS: how long the slow rank sleeps per op (default 20 ms)",
+    "comm.hang_rank": "RANK: this rank stops at step comm.fault_step (hang)",
+    "comm.wrong_rank": "RANK: this rank sends wrong elements",
+    "comm.die_rank": "RANK: this rank's process exits at step comm.fault_step",
+    "comm.fault_step": "N: the sweep step (op x size, from 0) at which hang/die happen (default 0)",
+}
+
+# Read by the resume protocol (check `resume` and `trainready resume`); a truthy VALUE plants it.
+RESUME_PLANTS: dict[str, str] = {
+    "resume.skip_rng": "1: run C does not restore any RNG state",
+    "resume.skip_rng_python": "1: run C does not restore Python's random state",
+    "resume.skip_rng_numpy": "1: run C does not restore NumPy's random state",
+    "resume.skip_data": "1: run C does not restore the data position",
+    "resume.skip_lr": "1: run C does not restore the LR scheduler",
+    "resume.flip_byte": "1: flip one byte of a checkpoint file after B saves it",
+}
+
+PLANTS: dict[str, str] = {**CHECK_PLANTS, **COMM_PLANTS, **RESUME_PLANTS}
+
+# Which names each command's checks read: `node` runs every check (incl. comm and resume).
+BY_COMMAND: dict[str, dict[str, str]] = {
+    "node": PLANTS,
+    "comm": COMM_PLANTS,
+    "resume": RESUME_PLANTS,
+}
+
+
+def validate(names: list[str] | tuple[str, ...], command: str) -> None:
+    """Unknown plant for this command → UsageError (exit 2), one line with the closest match."""
+    valid = BY_COMMAND[command]
+    for name in names:
+        if name in valid:
+            continue
+        close = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}? " if close else ""
+        raise UsageError(f"--plant {name}: unknown fault for `trainready {command}` ({hint}valid: {', '.join(valid)})")

@@ -1,0 +1,147 @@
+"""`--plant`: one table of names (checks/plants.py) that matches the code; misspellings are exit 2;
+a planted/replayed run says so in its record and banner, is never a clean PASS, and cannot seed a spec."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from trainready.checks.plants import BY_COMMAND, COMM_PLANTS, PLANTS, RESUME_PLANTS
+from trainready.commands.common import parse_plants
+from trainready.errors import UsageError
+from trainready.records import CheckResult, Level, Report, Status
+from trainready.report.render import print_report
+
+PKG = Path(__file__).resolve().parents[1] / "src" / "trainready"
+H200 = Path(__file__).parent / "data" / "facts_h200x8.json"
+
+# Every way the code reads a plant.  A read in any other shape fails test_every_read_is_understood.
+READ = re.compile(r"(?:\.fault|faults\.get)\(")
+LITERAL = re.compile(r'(?:\.fault|faults\.get)\("([\w.]+)"\)|node_facts\(ctx, "([\w.]+)"\)')
+FAMILY = re.compile(r'(?:\.fault|faults\.get)\(f"(\w+)\.\{(\w+)\}"\)')
+# Reads that pass a name through (the accessor itself, and node_facts(ctx, NAME)).
+PASS_THROUGH = {("checks/base.py", "name"), ("checks/gpu_visible.py", "fault")}
+
+
+def _family(path: Path, text: str, pos: int, var: str) -> list[str]:
+    """The values of VAR in `for VAR in (...)` / `for VAR in NAME` on the read's line, else the nearest before."""
+    line_end = text.find("\n", pos)
+    loops = list(re.finditer(rf"for {var} in (\([^)]*\)|\w+)", text[:pos])) + \
+        list(re.finditer(rf"for {var} in (\([^)]*\)|\w+)", text[pos:line_end]))
+    assert loops, f"{path}: cannot see what {var} ranges over"
+    src = loops[-1].group(1)
+    if src.startswith("("):
+        return re.findall(r'"(\w+)"', src)
+    mod = importlib.import_module("trainready." + ".".join(path.relative_to(PKG).with_suffix("").parts))
+    return list(getattr(mod, src))
+
+
+def names_read_by_code() -> set[str]:
+    found: set[str] = set()
+    for path in sorted(PKG.rglob("*.py")):
+        text = path.read_text()
+        rel = str(path.relative_to(PKG))
+        for m in LITERAL.finditer(text):
+            found.add(m.group(1) or m.group(2))
+        for m in FAMILY.finditer(text):
+            found.update(f"{m.group(1)}.{k}" for k in _family(path, text, m.start(), m.group(2)))
+        for m in READ.finditer(text):
+            arg = text[m.end():].split(")", 1)[0]
+            understood = arg.startswith('"') or arg.startswith('f"') or (rel, arg) in PASS_THROUGH
+            assert understood, f"{rel}: plant read {m.group(0)}{arg}) not understood by this test; extend it"
+    return found
+
+
+def test_table_is_exactly_what_the_code_reads() -> None:
+    read = names_read_by_code()
+    assert {"matmul.corrupt", "gpus.facts", "versions.facts", "comm.slow_rank", "resume.skip_rng"} <= read  # scan works
+    assert set(PLANTS) == read, f"missing from table: {read - set(PLANTS)}; never read: {set(PLANTS) - read}"
+    from trainready.commands.comm import PLANTS as COMM_CLI
+    from trainready.resume.protocol import PLANTS as RESUME_PROTOCOL
+
+    assert {f"comm.{k}" for k in COMM_CLI} == set(COMM_PLANTS)  # `trainready comm`'s own parser
+    assert {f"resume.{k}" for k in RESUME_PROTOCOL} == set(RESUME_PLANTS)
+    assert set(BY_COMMAND["comm"]) == {n for n in read if n.startswith("comm.")}
+    assert set(BY_COMMAND["resume"]) == {n for n in read if n.startswith("resume.")}
+    assert set(BY_COMMAND["node"]) == read  # node runs every check
+    assert all(doc.strip() and "\n" not in doc for doc in PLANTS.values())
+
+
+def test_parse_plants_checks_names_per_command() -> None:
+    with pytest.raises(UsageError, match=r"--plant resume\.skip_rgn: unknown .*did you mean resume\.skip_rng\?"):
+        parse_plants(["resume.skip_rgn=1"], "resume")
+    assert parse_plants(["resume.skip_rng=1"], "resume") == {"resume.skip_rng": "1"}
+    with pytest.raises(UsageError, match="unknown fault for `trainready comm`"):
+        parse_plants(["allreduce.hang_rank=1"], "comm")  # a node plant means nothing to comm
+    assert parse_plants(["allreduce.hang_rank=1"], "node") == {"allreduce.hang_rank": "1"}
+
+
+def test_misspelled_plant_is_exit_2_naming_it(cli) -> None:
+    bad = cli("node", "--only", "matmul", "--plant", "matmul.corupt=0")
+    assert bad.returncode == 2, bad.stdout + bad.stderr
+    line = bad.stderr.strip()
+    assert "\n" not in line and "Traceback" not in line
+    assert "--plant matmul.corupt: unknown fault" in line and "did you mean matmul.corrupt?" in line
+    ok = cli("node", "--only", "matmul", "--plant", "matmul.corrupt=0", "--json", "-")
+    assert ok.returncode == 1, ok.stderr  # spelled right, it is planted and the check fails
+    assert json.loads(ok.stdout)["results"][0]["status"] == "fail"
+    res = cli("resume", "--plant", "resume.skip_rgn=1")
+    assert res.returncode == 2 and "did you mean resume.skip_rng?" in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def _report(status: Status, context: dict) -> Report:
+    r = CheckResult("gpus", "t", Level.QUICK, status, "m", "", (), 0.0)
+    return Report("node", "h", "t", 0.0, "v", {}, (r,), context)
+
+
+def test_planted_run_is_at_most_warn_and_says_so() -> None:
+    planted = {"planted": {"gpus.facts": "x.json"}}
+    assert _report(Status.PASS, {}).status == Status.PASS
+    capped = _report(Status.PASS, planted)
+    assert capped.status == Status.WARN and capped.exit_code == 0
+    assert capped.to_json()["status"] == "warn" and capped.to_json()["context"]["planted"] == {"gpus.facts": "x.json"}
+    failed = _report(Status.FAIL, planted)
+    assert failed.status == Status.FAIL and failed.exit_code == 1  # only PASS is downgraded
+    for rep, shown in ((_report(Status.PASS, {}), False), (capped, True)):
+        con = Console(record=True, width=300)
+        print_report(rep, con)
+        text = con.export_text()
+        assert ("PLANTED FAULTS / REPLAYED FACTS: gpus.facts=x.json" in text) is shown
+        assert ("this record is a test, not evidence" in text) is shown
+
+
+def test_replayed_h200_facts_are_not_a_clean_pass(cli, tmp_path: Path) -> None:
+    rec = tmp_path / "rec.json"
+    r = cli("node", "--only", "gpus", "--spec", "example:h200-8x", "--plant", f"gpus.facts={H200}",
+            "--json", str(rec))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(rec.read_text())
+    assert doc["results"][0]["status"] == "pass" and "8 × NVIDIA H200" in doc["results"][0]["message"]
+    assert doc["status"] == "warn" and doc["context"]["planted"] == {"gpus.facts": str(H200)}
+    assert "PLANTED FAULTS / REPLAYED FACTS" in " ".join(r.stdout.split())
+    # ... and such a record cannot become the fleet's reference; the same record unplanted can.
+    bad = cli("spec", "init", "--from-report", str(rec), "-o", str(tmp_path / "a.toml"))
+    assert bad.returncode == 2 and not (tmp_path / "a.toml").exists()
+    assert "test record cannot be a reference" in bad.stderr and "gpus.facts" in bad.stderr, bad.stderr
+    del doc["context"]["planted"]
+    clean = tmp_path / "clean.json"
+    clean.write_text(json.dumps(doc))
+    good = cli("spec", "init", "--from-report", str(clean), "-o", str(tmp_path / "b.toml"))
+    assert good.returncode == 0 and (tmp_path / "b.toml").is_file(), good.stderr
+
+
+def test_comm_record_is_marked(cli) -> None:
+    args = ("comm", "--world-size", "2", "--backend", "gloo", "--ops", "all_reduce", "-b", "1K", "-e", "1K", "-q",
+            "--json", "-")
+    r = cli(*args, "--plant", "comm.slow_ms=1")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["status"] == "warn" and doc["context"]["planted"] == {"comm.slow_ms": "1"}
+    bad = cli(*args, "--plant", "comm.slow_rnk=1")
+    assert bad.returncode == 2 and "did you mean comm.slow_rank?" in bad.stderr, bad.stderr
