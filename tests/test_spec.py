@@ -128,3 +128,30 @@ def test_backend_and_world_size_flags_win_over_the_spec() -> None:
         assert local_world(spec) == (8, "gloo")  # auto on a machine without GPUs
         with pytest.raises(UsageError, match="^--backend nccl: no CUDA GPU"):
             local_world(gloo4, "nccl")
+
+
+def test_b200_reference_pins_os_and_megatron_core():
+    spec, _ = load_spec("example:b200-reference")
+    assert spec.software.os == "Ubuntu 24.04"
+    assert spec.software.packages == {"megatron-core": "0.19.2"}
+    cpu, _ = load_spec(None)
+    assert cpu.software.os == "" and cpu.software.packages == {}  # the CPU default stays unpinned
+
+
+def test_package_pins_load_strictly_and_dump_back(tmp_path):
+    from trainready.util.strict import dump_toml
+
+    p = tmp_path / "s.toml"
+    p.write_text("[software]\npackages = { megatron-core = 19 }\n")
+    with pytest.raises(ConfigError, match=r"key 'software.packages.megatron-core': expected a string, got integer 19"):
+        load_spec(p)
+    p.write_text("[software]\npackages = 'megatron-core'\n")
+    with pytest.raises(ConfigError, match=r"key 'software.packages': expected a table"):
+        load_spec(p)
+    p.write_text('[software]\nos = "Ubuntu 24.04"\npackages = { "megatron-core" = "0.19.2", "zope.interface" = "7.2" }\n')
+    spec, _ = load_spec(p)
+    assert spec.software.packages == {"megatron-core": "0.19.2", "zope.interface": "7.2"}
+    out = tmp_path / "out.toml"
+    out.write_text(dump_toml(spec))
+    assert '"zope.interface" = "7.2"' in out.read_text()  # quoted: a bare dotted key would nest a table
+    assert load_spec(out)[0] == spec

@@ -6,7 +6,7 @@ from trainready.util.strict import dump_toml
 
 MANIFEST = {
     "collected_at": "2026-12-02T10:00:00+00:00",
-    "host": {"hostname": "ref-node-001"},
+    "host": {"hostname": "ref-node-001", "os": "Ubuntu 24.04.3 LTS", "os_version": "Ubuntu 24.04"},
     "gpu": {
         "nvml": {
             "driver_version": "580.159.04",
@@ -20,6 +20,9 @@ MANIFEST = {
         "nccl": "2.28.9",
         "cudnn": "91300",
         "python": "3.12.3",
+        # probe/software.py's KEY_PACKAGES as found: only the training packages become pins
+        "packages": {"torch": "2.11.0+cu130", "numpy": "2.1.3", "megatron-core": "0.19.2",
+                     "transformer-engine": "2.8.0+40c69e7"},
     },
     "container": {"image_digest": "sha256:" + "ab" * 32},
 }
@@ -43,6 +46,8 @@ def test_spec_from_reference_machine(tmp_path):
         "3.12",
     )
     assert spec.software.image_digest == "sha256:" + "ab" * 32
+    assert spec.software.os == "Ubuntu 24.04"  # NAME + VERSION_ID, not PRETTY_NAME's point release
+    assert spec.software.packages == {"megatron-core": "0.19.2", "transformer-engine": "2.8.0"}
     # floors at tolerance x the WORST reference figure, not the best
     assert spec.compute.gemm_tflops_min == 608.0
     assert spec.compute.hbm_gbps_min == 3360.0
@@ -59,6 +64,24 @@ def test_cpu_machine_without_figures_sets_no_floors():
     spec = spec_from_machine(cpu)
     assert spec.gpu.count == 0 and spec.gpu.driver_branch is None and spec.software.cuda is None
     assert spec.compute.gemm_tflops_min is None and spec.comm.expected_busbw_gbps == {}
+    assert spec.software.os == "" and spec.software.packages == {}  # an older manifest: nothing guessed
+
+
+def test_spec_written_here_holds_this_machine_to_its_os_and_fails_another(tmp_path):
+    import dataclasses
+
+    from trainready.checks import CheckContext
+    from trainready.checks.versions import VersionsCheck
+    from trainready.probe.manifest import collect
+
+    spec = spec_from_machine(collect())  # this machine's real manifest, as `spec init` reads it
+    assert spec.software.os  # os-release NAME + VERSION_ID
+    other = dataclasses.replace(spec, software=dataclasses.replace(spec.software, os="Plan9 4"))
+    r = VersionsCheck().execute(CheckContext(other, tmp_path))
+    assert r.status.value == "fail" and r.message.startswith(f"spec software.os = 'Plan9 4' but this is {spec.software.os} ")
+    r = VersionsCheck().execute(CheckContext(spec, tmp_path))
+    assert r.status.value in ("pass", "warn"), r.message  # warn: a GPU driver on minor-version compatibility
+    assert f"os {spec.software.os} (spec '{spec.software.os}')" in r.message
 
 
 def test_cli_spec_init_refuses_overwrite_and_roundtrips(cli, tmp_path):

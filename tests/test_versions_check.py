@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 import json
 import platform
 from pathlib import Path
@@ -12,7 +13,7 @@ import torch
 
 from conftest import cpu_machine_only
 from trainready.checks import CheckContext
-from trainready.checks.versions import TRAP, VersionsCheck, judge_versions, version_matches
+from trainready.checks.versions import TRAP, VersionsCheck, judge_versions, os_matches, version_matches
 from trainready.probe import facts as facts_mod
 from trainready.probe.facts import NodeFacts
 from trainready.records import Status
@@ -144,3 +145,97 @@ def test_spec_with_a_digest_fragment_is_rejected(tmp_path):
     p.write_text("[software]\nimage_digest = 'sha256:'\n")
     with pytest.raises(ConfigError, match="software.image_digest"):
         load_spec(p)
+
+
+def _here_os() -> tuple[str, str]:
+    """This machine's os-release NAME and VERSION_ID, read directly (not through trainready)."""
+    fields = dict(
+        (k, v.strip().strip('"')) for k, v in
+        (line.split("=", 1) for line in Path("/etc/os-release").read_text().splitlines() if "=" in line)
+    )
+    return fields.get("NAME", "Linux"), fields.get("VERSION_ID", "")
+
+
+@pytest.mark.parametrize(
+    "expected, name, version_id, ok",
+    [
+        ("Ubuntu 24.04", "Ubuntu", "24.04", True), ("ubuntu 24.04", "Ubuntu", "24.04", True),
+        ("Ubuntu 24", "Ubuntu", "24.04", True), ("Ubuntu 24.04", "Ubuntu", "24.10", False),
+        ("Ubuntu 22.04", "Ubuntu", "22.04.5", True), ("Ubuntu 24.04", "Debian GNU/Linux", "12", False),
+        ("Debian GNU/Linux 12", "Debian GNU/Linux", "12", True), ("Ubuntu 2", "Ubuntu", "24.04", False),
+        ("Arch Linux", "Arch Linux", "", True), ("Ubuntu", "Ubuntu", "24.04", True),
+    ],
+)
+def test_os_matches_name_and_version_id(expected, name, version_id, ok):
+    assert os_matches(expected, name, version_id) is ok
+
+
+def test_os_pin_fails_for_another_os_and_passes_for_this_one(tmp_path):
+    name, vid = _here_os()
+    other = pinned(load_spec(None)[0], os="Ubuntu 0.04" if name != "Ubuntu" else "Debian GNU/Linux 0")
+    r = VersionsCheck().execute(CheckContext(other, tmp_path))
+    assert r.status == Status.FAIL
+    now = f"{name} {vid}".strip()
+    assert r.message == f"spec software.os = '{other.software.os}' but this is {now} (os-release NAME + VERSION_ID)"
+    assert "Run the image the spec names" in r.remedy and "\n" not in r.message
+    here = pinned(load_spec(None)[0], os=f"{name} {vid}".strip())
+    r = VersionsCheck().execute(CheckContext(here, tmp_path))
+    assert r.status == Status.PASS, r.message
+    assert f"os {here.software.os} (spec '{here.software.os}')" in r.message
+
+
+def test_unreadable_os_release_fails_a_pin_and_is_not_judged_without_one(h200, spec8):
+    out = judge_versions(pinned(spec8, os="Ubuntu 24.04"), h200, os_release=None)
+    assert out.status == Status.FAIL and "but this is /etc/os-release not readable" in out.message
+    out = judge_versions(spec8, h200, os_release=None)
+    assert out.status == Status.PASS and "os not judged (/etc/os-release not readable)" in out.message
+    ubuntu = {"NAME": "Ubuntu", "VERSION_ID": "24.04", "PRETTY_NAME": "Ubuntu 24.04.3 LTS"}
+    assert judge_versions(pinned(spec8, os="Ubuntu 24.04"), h200, os_release=ubuntu).status == Status.PASS
+
+
+def test_package_pins_missing_and_wrong_version_fail_installed_passes(tmp_path):
+    import numpy
+
+    base = load_spec(None)[0]
+    missing = pinned(base, packages={"trainready-no-such-dist": "0.19.2"})
+    r = VersionsCheck().execute(CheckContext(missing, tmp_path))
+    assert r.status == Status.FAIL
+    assert r.message == "spec software.packages.trainready-no-such-dist = '0.19.2' but trainready-no-such-dist is not installed"
+    assert r.remedy.startswith("Install trainready-no-such-dist 0.19.2 in the image")
+    wrong = pinned(base, packages={"numpy": "0.0.1"})
+    r = VersionsCheck().execute(CheckContext(wrong, tmp_path))
+    assert r.status == Status.FAIL and r.message == f"spec software.packages.numpy = '0.0.1' but found {numpy.__version__}"
+    major_minor = ".".join(numpy.__version__.split(".")[:2])
+    for pin in (numpy.__version__, major_minor):
+        r = VersionsCheck().execute(CheckContext(pinned(base, packages={"NumPy": pin}), tmp_path))
+        assert r.status == Status.PASS, r.message
+        assert f"NumPy {numpy.__version__} (spec '{pin}')" in r.message
+        assert r.details["packages"] == {"NumPy": numpy.__version__}
+
+
+def test_several_failures_keep_one_line_each_and_one_remedy(h200, spec8):
+    spec = pinned(spec8, os="Ubuntu 24.04", packages={"megatron-core": "0.19.2", "numpy": "2.1"})
+    found = {"megatron-core": "unavailable: megatron-core is not installed", "numpy": "2.4.6"}
+    out = judge_versions(spec, h200, os_release={"NAME": "Ubuntu", "VERSION_ID": "22.04"}, packages=found)
+    assert out.status == Status.FAIL and "\n" not in out.message
+    assert out.message.split("; ") == [
+        "spec software.os = 'Ubuntu 24.04' but this is Ubuntu 22.04 (os-release NAME + VERSION_ID)",
+        "spec software.packages.megatron-core = '0.19.2' but megatron-core is not installed",
+        "spec software.packages.numpy = '2.1' but found 2.4.6",
+    ]
+    assert "Install megatron-core 0.19.2, numpy 2.1 in the image" in out.remedy
+    assert out.details["os"] == "Ubuntu 22.04"
+
+
+def test_cli_b200_reference_names_its_os_and_megatron_pins_on_this_machine(cli, tmp_path):
+    r = cli("node", "--only", "versions", "--spec", "example:b200-reference", "--json", "-")
+    assert r.returncode == 1, r.stderr
+    msg = json.loads(r.stdout)["results"][0]["message"]
+    if _here_os() != ("Ubuntu", "24.04"):
+        assert "spec software.os = 'Ubuntu 24.04' but this is" in msg
+    try:
+        mcore = importlib.metadata.version("megatron-core")
+    except importlib.metadata.PackageNotFoundError:
+        assert "spec software.packages.megatron-core = '0.19.2' but megatron-core is not installed" in msg
+    else:
+        assert ("megatron-core = '0.19.2' but found" in msg) != version_matches("0.19.2", mcore)

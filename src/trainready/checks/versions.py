@@ -4,7 +4,8 @@ driver → the CUDA version it supports (NVML's "CUDA driver version", which is
 what `nvidia-smi` prints as "CUDA Version": the driver's ceiling, NOT the
 installed toolkit — seed 003's trap) ≥ the CUDA toolkit torch was built for
 (torch.version.cuda); NCCL and cuDNN present in torch and matching the spec;
-torch/Python/image digest as the spec pins them.
+torch/Python/image digest as the spec pins them; the image's OS (os-release
+NAME + VERSION_ID) and Python distributions (importlib.metadata) likewise.
 
 CUDA compatibility (NVIDIA "CUDA Compatibility" guide): a driver of an older
 major version cannot run a newer-major toolkit → fail; a driver of the same
@@ -14,14 +15,17 @@ PTX JIT for newer features → warn.
 
 from __future__ import annotations
 
+import importlib.metadata as md
 import os
 import re
+from typing import Mapping
 
 from trainready.checks.base import Check, CheckContext, register
 from trainready.checks.gpu_visible import node_facts
-from trainready.probe import is_unavailable, why
+from trainready.probe import is_unavailable, unavailable, why
 from trainready.probe.container import DIGEST_ENV
 from trainready.probe.facts import NodeFacts
+from trainready.probe.host import os_release_fields
 from trainready.records import Level, Outcome, Status
 from trainready.spec.model import NodeSpec
 
@@ -51,7 +55,34 @@ def _digest(ref: str) -> str | None:
     return m.group(0) if m else None
 
 
-def judge_versions(spec: NodeSpec, f: NodeFacts, image_digest: str | None = None) -> Outcome:
+def installed_version(name: str) -> str:
+    """The installed distribution's version (importlib.metadata normalises 'Megatron_Core' → 'megatron-core')."""
+    try:
+        return md.version(name)
+    except md.PackageNotFoundError:
+        return unavailable(f"{name} is not installed")
+
+
+def os_matches(expected: str, name: str, version_id: str) -> bool:
+    """'Ubuntu 24.04' vs os-release NAME='Ubuntu', VERSION_ID='24.04': the name equal (any case), the
+    version component-wise as `version_matches` ('Ubuntu 24' matches 24.04). A last word that does not
+    start with a digit is part of the name ('Arch Linux' pins the name only)."""
+    exp_name, _, exp_ver = expected.strip().rpartition(" ")
+    if not exp_ver[:1].isdigit():
+        exp_name, exp_ver = expected.strip(), ""
+    same = " ".join(exp_name.split()).casefold() == " ".join(name.split()).casefold()
+    return bool(exp_name) and same and (not exp_ver or version_matches(exp_ver, version_id))
+
+
+def judge_versions(
+    spec: NodeSpec,
+    f: NodeFacts,
+    image_digest: str | None = None,
+    os_release: Mapping[str, str] | None = None,
+    packages: Mapping[str, str] | None = None,
+) -> Outcome:
+    """`os_release`: os-release(5) fields (None = not read); `packages`: installed version (or
+    "unavailable: ...") of each distribution the spec pins (None = not looked up)."""
     sw, gpu_expected = spec.software, spec.gpu.count > 0
     said: list[str] = []
     fails: list[tuple[str, str]] = []
@@ -112,13 +143,50 @@ def judge_versions(spec: NodeSpec, f: NodeFacts, image_digest: str | None = None
         else:
             said.append(f"image {image_digest}")
 
-    details = {"versions": v.to_json(), "driver": nv.driver_version, "cuda_driver_version": nv.cuda_driver_version}
+    os_now = _judge_os(sw.os, os_release, said, fails)
+    pkgs = {n: (packages or {}).get(n, unavailable("it was not looked up")) for n in sw.packages}
+    _judge_packages(sw.packages, pkgs, said, fails)
+
+    details = {"versions": v.to_json(), "driver": nv.driver_version, "cuda_driver_version": nv.cuda_driver_version,
+               "os": os_now, "packages": pkgs}
     if fails:
-        remedy = " ".join(dict.fromkeys(r for _, r in fails))
-        return Outcome(Status.FAIL, "; ".join(m for m, _ in fails), remedy=remedy, details=details)
+        remedy = " ".join(dict.fromkeys(r for _, r in fails if r))
+        return Outcome(Status.FAIL, "; ".join(m for m, _ in fails if m), remedy=remedy, details=details)
     if warns:
         return Outcome(Status.WARN, "; ".join(warns + said), remedy="Prefer a driver whose CUDA version ≥ torch's.", details=details)
     return Outcome(Status.PASS, "; ".join(said), details=details)
+
+
+def _judge_os(expected: str, fields: Mapping[str, str] | None, said: list[str], fails: list[tuple[str, str]]) -> str:
+    """Appends the OS line or failure; returns 'NAME VERSION_ID' (or "unavailable: ...")."""
+    if fields is None:
+        now = unavailable("/etc/os-release not readable")
+    else:
+        now = f"{fields.get('NAME') or 'Linux'} {fields.get('VERSION_ID', '')}".strip()  # os-release(5) defaults
+    if not expected:
+        said.append(f"os {now}" if not is_unavailable(now) else f"os not judged ({why(now)})")
+    elif fields is None or not os_matches(expected, fields.get("NAME") or "Linux", fields.get("VERSION_ID", "")):
+        fails.append((f"spec software.os = '{expected}' but this is {why(now)} (os-release NAME + VERSION_ID)",
+                      "Run the image the spec names (its userspace OS), or fix the spec after a deliberate change."))
+    else:
+        said.append(f"os {now} (spec '{expected}')")
+    return now
+
+
+def _judge_packages(pins: Mapping[str, str], found: Mapping[str, str], said: list[str], fails: list[tuple[str, str]]) -> None:
+    bad = []
+    for name, expected in pins.items():
+        actual = found[name]
+        if is_unavailable(actual):
+            fails.append((f"spec software.packages.{name} = '{expected}' but {why(actual)}", ""))
+        elif not version_matches(expected, actual):
+            fails.append((f"spec software.packages.{name} = '{expected}' but found {actual}", ""))
+        else:
+            said.append(f"{name} {actual} (spec '{expected}')")
+            continue
+        bad.append(f"{name} {expected}")
+    if bad:
+        fails.append(("", f"Install {', '.join(bad)} in the image (the spec's versions), or run the image the spec names."))
 
 
 @register
@@ -131,4 +199,6 @@ class VersionsCheck(Check):
 
     def run(self, ctx: CheckContext) -> Outcome:
         digest = ctx.options.get("image_digest") or os.environ.get(DIGEST_ENV) or None
-        return judge_versions(ctx.spec, node_facts(ctx, "versions.facts"), digest)
+        pins = ctx.spec.software.packages
+        return judge_versions(ctx.spec, node_facts(ctx, "versions.facts"), digest,
+                              os_release_fields(), {n: installed_version(n) for n in pins})

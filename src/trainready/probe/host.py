@@ -34,12 +34,29 @@ def resolve(hostname: str) -> dict[str, Any]:
     return {"addresses": addrs, "loopback": loop}
 
 
-def os_release(path: str = "/etc/os-release") -> str:
+def os_release_fields(path: str = "/etc/os-release") -> dict[str, str] | None:
+    """KEY=value pairs of os-release(5), quotes removed; None when the file is not readable."""
     text = read_text(path)
     if text is None:
+        return None
+    pairs = (line.split("=", 1) for line in text.splitlines() if "=" in line and not line.lstrip().startswith("#"))
+    return {k.strip(): v.strip().strip("\"'") for k, v in pairs}
+
+
+def os_release(path: str = "/etc/os-release") -> str:
+    fields = os_release_fields(path)
+    if fields is None:
         return unavailable(f"{path} not readable")
-    fields = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
-    return fields.get("PRETTY_NAME", fields.get("NAME", "?")).strip('"')
+    return fields.get("PRETTY_NAME", fields.get("NAME", "?"))
+
+
+def os_version(path: str = "/etc/os-release") -> str:
+    """NAME + VERSION_ID, e.g. 'Ubuntu 24.04': what spec `software.os` is matched against.
+    os-release(5): NAME defaults to 'Linux'; VERSION_ID is absent on rolling releases."""
+    fields = os_release_fields(path)
+    if fields is None:
+        return unavailable(f"{path} not readable")
+    return f"{fields.get('NAME') or 'Linux'} {fields.get('VERSION_ID', '')}".strip()
 
 
 def cpu_model(path: str = "/proc/cpuinfo") -> str:
@@ -112,6 +129,7 @@ def collect() -> dict[str, Any]:
         "fqdn": guarded(socket.getfqdn),
         "resolves_to": resolve(hostname),
         "os": os_release(),
+        "os_version": os_version(),  # NAME + VERSION_ID: what `spec init` pins as software.os
         "kernel": platform.release(),
         "arch": platform.machine(),
         "cpu_model": cpu_model(),

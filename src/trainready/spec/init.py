@@ -23,6 +23,10 @@ GEMM_METRIC = "gemm_bf16"
 COPY_METRIC = "hbm_copy"
 BUSBW_METRIC = "comm_busbw_avg"
 
+# Training packages whose versions the fleet is held to when the reference has them installed
+# (names as probe/software.py's KEY_PACKAGES reports them in the manifest's software.packages).
+TRAINING_PACKAGES = ("megatron-core", "transformer-engine", "deepspeed", "flash-attn", "apex")
+
 
 def _known(v: Any) -> bool:
     return v is not None and not (isinstance(v, str) and v.startswith("unavailable"))
@@ -55,6 +59,13 @@ def _metrics(report: Mapping[str, Any] | None, name: str) -> list[dict[str, Any]
 def _sig(x: float, digits: int = 4) -> float:
     """Round to significant figures (a 0.004 GB/s CPU figure must not become a 0.0 floor)."""
     return float(f"{x:.{digits}g}")
+
+
+def _training_packages(found: Any) -> dict[str, str]:
+    """{name: whole public version} of the TRAINING_PACKAGES the reference has ('2.8.0+40c69e7' → '2.8.0')."""
+    if not isinstance(found, Mapping):
+        return {}
+    return {p: str(found[p]).split("+")[0] for p in TRAINING_PACKAGES if _known(found.get(p)) and str(found[p]).strip()}
 
 
 def spec_from_machine(
@@ -92,6 +103,8 @@ def spec_from_machine(
         cudnn=_prefix_version(sw.get("cudnn"), 1),
         python=_prefix_version(sw.get("python"), 2),
         image_digest=cont.get("image_digest") if _known(cont.get("image_digest")) else None,
+        os=str(host["os_version"]) if _known(host.get("os_version")) else "",  # os-release NAME + VERSION_ID
+        packages=_training_packages(sw.get("packages")),
     )
     gemm = [m["value"] for m in _metrics(report, GEMM_METRIC)]
     copy = [m["value"] for m in _metrics(report, COPY_METRIC)]

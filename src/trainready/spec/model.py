@@ -34,6 +34,14 @@ class SoftwareSpec:
     image_digest: str | None = doc_field(
         None, "Container image digest the node must run (sha256:...), compared with --image-digest / TRAINREADY_IMAGE_DIGEST."
     )
+    os: str = doc_field(
+        "", "OS the image's userspace must be, as os-release NAME + VERSION_ID, e.g. 'Ubuntu 24.04' ('' = not checked)."
+    )
+    packages: dict[str, str] = doc_field(
+        default_factory=dict,
+        doc="Python distributions the image must carry, name → version prefix (importlib.metadata), "
+        "e.g. { megatron-core = \"0.19.2\" }.",
+    )
 
 
 @dataclass(frozen=True)

@@ -135,8 +135,13 @@ def _fmt(v: Any) -> str:
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_fmt(x) for x in v) + "]"
     if isinstance(v, dict):
-        return "{ " + ", ".join(f"{k} = {_fmt(x)}" for k, x in v.items()) + " }"
+        return "{ " + ", ".join(f"{_key(k)} = {_fmt(x)}" for k, x in v.items()) + " }"
     raise TypeError(type(v))
+
+
+def _key(k: str) -> str:
+    """A TOML bare key (A-Za-z0-9_-) as is; any other ('zope.interface': a dot would nest) quoted."""
+    return k if k and all(c.isascii() and (c.isalnum() or c in "_-") for c in k) else _fmt(k)
 
 
 def _dump(obj: Any, path: list[str], lines: list[str], with_docs: bool) -> None:
