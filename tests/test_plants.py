@@ -73,6 +73,8 @@ def test_table_is_exactly_what_the_code_reads() -> None:
 
 
 def test_parse_plants_checks_names_per_command() -> None:
+    with pytest.raises(UsageError, match=r"did you mean comm\.slow_rank\?"):
+        parse_plants(["comm.slow_rnk=1"], "comm")
     with pytest.raises(UsageError, match=r"--plant resume\.skip_rgn: unknown .*did you mean resume\.skip_rng\?"):
         parse_plants(["resume.skip_rgn=1"], "resume")
     assert parse_plants(["resume.skip_rng=1"], "resume") == {"resume.skip_rng": "1"}
@@ -116,6 +118,7 @@ def test_planted_run_is_at_most_warn_and_says_so() -> None:
         assert ("this record is a test, not evidence" in text) is shown
 
 
+@pytest.mark.slow  # ~12 s on 2 loaded cores: CLI start-ups
 def test_replayed_h200_facts_are_not_a_clean_pass(cli, tmp_path: Path) -> None:
     rec = tmp_path / "rec.json"
     r = cli("node", "--only", "gpus", "--spec", "example:h200-8x", "--plant", f"gpus.facts={H200}",
@@ -136,6 +139,7 @@ def test_replayed_h200_facts_are_not_a_clean_pass(cli, tmp_path: Path) -> None:
     assert good.returncode == 0 and (tmp_path / "b.toml").is_file(), good.stderr
 
 
+@pytest.mark.slow  # ~12 s on 2 loaded cores: CLI start-ups
 def test_comm_record_is_marked(cli) -> None:
     args = ("comm", "--world-size", "2", "--backend", "gloo", "--ops", "all_reduce", "-b", "1K", "-e", "1K", "-q",
             "--json", "-")
@@ -143,5 +147,4 @@ def test_comm_record_is_marked(cli) -> None:
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["status"] == "warn" and doc["context"]["planted"] == {"comm.slow_ms": "1"}
-    bad = cli(*args, "--plant", "comm.slow_rnk=1")
-    assert bad.returncode == 2 and "did you mean comm.slow_rank?" in bad.stderr, bad.stderr
+    assert "context" in doc and "planted" not in json.loads(cli(*args).stdout)["context"]  # unplanted: no mark
