@@ -30,10 +30,10 @@ def test_dead_rank_is_named(tmp_path):
 
 @pytest.mark.slow
 def test_hung_rank_is_named_within_timeout(tmp_path):
-    r = _run(tmp_path, {"allreduce.hang_rank": "3"}, timeout=6.0)
+    r = _run(tmp_path, {"allreduce.hang_rank": "3"}, timeout=20.0)  # generous: 8 ranks on a loaded 2-core host
     assert r.status == Status.FAIL
     assert "rank 3 hung at 'before all_reduce'" in r.message
     assert "rank 0 hung" not in r.message
     # Ends (never hangs the CLI): a loose bound, not a speed test; start-up on a loaded
     # 2-core machine has its own allowance in launch().
-    assert r.duration_s < 6.0 * 3 + 30
+    assert r.duration_s < 20.0 * 3 + 30

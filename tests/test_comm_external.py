@@ -28,7 +28,7 @@ def run_pair(tmp_path: Path, *args: str) -> tuple[list[int], list[str], dict[str
         env = {**os.environ, "PYTHONPATH": SRC, "RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank),
                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
         cmd = [sys.executable, "-m", "trainready", "comm", "--backend", "gloo", "-b", "1K", "-e", "4K", "-w", "0",
-               "-n", "1", "--timeout", "5", "-q", "--json", str(tmp_path / f"comm{rank}.json" if rank else out), *args]
+               "-n", "1", "--timeout", "12", "-q", "--json", str(tmp_path / f"comm{rank}.json" if rank else out), *args]
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     texts = []
     try:

@@ -23,7 +23,8 @@ from datetime import timedelta
 from typing import Any, Callable
 
 from trainready.dist.env import ExternalRank
-from trainready.dist.launch import RankContext, _ranges, _short
+from trainready.dist.launch import RankContext, _short
+from trainready.dist.outcome import rank_ranges
 from trainready.records import Outcome, Status
 
 # torchrun's agent may host the store across restarts: the restart count keeps an earlier attempt's stages apart.
@@ -94,10 +95,10 @@ def name_peers(stages: dict[int, tuple[int, str, str] | None] | str, me: int) ->
         v = seen[k]
         by_stage.setdefault((v[2], v[1]), []).append(k)
     for (name, host), ranks in sorted(by_stage.items(), key=lambda kv: kv[1][0]):
-        who = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {_ranges(ranks)}"
+        who = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {rank_ranges(ranks)}"
         parts.append(f"{who}{' (this rank)' if me in ranks else ''} on {host} still at '{name}'")
     if absent:
-        parts.append(f"rank{'s' if len(absent) > 1 else ''} {_ranges(absent)} never joined")
+        parts.append(f"rank{'s' if len(absent) > 1 else ''} {rank_ranges(absent)} never joined")
     if not parts:
         ahead = seen[me][2] if me in seen else "?"
         text = f"no rank is behind: all {len(seen)} reached '{ahead}' (a stalled collective or link, not one rank)"
