@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from trainready.commands.common import JSON_HELP, SPEC_HELP, emit, parse_plants, split_names
+from trainready.commands.common import JSON_HELP, SPEC_HELP, check_out_path, emit, parse_plants, split_names
 from trainready.errors import UsageError
 from trainready.records import Outcome
 
@@ -74,6 +74,7 @@ def comm(
     from trainready.spec import load_spec
     from trainready.util.devices import local_world
 
+    check_out_path(json_path)
     node_spec, source = load_spec(spec)
     if launcher not in ("auto", "local", "external"):
         raise UsageError(f"--launcher: expected auto, local or external, got '{launcher}'")

@@ -56,8 +56,11 @@ def workdir(path: Path | None, flag: str = "--workdir") -> Path:
     return path
 
 
-def check_out_path(path: str, flag: str = "--json") -> None:
-    """A user-given output file's folder must exist: no folders made from a typo (one line, exit 2)."""
+def check_out_path(path: str | None, flag: str = "--json") -> None:
+    """A user-given output file's folder must exist: no folders made from a typo (one line, exit 2).
+    Commands call this before any work, so a typo costs nothing; None and '-' (stdout) pass."""
+    if path is None or path == "-":
+        return
     p = Path(path).expanduser()
     if not p.parent.is_dir():
         raise UsageError(f"{flag} {path}: directory {p.parent} does not exist (create it first)")

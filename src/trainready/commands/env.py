@@ -6,7 +6,7 @@ from __future__ import annotations
 import typer
 from rich.console import Console
 
-from trainready.commands.common import write_json_doc
+from trainready.commands.common import check_out_path, write_json_doc
 
 
 def env(
@@ -31,6 +31,7 @@ def env(
     from trainready.probe.manifest import collect
     from trainready.probe.render import print_summary
 
+    check_out_path(json_path)
     manifest = collect(code_path=code, lock_file=lock, image_digest=image_digest)
     console = Console(stderr=json_path == "-")
     if not quiet:

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from trainready.checks import CheckContext, select
-from trainready.commands.common import JSON_HELP, SPEC_HELP, emit, parse_plants, split_names, workdir
+from trainready.commands.common import JSON_HELP, SPEC_HELP, check_out_path, emit, parse_plants, split_names, workdir
 from trainready.records import Level
 from trainready.runner import run_checks
 from trainready.spec import load_spec
@@ -44,8 +44,10 @@ def node(
         for c in checks:
             typer.echo(f"{c.name:<16} {c.level.value:<9} {c.title}")
         raise typer.Exit(0)
+    check_out_path(json_path)
     node_spec, source = load_spec(spec)
-    ctx = CheckContext(node_spec, workdir(Path(work) if work else None), parse_plants(plant, "node"))
+    faults = parse_plants(plant, "node")
+    ctx = CheckContext(node_spec, workdir(Path(work) if work else None), faults)
     console = Console(stderr=True)
     with Progress(
         SpinnerColumn(),

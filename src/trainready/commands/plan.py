@@ -100,7 +100,7 @@ def plan(
         raise typer.Exit(0)
     if json_path and json_path != "-":
         check_out_path(json_path, "--json") if json_path != "-" else None
-    inp = load_dataclass(PlanInput, read_toml(file), file) if file else PlanInput()
+    inp = load_dataclass(PlanInput, read_toml(file, "TOML plan file"), file) if file else PlanInput()
     model = pm.preset(preset) if preset else inp.model
     n = parse_count(params, "--params")
     if n is not None and not float(n).is_integer():

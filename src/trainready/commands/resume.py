@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from trainready.commands.common import JSON_HELP, SPEC_HELP, emit, parse_plants, workdir
+from trainready.commands.common import JSON_HELP, SPEC_HELP, check_out_path, emit, parse_plants, workdir
 from trainready.errors import DataError, UsageError
 from trainready.records import Report
 
@@ -53,7 +54,9 @@ def resume(
     from trainready.runner import run_checks
     from trainready.spec import load_spec
 
+    check_out_path(json_path)
     node_spec, source = load_spec(spec)
+    faults = parse_plants(plant, "resume")
     given = {"ranks": ranks, "steps": steps, "checkpoint_step": checkpoint_step, "atol": atol, "rtol": rtol,
              "mode": mode, "preset": preset, "batch_size": batch_size}
     r = dataclasses.replace(node_spec.resume, **{k: v for k, v in given.items() if v is not None})
@@ -61,13 +64,14 @@ def resume(
     wd = workdir(Path(directory) if directory else None, flag="--dir")
     opts: dict[str, Any] = {"data": data, "dtype": dtype, "dir": str(wd), "cpu": cpu, "precision": precision,
                             "deterministic": deterministic, "vocab_size": vocab_size}
-    faults = parse_plants(plant, "resume")
     # Validate the data in this process first: a bad file is bad input (exit 2), not a failed run.
     from trainready.resume.setup import prepare
 
     try:
         prepare(r, opts, {}, wd)
     except DataError as exc:
+        if directory is None:
+            shutil.rmtree(wd, ignore_errors=True)  # our own scratch dir: nothing in it worth keeping
         raise UsageError(str(exc)) from None
     console = Console(stderr=True)
     checks: list[Any] = [ResumeCheck]
@@ -80,7 +84,14 @@ def resume(
                                                    "throughput.dir": str(wd)})
         report = run_checks("resume", checks, ctx, context={"spec_source": source, "dir": str(wd)})
     _print_table(report, console if json_path == "-" else Console())
-    raise typer.Exit(emit(report, json_path))
+    rc = emit(report, json_path)
+    if directory is None:
+        # Our own scratch directory: removed after a clean run, kept as evidence after a failure.
+        if rc == 0:
+            shutil.rmtree(wd, ignore_errors=True)
+        else:
+            console.print(f"run files kept for inspection in {wd}")
+    raise typer.Exit(rc)
 
 
 def _print_table(report: Report, console: Console) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from trainready.commands.common import check_out_path
 from trainready.errors import UsageError
 from trainready.util.atomic import atomic_write_text
 from trainready.util.strict import dump_toml
@@ -48,6 +49,7 @@ def init(
 
     if not 0 < tolerance <= 1:
         raise UsageError(f"--tolerance: expected 0 < x <= 1, got {tolerance}")
+    check_out_path(str(out), "--out")
     if out.exists() and not force:
         raise UsageError(f"--out {out}: file exists (pass --force to overwrite)")
     report = None

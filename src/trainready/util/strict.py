@@ -30,12 +30,13 @@ def doc_field(default: Any = dataclasses.MISSING, doc: str = "", default_factory
     return dataclasses.field(default=default, metadata={"doc": doc})
 
 
-def read_toml(path: str | Path) -> dict[str, Any]:
+def read_toml(path: str | Path, what: str = "TOML spec file") -> dict[str, Any]:
+    """The parsed TOML table; `what` names the expected file in the one-line error."""
     p = Path(path)
     if not p.exists():
-        raise ConfigError(str(p), None, "file not found (expected a TOML spec file)")
+        raise ConfigError(str(p), None, f"file not found (expected a {what})")
     if not p.is_file():
-        raise ConfigError(str(p), None, "not a regular file (expected a TOML spec file)")
+        raise ConfigError(str(p), None, f"not a regular file (expected a {what})")
     try:
         raw = p.read_bytes()
     except OSError as exc:

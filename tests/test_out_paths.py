@@ -1,0 +1,60 @@
+"""A typo in an output path is caught before any work runs: one line, exit 2, no folder made, no
+scratch folder left behind."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+
+
+def _scratch() -> set[str]:
+    return {p.name for p in Path(tempfile.gettempdir()).glob("trainready-*")}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["node", "--only", "versions"],
+        ["comm", "--backend", "gloo", "--world-size", "2", "-b", "1K", "-e", "1K"],
+        ["resume", "--cpu", "--ranks", "1", "--steps", "4", "--checkpoint-step", "2"],
+        ["env", "-q"],
+    ],
+)
+def test_json_into_a_missing_folder_is_refused_before_running(cli, tmp_path: Path, args: list[str]) -> None:
+    target = tmp_path / "no-such-dir" / "out.json"
+    before = _scratch()
+    res = cli(*args, "--json", str(target))
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "does not exist" in lines[0] and "no-such-dir" in lines[0], res.stderr
+    assert "Traceback" not in res.stderr
+    assert not target.parent.exists()  # no folder made from a typo
+    assert res.stdout.strip() == ""  # nothing ran: no table, no sweep
+    assert _scratch() - before == set()  # and no scratch folder left behind
+
+
+def test_spec_init_out_into_a_missing_folder_is_refused(cli, tmp_path: Path) -> None:
+    target = tmp_path / "no-such-dir" / "fleet.toml"
+    res = cli("spec", "init", "-o", str(target))
+    assert res.returncode == 2 and "--out" in res.stderr and "does not exist" in res.stderr, res.stderr
+    assert not target.parent.exists()
+    ok = cli("spec", "init", "-o", str(tmp_path / "fleet.toml"))  # the same into a real folder works
+    assert ok.returncode == 0, ok.stderr
+    assert (tmp_path / "fleet.toml").read_text().strip()
+
+
+def test_resume_bad_data_leaves_no_scratch_folder(cli, tmp_path: Path) -> None:
+    bad = tmp_path / "tokens.bin"
+    bad.write_bytes(b"\x00" * 7)  # not a whole number of tokens of any dtype
+    before = _scratch()
+    res = cli("resume", "--cpu", "--data", str(bad))
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert _scratch() - before == set()
+
+
+def test_plan_file_missing_names_a_plan_file(cli, tmp_path: Path) -> None:
+    res = cli("plan", "--file", str(tmp_path / "nope.toml"))
+    assert res.returncode == 2
+    assert res.stderr.strip().endswith("nope.toml: file not found (expected a TOML plan file)"), res.stderr
