@@ -31,7 +31,10 @@ MANIFEST = {
 def _report(gemm, copy, busbw):
     metrics = [{"name": "gemm_bf16", "value": v, "labels": {"gpu": str(i)}} for i, v in enumerate(gemm)]
     metrics += [{"name": "hbm_copy", "value": v, "labels": {"gpu": str(i)}} for i, v in enumerate(copy)]
-    metrics += [{"name": "comm_busbw_avg", "value": v, "labels": {"op": op}} for op, v in busbw.items()]
+    # labels as comm/evaluate.judge_op writes them: a real 8-GPU sweep averaged over 128M..1G
+    metrics += [{"name": "comm_busbw_avg", "value": v,
+                 "labels": {"op": op, "backend": "nccl", "dtype": "float", "ranks": "8",
+                            "from_bytes": str(1 << 27), "to_bytes": str(1 << 30)}} for op, v in busbw.items()]
     return {"schema": "trainready.report/1", "results": [{"name": "x", "metrics": metrics}]}
 
 
@@ -51,7 +54,8 @@ def test_spec_from_reference_machine(tmp_path):
     # floors at tolerance x the WORST reference figure, not the best
     assert spec.compute.gemm_tflops_min == 608.0
     assert spec.compute.hbm_gbps_min == 3360.0
-    assert spec.comm.expected_busbw_gbps == {"all_reduce": 360.0} and spec.comm.min_fraction == 0.8
+    assert spec.comm.expected_busbw_gbps == {"all_reduce@8": 360.0} and spec.comm.min_fraction == 0.8
+    assert spec.comm.expected_sizes_bytes == (1 << 27, 1 << 30)  # where the reference averaged it
     p = tmp_path / "fleet.toml"
     p.write_text(dump_toml(spec))
     loaded, _ = load_spec(p)
@@ -129,7 +133,7 @@ def test_spec_written_from_a_prerelease_torch_passes_that_machine():
 def test_tiny_figures_keep_significant_digits_and_failed_checks_give_no_floor():
     rep = _report([780.0], [4300.0], {"all_reduce": 0.00412})
     spec = spec_from_machine(MANIFEST, rep, 0.8)
-    assert spec.comm.expected_busbw_gbps == {"all_reduce": 0.00412}
+    assert spec.comm.expected_busbw_gbps == {"all_reduce@8": 0.00412}
     rep["results"][0]["status"] = "fail"
     spec = spec_from_machine(MANIFEST, rep, 0.8)
     assert spec.compute.gemm_tflops_min is None and spec.comm.expected_busbw_gbps == {}

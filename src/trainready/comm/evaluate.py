@@ -41,9 +41,10 @@ class OpTable:
     op: str
     dtype: str
     rows: list[dict[str, Any]]
-    avg_busbw: float  # over sizes >= floor, GB/s
+    avg_busbw: float  # over floor <= sizes <= ceil, GB/s (nan: no size there)
     floor: int
     wrong: int
+    ceil: int | None = None  # None: no upper bound (every size >= floor)
 
     def nccl_rows(self) -> list[Row]:
         o = OPS[self.op]
@@ -57,7 +58,8 @@ class OpTable:
         return format_table(rows, (placement(self.op),), extra_footer=foot)
 
 
-def op_table(op: str, dtype: str, entries: list[dict[str, Any]], n: int, floor: int) -> OpTable:
+def op_table(op: str, dtype: str, entries: list[dict[str, Any]], n: int, floor: int,
+             ceil: int | None = None) -> OpTable:
     rows = []
     for e in entries:
         if e["op"] != op or e["dtype"] != dtype:
@@ -67,9 +69,10 @@ def op_table(op: str, dtype: str, entries: list[dict[str, Any]], n: int, floor: 
         rows.append({"size": e["size"], "bytes": e["bytes"], "count": e["count"], "iters": e.get("iters"), "time_us": t_mean * 1e6,
                      "time_us_max": max(e["time_s"]) * 1e6, "time_us_by_rank": [t * 1e6 for t in e["time_s"]],
                      "algbw_gbps": alg, "busbw_gbps": bus, "wrong": sum(e["wrong"]), "wrong_by_rank": e["wrong"]})
-    big = [r["busbw_gbps"] for r in rows if r["size"] >= floor and not math.isnan(r["busbw_gbps"])]
+    big = [r["busbw_gbps"] for r in rows
+           if floor <= r["size"] <= (ceil if ceil is not None else r["size"]) and not math.isnan(r["busbw_gbps"])]
     avg = sum(big) / len(big) if big else float("nan")
-    return OpTable(op, dtype, rows, avg, floor, sum(r["wrong"] for r in rows))
+    return OpTable(op, dtype, rows, avg, floor, sum(r["wrong"] for r in rows), ceil)
 
 
 def judge_op(t: OpTable, n: int, backend: str, expected: Mapping[str, float], min_fraction: float,
@@ -86,8 +89,10 @@ def judge_op(t: OpTable, n: int, backend: str, expected: Mapping[str, float], mi
     metrics.append(Metric.of("comm_time", t.rows[-1]["time_us"], "us", None, size_bytes=t.rows[-1]["bytes"], **lab))
     exp = expectation(expected, t.op, n, source)
     thr = Threshold(">=", min_fraction * exp[0], "GB/s", f"{min_fraction:g} x {exp[1]} = {exp[0]:g}") if exp else None
-    metrics.append(Metric.of("comm_busbw_avg", t.avg_busbw, "GB/s", thr, from_bytes=t.floor, **lab))
-    head = f"{t.op}: busbw {t.avg_busbw:.3g} GB/s avg over S >= {human(t.floor)}"
+    top = t.ceil if t.ceil is not None else max(r["size"] for r in t.rows)
+    metrics.append(Metric.of("comm_busbw_avg", t.avg_busbw, "GB/s", thr, from_bytes=t.floor, to_bytes=top, **lab))
+    span = f"S >= {human(t.floor)}" if t.ceil is None else f"{human(t.floor)} <= S <= {human(t.ceil)}"
+    head = f"{t.op}: busbw {t.avg_busbw:.3g} GB/s avg over {span}"
     if t.wrong:
         bad = [r for r in t.rows if r["wrong"]]
         ranks = sorted({k for r in bad for k, w in enumerate(r["wrong_by_rank"]) if w})
@@ -102,10 +107,19 @@ def judge_op(t: OpTable, n: int, backend: str, expected: Mapping[str, float], mi
         return Outcome(Status.WARN, f"{head}; no expectation in the spec", tuple(metrics),
                        remedy=f"set comm.expected_busbw_gbps.{t.op} (reference node)",
                        details=details)
+    if math.isnan(t.avg_busbw):
+        # The expectation was averaged over other sizes (comm.expected_sizes_bytes): never compare unlike figures.
+        where = "comm.expected_sizes_bytes, where the reference measured it" if t.ceil is not None else "the averaging window"
+        return Outcome(Status.WARN, f"{t.op}: no message size of this run lies in [{human(t.floor)}, {human(top)}] "
+                       f"({where}); {exp[1] if exp else ''} not judged", tuple(metrics),
+                       remedy=f"run `trainready comm -b {human(t.floor)} -e {human(top)}` to judge busbw", details=details)
     if not thr.holds(t.avg_busbw):
+        remedy = ("Check NVLink/NVSwitch health (nvidia-smi nvlink -s, Fabric Manager), NCCL_* env "
+                  "(NVLS, P2P level) and the straggler matrix." if backend == "nccl" else
+                  "gloo runs on the CPU: check for other load on the host (top), CPU frequency scaling, and "
+                  "that the expectation came from this kind of machine.")
         return Outcome(Status.FAIL, f"{head} < {thr.bound:.3g} ({thr.source})", tuple(metrics),
-                       remedy="Check NVLink/NVSwitch health (nvidia-smi nvlink -s, Fabric Manager), NCCL_* env "
-                       "(NVLS, P2P level) and the straggler matrix.", details=details)
+                       remedy=remedy, details=details)
     return Outcome(Status.PASS, f"{head} >= {thr.bound:.3g} ({thr.source})", tuple(metrics), details=details)
 
 

@@ -61,6 +61,15 @@ def _sig(x: float, digits: int = 4) -> float:
     return float(f"{x:.{digits}g}")
 
 
+def _int_label(v: Any) -> int | None:
+    """A metric label read back as a positive integer (records store labels as strings), else None."""
+    try:
+        n = int(str(v))
+    except ValueError:
+        return None
+    return n if n > 0 else None
+
+
 def _training_packages(found: Any) -> dict[str, str]:
     """{name: whole public version} of the TRAINING_PACKAGES the reference has ('2.8.0+40c69e7' → '2.8.0')."""
     if not isinstance(found, Mapping):
@@ -113,12 +122,22 @@ def spec_from_machine(
         hbm_gbps_min=_sig(min(copy) * tolerance) if copy else None,
     )
     busbw: dict[str, float] = {}
+    windows = set()
     for m in _metrics(report, BUSBW_METRIC):
-        op = dict(m.get("labels", {})).get("op")
-        if op:
-            # The expectation is the reference's figure; the check applies comm.min_fraction.
-            busbw[op] = _sig(float(m["value"]))
-    comm = CommSpec(min_fraction=tolerance, expected_busbw_gbps=busbw)
+        lab = dict(m.get("labels", {}))
+        op, ranks = lab.get("op"), _int_label(lab.get("ranks"))
+        if op and ranks and lab.get("dtype", "float") == "float":
+            # The expectation is the reference's figure at its world size ('op@N': a 2-GPU figure says
+            # nothing about 8 GPUs); the check applies comm.min_fraction.
+            busbw[f"{op}@{ranks}"] = _sig(float(m["value"]))
+            lo, hi = _int_label(lab.get("from_bytes")), _int_label(lab.get("to_bytes"))
+            if lo and hi:
+                windows.add((lo, hi))
+    if len(windows) > 1:
+        raise UsageError(f"--from-report: busbw figures averaged over different sizes {sorted(windows)}; "
+                         "expected one sweep's figures (one record of `trainready node` or `trainready comm`)")
+    comm = CommSpec(min_fraction=tolerance, expected_busbw_gbps=busbw,
+                    expected_sizes_bytes=tuple(windows.pop()) if windows else ())
     hostname = host.get("hostname", "reference")
     return NodeSpec(
         name=name or f"{hostname}-reference",

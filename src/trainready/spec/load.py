@@ -66,6 +66,9 @@ def _validate_ranges(spec: NodeSpec, path: str) -> None:
     checks: list[tuple[str, bool, str]] = [
         ("comm.world_size", c.world_size >= 0, "an integer >= 0 (0 = one rank per GPU)"),
         ("comm.timeout_s", c.timeout_s > 0, "seconds > 0"),
+        ("comm.expected_sizes_bytes", len(c.expected_sizes_bytes) == 0 or (
+            len(c.expected_sizes_bytes) == 2 and 0 < c.expected_sizes_bytes[0] <= c.expected_sizes_bytes[1]),
+         "[] or [low, high] bytes with 0 < low <= high"),
         ("compute.gemm_min_fraction", 0 < m.gemm_min_fraction <= 1, "a fraction 0 < x <= 1"),
         ("compute.hbm_min_fraction", 0 < m.hbm_min_fraction <= 1, "a fraction 0 < x <= 1"),
         ("compute.spread_max", 0 <= m.spread_max < 1, "a fraction 0 <= x < 1"),

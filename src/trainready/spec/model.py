@@ -80,6 +80,13 @@ class CommSpec:
         default_factory=dict,
         doc="Expected bus bandwidth per op in GB/s (1e9 B/s) at large sizes, e.g. { all_reduce = 367.0 }.",
     )
+    expected_sizes_bytes: tuple[int, ...] = doc_field(
+        (),
+        "[low, high]: message sizes in bytes (inclusive) over which the reference averaged expected_busbw_gbps "
+        "(spec init writes it). Each run is judged on its own average over the same sizes, so a short sweep is "
+        "never held to a long sweep's figure; a run with no size there warns. [] = each run's own window "
+        "(sizes >= its largest / 8).",
+    )
 
 
 @dataclass(frozen=True)
