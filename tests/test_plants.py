@@ -148,3 +148,16 @@ def test_comm_record_is_marked(cli) -> None:
     doc = json.loads(r.stdout)
     assert doc["status"] == "warn" and doc["context"]["planted"] == {"comm.slow_ms": "1"}
     assert "context" in doc and "planted" not in json.loads(cli(*args).stdout)["context"]  # unplanted: no mark
+
+
+def test_plant_values_are_checked_when_parsed() -> None:
+    from trainready.commands.common import parse_plants
+    from trainready.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"^--plant comm.slow_rank=x: expected RANK \(an integer\)$"):
+        parse_plants(["comm.slow_rank=x"], "node")
+    with pytest.raises(UsageError, match=r"comm.slow_ms=fast: expected MS \(a number\)"):
+        parse_plants(["comm.slow_ms=fast"], "comm")
+    assert parse_plants(["comm.slow_rank=3", "comm.slow_ms=2.5", "matmul.corrupt=0:fp32", "train_step.sdpa=x"],
+                        "node") == {"comm.slow_rank": "3", "comm.slow_ms": "2.5", "matmul.corrupt": "0:fp32",
+                                    "train_step.sdpa": "x"}

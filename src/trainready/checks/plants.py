@@ -68,3 +68,22 @@ def validate(names: list[str] | tuple[str, ...], command: str) -> None:
         close = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.6)
         hint = f"did you mean {close[0]}? " if close else ""
         raise UsageError(f"--plant {name}: unknown fault for `trainready {command}` ({hint}valid: {', '.join(valid)})")
+
+
+# The value each plant takes, from its doc's leading word: numbers are checked when the CLI parses them
+# (a `comm.slow_rank=x` through `node` would otherwise surface as a check *error*, not a usage error).
+_NUMERIC = {"RANK": int, "IDX": int, "N": int, "MS": float}
+
+
+def validate_values(plants: dict[str, str]) -> None:
+    """A value that is not the number its plant reads → UsageError (exit 2), one line."""
+    for name, value in plants.items():
+        kind = PLANTS.get(name, "").split(":", 1)[0].split("[", 1)[0]
+        conv = _NUMERIC.get(kind)
+        if conv is None:
+            continue
+        try:
+            conv(value.split(":", 1)[0])
+        except ValueError:
+            what = "an integer" if conv is int else "a number"
+            raise UsageError(f"--plant {name}={value}: expected {kind} ({what})") from None

@@ -27,7 +27,7 @@ def parse_plants(plants: list[str] | None, command: str) -> dict[str, str]:
 
     Names are checked against checks/plants.py for this command: a misspelled plant is
     exit 2, never a silently unplanted (and so meaningless) PASS."""
-    from trainready.checks.plants import validate
+    from trainready.checks.plants import validate, validate_values
 
     out = {}
     for p in plants or []:
@@ -36,6 +36,7 @@ def parse_plants(plants: list[str] | None, command: str) -> dict[str, str]:
         k, v = p.split("=", 1)
         out[k.strip()] = v.strip()
     validate(list(out), command)
+    validate_values(out)
     return out
 
 
