@@ -154,6 +154,15 @@ def test_node_check_passes_when_expectations_met(tmp_path: Path) -> None:
     assert "zero wrong elements" in r.message
 
 
+def test_node_check_says_why_an_expectation_was_not_applied(tmp_path: Path) -> None:
+    ctx = _ctx(tmp_path, {}, {op: 1e-9 for op in OPS})
+    far = dataclasses.replace(ctx.spec.comm, expected_sizes_bytes=(64 << 20, 128 << 20))  # beyond the node sweep
+    r = CommSweepCheck().execute(dataclasses.replace(ctx, spec=dataclasses.replace(ctx.spec, comm=far)))
+    assert r.status == Status.WARN
+    assert "no busbw expectation" not in r.message and "not judged" in r.message, r.message
+    assert "trainready comm -b 64M -e 128M" in r.remedy
+
+
 def test_node_check_fails_on_planted_wrong_rank(tmp_path: Path) -> None:
     r = CommSweepCheck().execute(_ctx(tmp_path, {"comm.wrong_rank": "0"}, {op: 1e-9 for op in OPS}))
     assert r.status == Status.FAIL

@@ -81,3 +81,12 @@ def test_short_sweep_figure_judges_the_long_sweep_over_the_same_sizes() -> None:
     (o,) = [o for name, _, o in outcomes(slow, COMM, spec, "spec") if name == "comm.all_reduce"]
     assert o.status == Status.FAIL and "128K <= S <= 1M" in o.message
     assert "NVLink" not in o.remedy  # gloo: a CPU remedy, not a GPU one
+
+
+def test_avg_from_and_a_spec_window_together_is_a_usage_error(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    spec = tmp_path / "fleet.toml"
+    spec.write_text('[comm]\nbackend = "gloo"\nexpected_busbw_gbps = { "all_reduce@2" = 1.0 }\n'
+                    "expected_sizes_bytes = [8388608, 67108864]\n")
+    res = cli("comm", "--spec", str(spec), "--world-size", "2", "--avg-from", "4K")
+    assert res.returncode == 2 and "--avg-from 4K: the spec fixes the averaging sizes" in res.stderr, res.stderr
+    assert res.stdout.strip() == ""  # refused before running

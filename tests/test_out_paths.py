@@ -3,14 +3,16 @@ scratch folder left behind."""
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import pytest
 
 
-def _scratch() -> set[str]:
-    return {p.name for p in Path(tempfile.gettempdir()).glob("trainready-*")}
+def _own_tmp(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A private TMPDIR for the CLI: what it leaves there is its own (no other process writes it)."""
+    t = tmp_path / "tmpdir"
+    t.mkdir()
+    return t, {"TMPDIR": str(t)}
 
 
 @pytest.mark.parametrize(
@@ -24,15 +26,15 @@ def _scratch() -> set[str]:
 )
 def test_json_into_a_missing_folder_is_refused_before_running(cli, tmp_path: Path, args: list[str]) -> None:
     target = tmp_path / "no-such-dir" / "out.json"
-    before = _scratch()
-    res = cli(*args, "--json", str(target))
+    scratch, env = _own_tmp(tmp_path)
+    res = cli(*args, "--json", str(target), env=env)
     assert res.returncode == 2, res.stderr
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and "does not exist" in lines[0] and "no-such-dir" in lines[0], res.stderr
     assert "Traceback" not in res.stderr
     assert not target.parent.exists()  # no folder made from a typo
     assert res.stdout.strip() == ""  # nothing ran: no table, no sweep
-    assert _scratch() - before == set()  # and no scratch folder left behind
+    assert list(scratch.glob("trainready-*")) == []  # and no scratch folder left behind
 
 
 def test_spec_init_out_into_a_missing_folder_is_refused(cli, tmp_path: Path) -> None:
@@ -48,10 +50,10 @@ def test_spec_init_out_into_a_missing_folder_is_refused(cli, tmp_path: Path) -> 
 def test_resume_bad_data_leaves_no_scratch_folder(cli, tmp_path: Path) -> None:
     bad = tmp_path / "tokens.bin"
     bad.write_bytes(b"\x00" * 7)  # not a whole number of tokens of any dtype
-    before = _scratch()
-    res = cli("resume", "--cpu", "--data", str(bad))
+    scratch, env = _own_tmp(tmp_path)
+    res = cli("resume", "--cpu", "--data", str(bad), env=env)
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
-    assert _scratch() - before == set()
+    assert list(scratch.glob("trainready-*")) == []
 
 
 def test_plan_file_missing_names_a_plan_file(cli, tmp_path: Path) -> None:

@@ -120,3 +120,17 @@ def test_bad_mfu_files_exit_2_one_line(tmp_path: Path, capsys: pytest.CaptureFix
     (tmp_path / "big.json").write_text(json.dumps(_report((_mfu(1.5, 0),))))
     rc, _, err = _run([*BASE, "--mfu-from", str(tmp_path / "big.json")], capsys)
     _one_line_error(rc, err, "big.json", "expected fractions in (0, 1]")
+    doc = _report((_mfu(0.2, 0),))
+    doc["results"][0]["metrics"] = 5  # a hand-edited record
+    (tmp_path / "m5.json").write_text(json.dumps(doc))
+    rc, _, err = _run([*BASE, "--mfu-from", str(tmp_path / "m5.json")], capsys)
+    _one_line_error(rc, err, "m5.json", "metrics is int, expected a list")
+    doc = _report((_mfu(0.2, 0),))
+    doc["results"][0]["metrics"][0]["value"] = True
+    (tmp_path / "true.json").write_text(json.dumps(doc))
+    rc, _, err = _run([*BASE, "--mfu-from", str(tmp_path / "true.json")], capsys)
+    _one_line_error(rc, err, "true.json", "expected fractions in (0, 1]")
+    doc = _report((_mfu(0.2, 0),))
+    doc["results"][0]["metrics"][0]["labels"] = ["x"]
+    (tmp_path / "lab.json").write_text(json.dumps(doc))
+    assert _doc([*BASE, "--mfu-from", str(tmp_path / "lab.json")], capsys)["mfu"]["kind"] == "measured"

@@ -155,3 +155,18 @@ def test_package_pins_load_strictly_and_dump_back(tmp_path):
     out.write_text(dump_toml(spec))
     assert '"zope.interface" = "7.2"' in out.read_text()  # quoted: a bare dotted key would nest a table
     assert load_spec(out)[0] == spec
+
+
+@pytest.mark.parametrize("body,key", [
+    ('[software]\ntorch = ""\n', "software.torch"),
+    ('[software]\nos = "  "\n', "software.os"),
+    ('[software]\npackages = { "" = "1" }\n', "software.packages."),
+    ('[software]\npackages = { "megatron-core" = " " }\n', "software.packages.megatron-core"),
+])
+def test_blank_software_pins_are_config_errors(tmp_path, body, key):
+    p = tmp_path / "s.toml"
+    p.write_text('[software]\nos = "Ubuntu 24.04"\npackages = { "megatron-core" = "0.19.2" }\n')
+    assert load_spec(p)[0].software.os == "Ubuntu 24.04"  # the well-formed pins load
+    p.write_text(body)
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        load_spec(p)

@@ -239,3 +239,17 @@ def test_cli_b200_reference_names_its_os_and_megatron_pins_on_this_machine(cli, 
         assert "spec software.packages.megatron-core = '0.19.2' but megatron-core is not installed" in msg
     else:
         assert ("megatron-core = '0.19.2' but found" in msg) != version_matches("0.19.2", mcore)
+
+
+def test_replayed_facts_do_not_judge_this_machines_os_or_packages(h200, spec8):
+    pinned = dataclasses.replace(spec8, software=dataclasses.replace(
+        spec8.software, os="Plan9 4", packages={"surely-not-installed-pkg": "1.0"}))
+    # Mismatch first: judged as this machine, both pins fail.
+    live = judge_versions(pinned, h200, None, {"NAME": "Debian GNU/Linux", "VERSION_ID": "12"},
+                          {"surely-not-installed-pkg": "unavailable: not installed"})
+    assert live.status == Status.FAIL and "software.os" in live.message
+    # A replay carries no OS or packages: not judged, said so, never this host's figures.
+    rep = judge_versions(pinned, h200, None, None, None, replayed=True)
+    assert rep.status == Status.WARN and "not judged: the replayed facts file" in rep.message
+    assert "Debian" not in rep.message and rep.details["packages"] == {}
+    assert "without --plant versions.facts" in rep.remedy

@@ -80,9 +80,12 @@ def judge_versions(
     image_digest: str | None = None,
     os_release: Mapping[str, str] | None = None,
     packages: Mapping[str, str] | None = None,
+    replayed: bool = False,
 ) -> Outcome:
     """`os_release`: os-release(5) fields (None = not read); `packages`: installed version (or
-    "unavailable: ...") of each distribution the spec pins (None = not looked up)."""
+    "unavailable: ...") of each distribution the spec pins (None = not looked up).  `replayed`:
+    `f` is a captured facts file, which carries no OS or package versions: their pins are not
+    judged (a warning), rather than judged against this machine."""
     sw, gpu_expected = spec.software, spec.gpu.count > 0
     said: list[str] = []
     fails: list[tuple[str, str]] = []
@@ -143,9 +146,16 @@ def judge_versions(
         else:
             said.append(f"image {image_digest}")
 
-    os_now = _judge_os(sw.os, os_release, said, fails)
-    pkgs = {n: (packages or {}).get(n, unavailable("it was not looked up")) for n in sw.packages}
-    _judge_packages(sw.packages, pkgs, said, fails)
+    replay_warn = ""
+    if replayed:
+        os_now, pkgs = unavailable("replayed facts carry no OS"), {}
+        if sw.os or sw.packages:
+            replay_warn = "software.os/packages not judged: the replayed facts file carries no OS or package versions"
+            warns.append(replay_warn)
+    else:
+        os_now = _judge_os(sw.os, os_release, said, fails)
+        pkgs = {n: (packages or {}).get(n, unavailable("it was not looked up")) for n in sw.packages}
+        _judge_packages(sw.packages, pkgs, said, fails)
 
     details = {"versions": v.to_json(), "driver": nv.driver_version, "cuda_driver_version": nv.cuda_driver_version,
                "os": os_now, "packages": pkgs}
@@ -153,7 +163,9 @@ def judge_versions(
         remedy = " ".join(dict.fromkeys(r for _, r in fails if r))
         return Outcome(Status.FAIL, "; ".join(m for m, _ in fails if m), remedy=remedy, details=details)
     if warns:
-        return Outcome(Status.WARN, "; ".join(warns + said), remedy="Prefer a driver whose CUDA version ≥ torch's.", details=details)
+        remedy = "Prefer a driver whose CUDA version ≥ torch's." if len(warns) > bool(replay_warn) else (
+            "Judge the OS and packages on the machine itself (without --plant versions.facts).")
+        return Outcome(Status.WARN, "; ".join(warns + said), remedy=remedy, details=details)
     return Outcome(Status.PASS, "; ".join(said), details=details)
 
 
@@ -200,5 +212,6 @@ class VersionsCheck(Check):
     def run(self, ctx: CheckContext) -> Outcome:
         digest = ctx.options.get("image_digest") or os.environ.get(DIGEST_ENV) or None
         pins = ctx.spec.software.packages
-        return judge_versions(ctx.spec, node_facts(ctx, "versions.facts"), digest,
-                              os_release_fields(), {n: installed_version(n) for n in pins})
+        replayed = ctx.fault("versions.facts") is not None
+        return judge_versions(ctx.spec, node_facts(ctx, "versions.facts"), digest, None if replayed else os_release_fields(),
+                              None if replayed else {n: installed_version(n) for n in pins}, replayed)

@@ -54,7 +54,8 @@ class OpTable:
 
     def text(self) -> str:
         rows = self.nccl_rows()
-        foot = [f"# Avg bus bandwidth (S >= {human(self.floor)}) : {self.avg_busbw:g} GB/s"]
+        span = f"S >= {human(self.floor)}" if self.ceil is None else f"{human(self.floor)} <= S <= {human(self.ceil)}"
+        foot = [f"# Avg bus bandwidth ({span}) : {self.avg_busbw:g} GB/s"]
         return format_table(rows, (placement(self.op),), extra_footer=foot)
 
 

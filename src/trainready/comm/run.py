@@ -65,18 +65,18 @@ def launch_failure(res: LaunchResult, opts: CommOptions) -> Outcome:
     )
 
 
-def tables(data: dict[str, Any], opts: CommOptions) -> list[OpTable]:
-    return [op_table(op, d, data["entries"], opts.world_size, opts.floor) for d in opts.dtypes for op in opts.ops]
+def tables(data: dict[str, Any], opts: CommOptions, window: tuple[int, ...] = ()) -> list[OpTable]:
+    """One table per op and dtype; busbw averaged over `window` ([low, high] bytes: the spec's
+    comm.expected_sizes_bytes, where the reference measured) or else over sizes >= opts.floor."""
+    lo, hi = (window[0], window[1]) if window else (opts.floor, None)
+    return [op_table(op, d, data["entries"], opts.world_size, lo, hi) for d in opts.dtypes for op in opts.ops]
 
 
 def outcomes(data: dict[str, Any], opts: CommOptions, spec: NodeSpec, source: str) -> list[tuple[str, str, Outcome]]:
     """Per-op (and dtype) verdicts plus the straggler verdict, from rank 0's gathered data."""
     n = opts.world_size
     out = []
-    window = spec.comm.expected_sizes_bytes  # where the reference averaged its figures, if recorded
-    for t in tables(data, opts):
-        if window:
-            t = op_table(t.op, t.dtype, data["entries"], n, window[0], window[1])
+    for t in tables(data, opts, spec.comm.expected_sizes_bytes):  # the reference's sizes, if recorded
         o = judge_op(t, n, opts.backend, spec.comm.expected_busbw_gbps, spec.comm.min_fraction, source)
         name = f"comm.{t.op}" if len(opts.dtypes) == 1 else f"comm.{t.op}.{t.dtype}"
         out.append((name, f"{t.op} ({t.dtype}) correctness and bus bandwidth", o))

@@ -98,6 +98,10 @@ def comm(
     if warmup < 0 or iters < 1 or budget < 0:
         raise UsageError("--warmup must be >= 0, --iters >= 1 and --step-budget >= 0")
     avg_floor = parse_size(avg_from, "--avg-from") if avg_from else None
+    if avg_floor is not None and node_spec.comm.expected_sizes_bytes:
+        lo, hi = node_spec.comm.expected_sizes_bytes
+        raise UsageError(f"--avg-from {avg_from}: the spec fixes the averaging sizes (comm.expected_sizes_bytes = "
+                         f"[{lo}, {hi}], where the reference measured); drop --avg-from or that key")
     if avg_floor is not None and avg_floor > sizes[-1]:
         raise UsageError(f"--avg-from {avg_from}: larger than the largest size run, {human(sizes[-1])}; "
                          "nothing would be averaged")
@@ -138,7 +142,7 @@ def comm(
         report = build_report(opts, node_spec, source, data, None if res.ok else launch_failure(res, opts), secs, context)
     if data is not None and not quiet:
         out = sys.stderr if json_path == "-" else sys.stdout
-        for t in tables(data, opts):
+        for t in tables(data, opts, node_spec.comm.expected_sizes_bytes):  # the same average the verdict uses
             out.write(f"# {t.op}  ({t.dtype}, {n} ranks, {be}; S = {_buffer(t.op)})\n{t.text()}\n")
         out.flush()
     raise typer.Exit(emit(report, json_path))

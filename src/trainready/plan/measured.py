@@ -64,7 +64,10 @@ def read_mfu(path: str) -> MeasuredMfu:
     result = next((r for r in doc["results"] if isinstance(r, dict) and r.get("name") == CHECK), None)
     if result is None:
         raise UsageError(f"{where}: no '{CHECK}' result in the report (expected {EXPECTED})")
-    found = [m for m in result.get("metrics") or [] if isinstance(m, dict) and m.get("name") == MFU_METRIC]
+    metrics = result.get("metrics") or []
+    if not isinstance(metrics, list):
+        raise UsageError(f"{where}: '{CHECK}' metrics is {type(metrics).__name__}, expected a list ({EXPECTED})")
+    found = [m for m in metrics if isinstance(m, dict) and m.get("name") == MFU_METRIC]
     values = [m.get("value") for m in found]
     if not found:
         details = result.get("details")
@@ -72,8 +75,8 @@ def read_mfu(path: str) -> MeasuredMfu:
         why = speed.get("mfu") if isinstance(speed, dict) else None
         raise UsageError(f"{where}: the '{CHECK}' result has no '{MFU_METRIC}' metric"
                          f"{f' ({why})' if why else ''}; expected {EXPECTED}")
-    if not all(isinstance(v, (int, float)) and 0 < v <= 1 for v in values):
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= 1 for v in values):
         raise UsageError(f"{where}: '{MFU_METRIC}' values {values}: expected fractions in (0, 1]")
-    labels = found[0].get("labels") or {}
+    labels = found[0].get("labels") if isinstance(found[0].get("labels"), dict) else {}
     return MeasuredMfu(float(statistics.median(values)), path, str(labels.get("model", "?")),  # type: ignore[arg-type]
                        str(labels.get("params", "0")), str(labels.get("gpu_model", "?")), len(values))

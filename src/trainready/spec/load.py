@@ -80,6 +80,16 @@ def _validate_ranges(spec: NodeSpec, path: str) -> None:
     for key, ok, expected in checks:
         if not ok:
             raise ConfigError(path, key, f"expected {expected}")
+    sw = spec.software
+    for key in ("torch", "cuda", "nccl", "cudnn", "python"):
+        v = getattr(sw, key)
+        if v is not None and not v.strip():
+            raise ConfigError(path, f"software.{key}", "expected a version such as '2.13.0' (omit the key to not pin it)")
+    if sw.os and not re.fullmatch(r"\S(.*\S)?", sw.os):
+        raise ConfigError(path, "software.os", f"expected NAME VERSION_ID such as 'Ubuntu 24.04', got '{sw.os}'")
+    for name, version in sw.packages.items():
+        if not name.strip() or not version.strip():
+            raise ConfigError(path, f"software.packages.{name}", "expected a package name and a non-empty version")
     digest = spec.software.image_digest
     if digest is not None and not re.fullmatch(r"(?:[^@\s]+@)?sha256:[0-9a-f]{64}", digest):
         raise ConfigError(path, "software.image_digest", f"expected sha256:<64 hex digits> (optionally repo@...), got '{digest}'")

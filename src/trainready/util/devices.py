@@ -11,10 +11,14 @@ GLOO_RANKS_PER_CORE = 4  # each gloo rank is a process with torch loaded (~0.3 G
 
 
 def gloo_rank_limit() -> int:
-    """Most gloo ranks a local run may start: max(8, 4 x CPU cores)."""
+    """Most gloo ranks a local run may start: max(8, 4 x the CPU cores this process may use)."""
     import os
 
-    return max(CPU_DEFAULT_RANKS, GLOO_RANKS_PER_CORE * (os.cpu_count() or 1))
+    try:
+        cores = len(os.sched_getaffinity(0))  # a 2-core container on a 64-core host has 2
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(CPU_DEFAULT_RANKS, GLOO_RANKS_PER_CORE * cores)
 
 
 def cuda_count() -> int:
