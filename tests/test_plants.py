@@ -61,10 +61,10 @@ def test_table_is_exactly_what_the_code_reads() -> None:
     read = names_read_by_code()
     assert {"matmul.corrupt", "gpus.facts", "versions.facts", "comm.slow_rank", "resume.skip_rng"} <= read  # scan works
     assert set(PLANTS) == read, f"missing from table: {read - set(PLANTS)}; never read: {set(PLANTS) - read}"
-    from trainready.commands.comm import PLANTS as COMM_CLI
+    from trainready.comm.run import SWEEP_FAULTS as COMM_CLI
     from trainready.resume.protocol import PLANTS as RESUME_PROTOCOL
 
-    assert {f"comm.{k}" for k in COMM_CLI} == set(COMM_PLANTS)  # `trainready comm`'s own parser
+    assert {f"comm.{k}" for k in COMM_CLI} == set(COMM_PLANTS)  # the sweep's own parser (comm.run.sweep_faults)
     assert {f"resume.{k}" for k in RESUME_PROTOCOL} == set(RESUME_PLANTS)
     assert set(BY_COMMAND["comm"]) == {n for n in read if n.startswith("comm.")}
     assert set(BY_COMMAND["resume"]) == {n for n in read if n.startswith("resume.")}

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from trainready.checks.base import Check, CheckContext, register
 from trainready.comm.ops import OPS, size_steps
-from trainready.comm.run import PAIR_BYTES_CPU, PAIR_BYTES_GPU, CommOptions, launch_failure, outcomes, sweep_local
+from trainready.comm.run import (PAIR_BYTES_CPU, PAIR_BYTES_GPU, SWEEP_FAULTS, CommOptions, launch_failure, outcomes,
+                                 sweep_faults, sweep_local)
 from trainready.records import SEVERITY, Level, Outcome, Status
 from trainready.util.devices import local_world
-
-FAULTS = ("slow_rank", "slow_ms", "hang_rank", "wrong_rank", "die_rank", "fault_step")
 
 
 @register
@@ -28,13 +27,7 @@ class CommSweepCheck(Check):
     def run(self, ctx: CheckContext) -> Outcome:
         world, backend = local_world(ctx.spec)
         gpu = backend == "nccl"
-        faults: dict[str, float | int] = {}
-        for k in FAULTS:
-            v = ctx.fault(f"comm.{k}")
-            if v is not None:
-                faults[k] = float(v) if k == "slow_ms" else int(v)
-        if "slow_rank" in faults:
-            faults.setdefault("slow_ms", 20.0)
+        faults = sweep_faults({k: v for k in SWEEP_FAULTS if (v := ctx.fault(f"comm.{k}")) is not None})
         opts = CommOptions(
             ops=list(OPS),
             # CPU: 1 KiB..1 MiB x4 (latency and small-bandwidth regime, seconds); GPU: 1 MiB..1 GiB x2.

@@ -8,7 +8,7 @@ import socket
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from trainready import __version__
 from trainready.comm.evaluate import OpTable, judge_op, judge_pairs, op_table
@@ -20,6 +20,23 @@ from trainready.spec.model import NodeSpec
 
 PAIR_BYTES_CPU = 1 << 20  # 1 MiB per pairwise exchange on gloo: ~ms per exchange, noise well above timer resolution
 PAIR_BYTES_GPU = 64 << 20  # 64 MiB on NVLink: ~0.2 ms at ~400 GB/s, bandwidth-bound rather than latency-bound
+# Fault kwargs of sweep.sweep_rank with their types: `--plant comm.NAME=VALUE`, for planted-fault tests only
+# (names and values are checked first, against checks/plants.py).
+SWEEP_FAULTS: dict[str, type] = {"slow_rank": int, "slow_ms": float, "hang_rank": int, "wrong_rank": int,
+                                 "die_rank": int, "fault_step": int}
+SLOW_MS_DEFAULT = 20.0  # how long a planted slow rank sleeps per op when comm.slow_ms is not given
+
+
+def sweep_faults(plants: Mapping[str, str]) -> dict[str, Any]:
+    """The comm plants among `plants` ('comm.NAME' or 'NAME' → text) as sweep_rank fault kwargs."""
+    out: dict[str, Any] = {}
+    for key, value in plants.items():
+        name = key.removeprefix("comm.")
+        if name in SWEEP_FAULTS:
+            out[name] = SWEEP_FAULTS[name](value)
+    if "slow_rank" in out:
+        out.setdefault("slow_ms", SLOW_MS_DEFAULT)
+    return out
 
 
 @dataclass
@@ -142,8 +159,6 @@ def build_report(opts: CommOptions, spec: NodeSpec, source: str, data: dict[str,
         results = [_result(name, title, o, seconds) for name, title, o in outcomes(data, opts, spec, source)]
         context = {**context, "versions": data.get("versions", {})}
     ctx = {"options": {k: v for k, v in asdict(opts).items() if k != "faults"}, "avg_floor_bytes": opts.floor,
-           **context}
-    if opts.faults:
-        ctx["planted_faults"] = opts.faults
+           **context}  # a planted run: the caller's context carries "planted" (commands/comm.py)
     return Report("comm", socket.gethostname(), started.isoformat(timespec="seconds"), seconds, __version__,
                   spec_to_json(spec), tuple(results), ctx)

@@ -16,23 +16,6 @@ from trainready.records import Outcome
 # a 0.5 s per-step budget so an 8-rank gloo sweep to 64 MB fits in a minute on two cores.
 GPU_DEFAULTS = {"min": "8", "max": "1G", "factor": 2, "budget": 0.0, "warmup": 5, "iters": 20}
 CPU_DEFAULTS = {"min": "1K", "max": "64M", "factor": 4, "budget": 0.5, "warmup": 2, "iters": 10}
-PLANTS = {"slow_rank": int, "slow_ms": float, "hang_rank": int, "wrong_rank": int, "die_rank": int, "fault_step": int}
-
-
-def faults_from_plants(plants: dict[str, str]) -> dict[str, Any]:
-    """`--plant comm.slow_rank=3 --plant comm.slow_ms=20` → sweep_rank fault kwargs."""
-    out: dict[str, Any] = {}
-    for key, value in plants.items():
-        name = key.removeprefix("comm.")
-        if name not in PLANTS:
-            raise UsageError(f"--plant {key}: unknown fault (expected comm.{', comm.'.join(PLANTS)})")
-        try:
-            out[name] = PLANTS[name](value)
-        except ValueError:
-            raise UsageError(f"--plant {key}={value}: expected a number") from None
-    if "slow_rank" in out:
-        out.setdefault("slow_ms", 20.0)
-    return out
 
 
 def comm(
@@ -69,7 +52,8 @@ def comm(
     """
     from trainready.comm.ops import dtype_name, human, op_names, parse_size, size_steps
     from trainready.comm.external import leave
-    from trainready.comm.run import PAIR_BYTES_GPU, CommOptions, build_report, launch_failure, sweep_external, sweep_local, tables
+    from trainready.comm.run import (PAIR_BYTES_CPU, PAIR_BYTES_GPU, CommOptions, build_report, launch_failure,
+                                     sweep_external, sweep_faults, sweep_local, tables)
     from trainready.dist.env import detect
     from trainready.spec import load_spec
     from trainready.util.devices import local_world
@@ -110,8 +94,8 @@ def comm(
         ops=op_names(split_names(ops)), sizes=sizes, dtypes=[dtype_name(x) for x in (split_names(dtype) or ["float"])],
         warmup=warmup, iters=iters, world_size=n, backend=be, timeout_s=timeout_s,
         avg_floor=avg_floor,
-        pair_bytes=parse_size(pair_bytes, "--pair-bytes") if pair_bytes else (PAIR_BYTES_GPU if be == "nccl" else 1 << 20),
-        step_budget_s=budget or None, faults=faults_from_plants(planted),
+        pair_bytes=parse_size(pair_bytes, "--pair-bytes") if pair_bytes else (PAIR_BYTES_GPU if be == "nccl" else PAIR_BYTES_CPU),
+        step_budget_s=budget or None, faults=sweep_faults(planted),
     )
     context: dict[str, Any] = {"spec_source": source, "launcher": ext.source if ext else "local"}
     if planted:

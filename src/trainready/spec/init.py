@@ -84,6 +84,7 @@ def spec_from_machine(
     name: str | None = None,
 ) -> NodeSpec:
     ctx = report.get("context") if report is not None else None
+    # "planted_faults": what comm records written before "planted" existed called it.
     planted = (ctx.get("planted") or ctx.get("planted_faults")) if isinstance(ctx, Mapping) else None
     if planted:  # faults or replayed facts files (`--plant`): a test record, not a measurement of a machine
         raise UsageError(f"--from-report: the record was made with --plant {', '.join(map(str, planted))}; "
