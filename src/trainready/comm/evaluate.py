@@ -52,10 +52,14 @@ class OpTable:
                     {placement(self.op): Meas(r["time_us"], r["algbw_gbps"], r["busbw_gbps"], r["wrong"])})
                 for r in self.rows]
 
+    @property
+    def span(self) -> str:
+        """The sizes avg_busbw is taken over, for people."""
+        return f"S >= {human(self.floor)}" if self.ceil is None else f"{human(self.floor)} <= S <= {human(self.ceil)}"
+
     def text(self) -> str:
         rows = self.nccl_rows()
-        span = f"S >= {human(self.floor)}" if self.ceil is None else f"{human(self.floor)} <= S <= {human(self.ceil)}"
-        foot = [f"# Avg bus bandwidth ({span}) : {self.avg_busbw:g} GB/s"]
+        foot = [f"# Avg bus bandwidth ({self.span}) : {self.avg_busbw:g} GB/s"]
         return format_table(rows, (placement(self.op),), extra_footer=foot)
 
 
@@ -92,8 +96,7 @@ def judge_op(t: OpTable, n: int, backend: str, expected: Mapping[str, float], mi
     thr = Threshold(">=", min_fraction * exp[0], "GB/s", f"{min_fraction:g} x {exp[1]} = {exp[0]:g}") if exp else None
     top = t.ceil if t.ceil is not None else max(r["size"] for r in t.rows)
     metrics.append(Metric.of("comm_busbw_avg", t.avg_busbw, "GB/s", thr, from_bytes=t.floor, to_bytes=top, **lab))
-    span = f"S >= {human(t.floor)}" if t.ceil is None else f"{human(t.floor)} <= S <= {human(t.ceil)}"
-    head = f"{t.op}: busbw {t.avg_busbw:.3g} GB/s avg over {span}"
+    head = f"{t.op}: busbw {t.avg_busbw:.3g} GB/s avg over {t.span}"
     if t.wrong:
         bad = [r for r in t.rows if r["wrong"]]
         ranks = sorted({k for r in bad for k, w in enumerate(r["wrong_by_rank"]) if w})

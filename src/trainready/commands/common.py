@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -55,6 +56,17 @@ def workdir(path: Path | None, flag: str = "--workdir") -> Path:
     except OSError as exc:
         raise UsageError(f"{flag} {path}: cannot create ({exc.strerror})") from None
     return path
+
+
+def finish_workdir(path: Path, given: bool, rc: int, console: Console) -> None:
+    """After a run in `path`: our own scratch directory (not `given` by the user) is removed after a
+    clean run (rc 0) and kept as evidence after a failure, saying where; a given one is never touched."""
+    if given:
+        return
+    if rc == 0:
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        console.print(f"scratch files kept for inspection in {path}")
 
 
 def check_out_path(path: str | None, flag: str = "--json") -> None:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import shutil
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from trainready.checks import CheckContext, select
-from trainready.commands.common import JSON_HELP, SPEC_HELP, check_out_path, emit, parse_plants, split_names, workdir
+from trainready.commands.common import (JSON_HELP, SPEC_HELP, check_out_path, emit, finish_workdir, parse_plants,
+                                        split_names, workdir)
 from trainready.records import Level
 from trainready.runner import run_checks
 from trainready.spec import load_spec
@@ -68,12 +68,7 @@ def node(
             context={"spec_source": source, "workdir": str(ctx.workdir)},
         )
     rc = emit(report, json_path, verbose=verbose)
-    if work is None:
-        # Our own scratch directory: removed after a clean run, kept as evidence after a failure.
-        if rc == 0:
-            shutil.rmtree(ctx.workdir, ignore_errors=True)
-        else:
-            console.print(f"scratch files kept for inspection in {ctx.workdir}")
+    finish_workdir(ctx.workdir, work is not None, rc, console)
     raise typer.Exit(rc)
 
 

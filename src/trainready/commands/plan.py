@@ -98,8 +98,7 @@ def plan(
         for name in ("reference-tiny", "reference-small"):
             typer.echo(f"{name:<14} {pm.preset(name).total_params:>20,} params  (trainready.train.model.GPT)")
         raise typer.Exit(0)
-    if json_path and json_path != "-":
-        check_out_path(json_path, "--json") if json_path != "-" else None
+    check_out_path(json_path)
     inp = load_dataclass(PlanInput, read_toml(file, "TOML plan file"), file) if file else PlanInput()
     model = pm.preset(preset) if preset else inp.model
     n = parse_count(params, "--params")

@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from trainready.commands.common import JSON_HELP, SPEC_HELP, check_out_path, emit, parse_plants, workdir
+from trainready.commands.common import JSON_HELP, SPEC_HELP, check_out_path, emit, finish_workdir, parse_plants, workdir
 from trainready.errors import DataError, UsageError
 from trainready.records import Report
 
@@ -85,12 +85,7 @@ def resume(
         report = run_checks("resume", checks, ctx, context={"spec_source": source, "dir": str(wd)})
     _print_table(report, console if json_path == "-" else Console())
     rc = emit(report, json_path)
-    if directory is None:
-        # Our own scratch directory: removed after a clean run, kept as evidence after a failure.
-        if rc == 0:
-            shutil.rmtree(wd, ignore_errors=True)
-        else:
-            console.print(f"run files kept for inspection in {wd}")
+    finish_workdir(wd, directory is not None, rc, console)
     raise typer.Exit(rc)
 
 

@@ -36,10 +36,11 @@ def device_world(ranks: int, force_cpu: bool = False) -> tuple[int, str]:
         if ranks > gpus:
             raise UsageError(f"--ranks {ranks}: this machine has {gpus} GPU(s); use at most {gpus} or --cpu")
         return ranks, "nccl"
-    from trainready.util.devices import gloo_rank_limit
+    from trainready.util.devices import GLOO_LIMIT_RULE, gloo_rank_limit
 
-    if ranks > gloo_rank_limit():
-        raise UsageError(f"--ranks {ranks}: expected at most {gloo_rank_limit()} gloo ranks here (4 per CPU core, at least 8)")
+    top = gloo_rank_limit()
+    if ranks > top:
+        raise UsageError(f"--ranks {ranks}: expected at most {top} gloo ranks here ({GLOO_LIMIT_RULE})")
     return ranks, "gloo"
 
 

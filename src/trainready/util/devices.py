@@ -8,6 +8,7 @@ from trainready.spec.model import NodeSpec
 CPU_DEFAULT_RANKS = 8  # the seed's 8-GPU server, emulated by 8 gloo ranks
 GLOO_RANKS_PER_CORE = 4  # each gloo rank is a process with torch loaded (~0.3 GB RSS); more than this many per
 # core only measures the scheduler (200 ranks on 2 cores printed nothing for minutes)
+GLOO_LIMIT_RULE = f"{GLOO_RANKS_PER_CORE} per CPU core, at least {CPU_DEFAULT_RANKS}"
 
 
 def gloo_rank_limit() -> int:
@@ -47,7 +48,7 @@ def local_world(spec: NodeSpec, backend: str = "auto", world_size: int | None = 
     if world_size is not None:
         top = gpus if be == "nccl" else gloo_rank_limit()
         if not 1 <= world_size <= top:
-            why = "one rank per visible GPU" if be == "nccl" else f"{GLOO_RANKS_PER_CORE} per CPU core, at least 8"
+            why = "one rank per visible GPU" if be == "nccl" else GLOO_LIMIT_RULE
             raise UsageError(f"--world-size {world_size}: expected 1..{top} for {be} ({why})")
         return world_size, be
     spec_be = spec.comm.backend if spec.comm.backend != "auto" else ("nccl" if gpus else "gloo")
