@@ -12,9 +12,13 @@ JSON schema versioning: `SCHEMA_VERSION` is bumped on any incompatible change
 from __future__ import annotations
 
 import enum
+import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping
+
+from trainready.errors import UsageError
 
 SCHEMA_VERSION = "trainready.report/1"
 
@@ -213,3 +217,21 @@ def _jsonable(obj: Any) -> Any:
     if hasattr(obj, "to_json"):
         return obj.to_json()
     return obj
+
+
+def read_report(path: str, where: str, expected: str) -> dict[str, Any]:
+    """A `trainready.report/1` JSON record from `path`, as a dict; anything else → one UsageError line
+    `{where}: <what is wrong> ... {expected}` (exit 2).  Used by spec init and plan --mfu-from."""
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"{where}: no such file (expected {expected})")
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"{where}: unreadable ({exc.strerror}); expected {expected}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"{where}: not JSON ({str(exc).splitlines()[0]}); expected {expected}") from None
+    schema = doc.get("schema") if isinstance(doc, dict) else None
+    if schema != SCHEMA_VERSION or not isinstance(doc.get("results"), list):
+        raise UsageError(f"{where}: schema {schema!r}, expected '{SCHEMA_VERSION}' with a results list ({expected})")
+    return doc  # type: ignore[no-any-return]

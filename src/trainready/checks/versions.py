@@ -25,7 +25,7 @@ from trainready.checks.gpu_visible import node_facts
 from trainready.probe import is_unavailable, unavailable, why
 from trainready.probe.container import DIGEST_ENV
 from trainready.probe.facts import NodeFacts
-from trainready.probe.host import os_release_fields
+from trainready.probe.host import name_version, os_release_fields
 from trainready.records import Level, Outcome, Status
 from trainready.spec.model import NodeSpec
 
@@ -174,7 +174,7 @@ def _judge_os(expected: str, fields: Mapping[str, str] | None, said: list[str], 
     if fields is None:
         now = unavailable("/etc/os-release not readable")
     else:
-        now = f"{fields.get('NAME') or 'Linux'} {fields.get('VERSION_ID', '')}".strip()  # os-release(5) defaults
+        now = name_version(fields)
     if not expected:
         said.append(f"os {now}" if not is_unavailable(now) else f"os not judged ({why(now)})")
     elif fields is None or not os_matches(expected, fields.get("NAME") or "Linux", fields.get("VERSION_ID", "")):

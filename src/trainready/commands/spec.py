@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
@@ -10,6 +9,7 @@ from rich.console import Console
 
 from trainready.commands.common import check_out_path
 from trainready.errors import UsageError
+from trainready.records import read_report
 from trainready.util.atomic import atomic_write_text
 from trainready.util.strict import dump_toml
 
@@ -54,14 +54,8 @@ def init(
         raise UsageError(f"--out {out}: file exists (pass --force to overwrite)")
     report = None
     if from_report is not None:
-        try:
-            report = json.loads(from_report.read_text())
-        except OSError as exc:
-            raise UsageError(f"--from-report {from_report}: unreadable ({exc.strerror})") from None
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"--from-report {from_report}: not JSON ({exc.msg} at line {exc.lineno})") from None
-        if not isinstance(report, dict) or not str(report.get("schema", "")).startswith("trainready.report/"):
-            raise UsageError(f"--from-report {from_report}: expected a trainready report (schema trainready.report/1)")
+        report = read_report(str(from_report), f"--from-report {from_report}",
+                             "a `trainready node --json` record of the reference server")
     elif measure:
         report = _measure()
     manifest = collect(image_digest=image_digest)

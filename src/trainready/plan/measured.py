@@ -17,13 +17,11 @@ multi-billion-parameter model does, so it typically reaches a lower MFU.
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass
-from pathlib import Path
 
 from trainready.errors import UsageError
-from trainready.records import SCHEMA_VERSION
+from trainready.records import read_report
 
 MFU_METRIC = "train_mfu"  # fraction 0-1, unit "1"
 TOKENS_METRIC = "train_tokens_per_s"  # unit "tokens/s"
@@ -51,16 +49,7 @@ class MeasuredMfu:
 def read_mfu(path: str) -> MeasuredMfu:
     """The median `train_mfu` of the train_step result in a node report; bad file → one-line UsageError."""
     where = f"--mfu-from {path}"
-    p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"{where}: no such file (expected {EXPECTED})")
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{where}: not JSON ({str(exc).splitlines()[0]}); expected {EXPECTED}") from None
-    schema = doc.get("schema") if isinstance(doc, dict) else None
-    if schema != SCHEMA_VERSION or not isinstance(doc.get("results"), list):
-        raise UsageError(f"{where}: schema {schema!r}, expected '{SCHEMA_VERSION}' with a results list ({EXPECTED})")
+    doc = read_report(path, where, EXPECTED)
     result = next((r for r in doc["results"] if isinstance(r, dict) and r.get("name") == CHECK), None)
     if result is None:
         raise UsageError(f"{where}: no '{CHECK}' result in the report (expected {EXPECTED})")

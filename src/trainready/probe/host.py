@@ -15,7 +15,7 @@ import shutil
 import socket
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from trainready.probe import guarded, read_text, unavailable
 
@@ -50,13 +50,18 @@ def os_release(path: str = "/etc/os-release") -> str:
     return fields.get("PRETTY_NAME", fields.get("NAME", "?"))
 
 
+def name_version(fields: Mapping[str, str]) -> str:
+    """NAME + VERSION_ID of os-release fields, e.g. 'Ubuntu 24.04': what spec `software.os` is matched
+    against.  os-release(5): NAME defaults to 'Linux'; VERSION_ID is absent on rolling releases."""
+    return f"{fields.get('NAME') or 'Linux'} {fields.get('VERSION_ID', '')}".strip()
+
+
 def os_version(path: str = "/etc/os-release") -> str:
-    """NAME + VERSION_ID, e.g. 'Ubuntu 24.04': what spec `software.os` is matched against.
-    os-release(5): NAME defaults to 'Linux'; VERSION_ID is absent on rolling releases."""
+    """`name_version` of this machine's os-release."""
     fields = os_release_fields(path)
     if fields is None:
         return unavailable(f"{path} not readable")
-    return f"{fields.get('NAME') or 'Linux'} {fields.get('VERSION_ID', '')}".strip()
+    return name_version(fields)
 
 
 def cpu_model(path: str = "/proc/cpuinfo") -> str:
