@@ -60,3 +60,11 @@ def test_plan_file_missing_names_a_plan_file(cli, tmp_path: Path) -> None:
     res = cli("plan", "--file", str(tmp_path / "nope.toml"))
     assert res.returncode == 2
     assert res.stderr.strip().endswith("nope.toml: file not found (expected a TOML plan file)"), res.stderr
+
+
+def test_failed_run_with_nothing_to_inspect_leaves_no_scratch_folder(cli, tmp_path: Path) -> None:
+    scratch, env = _own_tmp(tmp_path)
+    res = cli("node", "--only", "versions", "--spec", "example:b200-reference", env=env)
+    assert res.returncode == 1  # a failed check (this machine is not the B200 reference) ...
+    assert list(scratch.glob("trainready-*")) == []  # ... whose scratch folder stayed empty: removed
+    assert "kept for inspection" not in res.stdout + res.stderr

@@ -60,10 +60,11 @@ def workdir(path: Path | None, flag: str = "--workdir") -> Path:
 
 def finish_workdir(path: Path, given: bool, rc: int, console: Console) -> None:
     """After a run in `path`: our own scratch directory (not `given` by the user) is removed after a
-    clean run (rc 0) and kept as evidence after a failure, saying where; a given one is never touched."""
+    clean run (rc 0), or when empty, and otherwise kept as evidence of the failure, saying where;
+    a given one is never touched."""
     if given:
         return
-    if rc == 0:
+    if rc == 0 or not any(path.iterdir()):
         shutil.rmtree(path, ignore_errors=True)
     else:
         console.print(f"scratch files kept for inspection in {path}")
