@@ -6,6 +6,7 @@ Exit codes: 0 every check passed (warnings allowed), 1 a check failed,
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 
@@ -13,7 +14,7 @@ import typer
 
 from trainready import __version__
 from trainready.commands import register_all
-from trainready.errors import TrainreadyError, UsageError
+from trainready.errors import TrainreadyError, UsageError, missing_dependency
 
 app = typer.Typer(
     name="trainready",
@@ -25,6 +26,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain click help: paragraphs re-wrap to the terminal, \b blocks (examples) stay as written
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -45,6 +47,21 @@ def _root(
 register_all(app)
 
 
+def _short_helps(typer_app: typer.Typer) -> None:
+    """Each command's line in a command list is its docstring's whole first paragraph on one line:
+    click would cut it at ~45 characters ('start...'), typer's rich panel kept the source's line breaks."""
+    for info in typer_app.registered_commands:
+        doc = inspect.cleandoc(info.help or (info.callback.__doc__ if info.callback else "") or "")
+        if info.short_help is None and doc:
+            info.short_help = " ".join(doc.split("\n\n")[0].split())
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _short_helps(group.typer_instance)
+
+
+_short_helps(app)
+
+
 def _click_exception_class() -> type[Exception]:
     """click's ClickException, whichever click typer uses (vendored in typer >= 0.24)."""
     for cls in typer.BadParameter.__mro__:
@@ -57,7 +74,7 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turn every error into one line + exit code."""
     click_exc = _click_exception_class()
     try:
-        rc = app(args=argv, standalone_mode=False)
+        rc = app(args=argv, prog_name="trainready", standalone_mode=False)
     except click_exc as exc:  # bad flags/values: one line, exit 2 (never click's framed box)
         if type(exc).__name__ == "NoArgsIsHelpError":
             typer.echo(exc.format_message())  # type: ignore[attr-defined]
@@ -77,6 +94,10 @@ def main(argv: list[str] | None = None) -> None:
         if type(exc).__name__ == "Abort":
             sys.stderr.write("trainready: aborted\n")
             sys.exit(130)
+        missing = missing_dependency(exc) if isinstance(exc, ModuleNotFoundError) else None
+        if missing:  # e.g. torch absent on a host that runs a checkout with PYTHONPATH=src
+            sys.stderr.write(missing + "\n")
+            sys.exit(2)
         if os.environ.get("TRAINREADY_DEBUG"):
             raise
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""

@@ -53,3 +53,21 @@ class RankFailure(TrainreadyError):
     def __init__(self, message: str, ranks: tuple[int, ...]) -> None:
         self.ranks = ranks
         super().__init__(message)
+
+
+# Import name → the distribution pip installs it from (pyproject.toml's dependencies).
+PIP_NAMES = {"typer": "typer", "rich": "rich", "torch": "torch", "numpy": "numpy", "pynvml": "nvidia-ml-py",
+             "tomli": "tomli", "click": "typer"}
+
+
+def missing_dependency(exc: ModuleNotFoundError) -> str | None:
+    """One line for a third-party package that is not installed (running from a checkout with
+    `PYTHONPATH=src` on a host without trainready's dependencies); None for trainready's own modules."""
+    top = (exc.name or "").split(".")[0]
+    if not top or top == "trainready":
+        return None
+    import sys
+
+    pip = PIP_NAMES.get(top, top)
+    return (f"trainready: error: the Python package '{pip}' is not installed (python: {sys.executable}); install it "
+            f"with `pip install {pip}`, or every dependency with `pip install .` in the repository")

@@ -45,10 +45,13 @@ def comm(
     comm.min_fraction x comm.expected_busbw_gbps fails; with no expectation it warns.
     A pairwise send/recv matrix names a slow rank or link.  Exit 0 pass/warn, 1 fail, 2 usage.
 
-    Examples:\n
-      trainready comm                                    # CPU: 8 gloo ranks, 1K..64M\n
-      trainready comm --spec example:h200-8x -b 1M -e 8G --json comm.json\n
-      srun -N2 --ntasks-per-node=8 trainready comm --ops all_reduce   # one rank per task
+    Examples:
+
+    \b
+      trainready comm                  # CPU: 8 gloo ranks, 1K..64M
+      trainready comm --spec example:h200-8x -b 1M -e 8G --json comm.json
+      # one rank per Slurm task:
+      srun -N2 --ntasks-per-node=8 trainready comm --ops all_reduce
     """
     from trainready.comm.ops import dtype_name, human, op_names, parse_size, size_steps
     from trainready.comm.external import leave

@@ -22,11 +22,14 @@ def env(
     vars that look secret (TOKEN, SECRET, KEY, PASSWORD, ..., or token-shaped values)
     are redacted.  Exit 0 once recorded; 2 on bad input.  Judging is `trainready node`'s job.
 
-    Examples:\n
-      trainready env                                   # readable summary\n
-      trainready env --json env.json                   # summary + manifest file\n
-      trainready env --json - -q | jq .gpu.nvml        # JSON only, to stdout\n
-      trainready env --code ~/Megatron-LM --lock uv.lock --image-digest sha256:0123...
+    Examples:
+
+    \b
+      trainready env                             # readable summary
+      trainready env --json env.json             # summary + manifest file
+      trainready env --json - -q | jq .gpu.nvml  # JSON only, to stdout
+      trainready env --code ~/Megatron-LM --lock uv.lock \\
+          --image-digest sha256:0123...
     """
     from trainready.probe.manifest import collect
     from trainready.probe.render import print_summary

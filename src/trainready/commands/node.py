@@ -7,12 +7,9 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from trainready.checks import CheckContext, select
 from trainready.commands.common import (JSON_HELP, SPEC_HELP, check_out_path, emit, finish_workdir, parse_plants,
                                         split_names, workdir)
 from trainready.records import Level
-from trainready.runner import run_checks
-from trainready.spec import load_spec
 
 
 def node(
@@ -32,12 +29,18 @@ def node(
     pass (warnings allowed), 1 when any fails, 2 on a usage/config error.
     GPU-only checks say `skip` with the reason on a machine without GPUs.
 
-    Examples:\n
-      trainready node                              # CPU default, 8 gloo ranks\n
-      trainready node --spec example:h200-8x --json node.json\n
+    Examples:
+
+    \b
+      trainready node                  # CPU default, 8 gloo ranks
+      trainready node --spec example:h200-8x --json node.json
       trainready node --level quick --skip throughput
     """
     from pathlib import Path
+
+    from trainready.checks import CheckContext, select  # imports torch: only when the command runs
+    from trainready.runner import run_checks
+    from trainready.spec import load_spec
 
     checks = select(split_names(only), split_names(skip), level)
     if list_checks:

@@ -77,13 +77,23 @@ def plan(
 ) -> None:
     """Plan a training run: memory per GPU, checkpoint size and write time, compute, layouts.
 
-    Exit code 0 when the layout fits (or is tight), 1 when it does not fit, 2 on bad input.
+    Without a layout (no --tp/--pp/--cp/--dp/--zero/--fsdp/--distributed-optimizer) the plan searches
+    the layouts that fit and plans the best one, saying so; give degrees to plan exactly that layout.
+    Exit 0 when the planned layout fits (or is tight) — with --search, when any layout fits —,
+    1 when none does, 2 on bad input.
 
-    Examples:\n
-      trainready plan --preset dense-500b --gpus 5120 --tp 8 --pp 16 --sp --distributed-optimizer --global-batch 2560 --gpu H200 --tokens 10T --storage-gbps 100   # seed 000's 500B\n
-      trainready plan --params 7.5B --dp 64 --zero 2 --gpu-mem-gib 32 --peak-tflops 125   # ZeRO paper example\n
-      trainready plan --preset llama3-70b --gpus 64 --tp 8 --sp --global-batch 512 --search\n
-      trainready plan --preset gpt3-175b --tp 8 --pp 8 --dp 1 --attention classic --explain
+    Examples:
+
+    \b
+      trainready plan --preset dense-500b --gpus 5120 --gpu B200 --tokens 10T
+      trainready plan --preset llama3-70b --gpus 64 --global-batch 512 --search
+      # an exact layout (Megatron: TP within a node, PP across nodes):
+      trainready plan --preset dense-500b --gpus 5120 --tp 8 --pp 16 --sp \\
+          --distributed-optimizer --global-batch 2560 --gpu H200
+      # the ZeRO paper's example (Rajbhandari et al. 2020, Figure 1):
+      trainready plan --params 7.5B --dp 64 --zero 2 --gpu-mem-gib 32 \\
+          --peak-tflops 125
+      trainready plan --preset gpt3-175b --tp 8 --pp 8 --dp 1 --explain
     """
     from trainready.plan import model as pm
     from trainready.plan.inputs import PlanInput

@@ -44,9 +44,12 @@ def resume(
 
     Exit 0 pass, 1 mismatch/corrupt checkpoint, 2 bad input.
 
-    Examples:\n
-      trainready resume                                   # CPU, tiny model, sample corpus\n
-      trainready resume --data /data/tok/my_text_document --dir /shared/ckpt --ranks 8\n
+    Examples:
+
+    \b
+      trainready resume                # CPU, tiny model, sample corpus
+      trainready resume --data /data/tok/my_text_document \\
+          --dir /shared/ckpt --ranks 8
       trainready resume --ranks 2 --mode fsdp --json resume.json
     """
     from trainready.checks.base import CheckContext

@@ -14,7 +14,13 @@ from trainready.util.atomic import atomic_write_text
 from trainready.util.strict import dump_toml
 
 spec_app = typer.Typer(
-    help="Write, show and check node specs (what a node *should* be).",
+    help=(
+        "Write, show and check node specs (what a node should be).\n\n"
+        "Examples:\n\n\b\n"
+        "  trainready spec show example:h200-8x > fleet.toml\n"
+        "  trainready spec check fleet.toml\n"
+        "  trainready spec init --measure -o fleet.toml"
+    ),
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -32,7 +38,7 @@ def init(
         False, "--measure", help="Run the throughput and comm checks now and take floors from them."
     ),
     tolerance: float = typer.Option(
-        0.8, "--tolerance", help="Floors are this fraction of the reference's worst figure (seed 003: 80%)."
+        0.8, "--tolerance", help="Floors are this fraction of the reference's worst figure (0.8: a node 20% below the reference fails)."
     ),
     name: str = typer.Option(None, "--name", help="Spec name (default: <hostname>-reference)."),
     image_digest: str = typer.Option(None, "--image-digest", help="Image digest this node runs (sha256:...)."),
@@ -40,8 +46,11 @@ def init(
 ) -> None:
     """Write a spec from THIS machine: the accepted reference server becomes the spec the fleet is held to.
 
-    Examples:\n
-      trainready node --json ref.json && trainready spec init --from-report ref.json -o fleet.toml\n
+    Examples:
+
+    \b
+      trainready node --json ref.json
+      trainready spec init --from-report ref.json -o fleet.toml
       trainready spec init --measure -o fleet.toml
     """
     from trainready.probe.manifest import collect
@@ -86,7 +95,17 @@ def _measure() -> dict:
 
 @spec_app.command("show")
 def show(spec: str = typer.Argument(None, help="Spec file or example:NAME (default: the CPU profile).")) -> None:
-    """Print a spec, resolved with every default, as commented TOML."""
+    """Print a spec, resolved with every default, as commented TOML.
+
+    Keys left unset (not checked) are listed under a comment, not as empty lines.
+
+    Examples:
+
+    \b
+      trainready spec show                       # the CPU profile
+      trainready spec show example:b200-reference
+      trainready spec show fleet.toml > resolved.toml
+    """
     from trainready.spec import load_spec
 
     s, _ = load_spec(spec)
@@ -95,7 +114,14 @@ def show(spec: str = typer.Argument(None, help="Spec file or example:NAME (defau
 
 @spec_app.command("check")
 def check(spec: str = typer.Argument(..., help="Spec file to validate.")) -> None:
-    """Validate a spec strictly: exit 0 if it loads, else one line naming the file and key, exit 2."""
+    """Validate a spec strictly: exit 0 if it loads, else one line naming the file and key, exit 2.
+
+    Examples:
+
+    \b
+      trainready spec check fleet.toml
+      trainready spec check example:h200-8x
+    """
     from trainready.spec import load_spec
 
     s, src = load_spec(spec)

@@ -120,7 +120,8 @@ def _convert(tp: Any, value: Any, path: str, key: str) -> Any:
 
 
 def dump_toml(obj: Any, with_docs: bool = True) -> str:
-    """Write a dataclass tree as TOML (None fields are written commented out)."""
+    """Write a dataclass tree as TOML; a None field (unset: a spec does not check it) is one comment line
+    `# NAME: unset (not checked)`, never an empty `NAME = ` for a reader to wonder about."""
     lines: list[str] = []
     _dump(obj, [], lines, with_docs)
     return "\n".join(lines).strip() + "\n"
@@ -156,7 +157,7 @@ def _dump(obj: Any, path: list[str], lines: list[str], with_docs: bool) -> None:
         if with_docs and doc:
             lines.append(f"# {doc}")
         if v is None:
-            lines.append(f"# {f.name} = ")
+            lines.append(f"# {f.name}: unset (not checked)")
         else:
             lines.append(f"{f.name} = {_fmt(v)}")
     for f, v in subs:
