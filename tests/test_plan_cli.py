@@ -120,8 +120,9 @@ def test_search_returns_only_layouts_that_fit(capsys: pytest.CaptureFixture[str]
     assert plan_memory(plain, cap).verdict == "does not fit"
     assert not any(c.tp == 1 and c.pp == 1 and c.zero == 0 for c in found)
     for c in found:
-        cand = validate(PlanInput(inp.model, Parallel(tp=c.tp, pp=c.pp, dp=c.dp, zero=c.zero, sp=c.tp > 1),
-                                  Training(global_batch=64, recompute=c.recompute), inp.hardware))
+        cand = validate(PlanInput(inp.model, Parallel(tp=c.tp, pp=c.pp, cp=c.cp, dp=c.dp, zero=c.zero, sp=c.sp),
+                                  Training(global_batch=64, micro_batch=c.micro_batch, recompute=c.recompute),
+                                  inp.hardware))
         assert plan_memory(cand, cap).verdict != "does not fit"
     assert [c.cost for c in found] == sorted(c.cost for c in found)
     # too small a GPU: nothing fits, and the CLI says so

@@ -69,7 +69,7 @@ def plan(
     runtime_gib: Optional[float] = _opt(None, "Allowance outside the allocator, GiB (default 2).", "--runtime-gib"),
     fragmentation: Optional[float] = _opt(None, "Fragmentation allowance, fraction of peak (default 0.10).", "--fragmentation"),
     headroom: Optional[float] = _opt(None, "Free fraction below which the verdict is 'tight' (default 0.05).", "--headroom"),
-    do_search: bool = typer.Option(False, "--search", help="Also list the parallel layouts that fit, ranked."),
+    do_search: bool = typer.Option(False, "--search", help="Also list the parallel layouts that fit, ranked by a heuristic cost (exit 0 when any fits)."),
     top: int = typer.Option(10, "--top", help="How many layouts --search shows."),
     json_path: Optional[str] = _opt(None, "Write the plan as JSON to this path ('-' = stdout).", "--json"),
     explain: bool = typer.Option(False, "--explain", help="Show every formula with its source."),
@@ -77,10 +77,10 @@ def plan(
 ) -> None:
     """Plan a training run: memory per GPU, checkpoint size and write time, compute, layouts.
 
-    Without a layout (no --tp/--pp/--cp/--dp/--zero/--fsdp/--distributed-optimizer) the plan searches
-    the layouts that fit and plans the best one, saying so; give degrees to plan exactly that layout.
-    Exit 0 when the planned layout fits (or is tight) — with --search, when any layout fits —,
-    1 when none does, 2 on bad input.
+    Give no layout (none of --tp, --pp, --dp, --zero, --fsdp and the distributed optimizer) and the plan
+    searches the layouts that fit and plans the best one, saying so; give degrees to plan exactly that
+    layout.  Exit 0 when the planned layout fits or is tight (with --search: when any layout fits), 1 when
+    none does, 2 on bad input.
 
     Examples:
 
@@ -97,9 +97,8 @@ def plan(
     """
     from trainready.plan import model as pm
     from trainready.plan.inputs import PlanInput
-    from trainready.plan.planner import make_plan
     from trainready.plan.render import print_plan, print_search
-    from trainready.plan.search import search
+    from trainready.plan.search import COST_NOTE, HOLDABLE
     from trainready.util.strict import load_dataclass, read_toml
 
     if list_presets:
@@ -109,7 +108,8 @@ def plan(
             typer.echo(f"{name:<14} {pm.preset(name).total_params:>20,} params  (trainready.train.model.GPT)")
         raise typer.Exit(0)
     check_out_path(json_path)
-    inp = load_dataclass(PlanInput, read_toml(file, "TOML plan file"), file) if file else PlanInput()
+    raw = read_toml(file, "TOML plan file") if file else {}
+    inp = load_dataclass(PlanInput, raw, file) if file else PlanInput()
     model = pm.preset(preset) if preset else inp.model
     n = parse_count(params, "--params")
     if n is not None and not float(n).is_integer():
@@ -140,19 +140,61 @@ def plan(
                     ckpt_interval_min=ckpt_interval_min, runtime_gib=runtime_gib, fragmentation=fragmentation,
                     headroom=headroom),
     )
+    given = {k for k, v in (("tp", tp), ("pp", pp), ("dp", dp), ("zero", zero), ("distributed_optimizer", dist_opt),
+                            ("sp", sp), ("cp", cp), ("micro_batch", micro_batch), ("recompute", recompute))
+             if v is not None} | set(raw.get("parallel", {})) | set(raw.get("training", {}))
     sources = tuple(x for x in (spec_line and _spec_figures(spec_line, inp), mfu_line) if x)
-    result = make_plan(inp, mfu_kind, sources)
-    found = search(inp, top) if do_search else None
-    console = Console(stderr=json_path == "-", width=None if sys.stdout.isatty() else 200)
+    result, found = _plan_and_search(inp, given, do_search, mfu_kind, sources)
+    console = Console(stderr=json_path == "-", width=_width())
     print_plan(result, console, explain)
-    if found is not None:
-        print_search(found, console)
+    shown = found[:top] if top > 0 else found
+    if do_search:
+        print_search(shown, len(found), tuple(h.replace("_", "-") for h in HOLDABLE if h in given), console)
+    if do_search and found and result.memory.verdict == "does not fit":
+        console.print(f"the layout given does not fit; {len(found):,} other layouts do (above)", highlight=False)
     if json_path:
         doc = result.to_json()
-        if found is not None:
-            doc["search"] = [c.to_json() for c in found]
+        if do_search:
+            doc["search"] = [c.to_json() for c in shown]
+            doc["search_fit_total"] = len(found)
+            doc["search_cost"] = COST_NOTE
         write_json_doc(doc, json_path, console, "plan")
-    raise typer.Exit(1 if result.memory.verdict == "does not fit" else 0)
+    fits = bool(found) if (do_search or result.layout.chosen_by == "search") else result.memory.verdict != "does not fit"
+    raise typer.Exit(0 if fits else 1)
+
+
+def _width() -> int | None:
+    """COLUMNS when set (the tables fit it); else the terminal's; 200 when piped (log files)."""
+    import os
+
+    cols = os.environ.get("COLUMNS", "")
+    if cols.isdigit() and int(cols) > 0:
+        return int(cols)
+    return None if sys.stdout.isatty() else 200
+
+
+def _plan_and_search(inp: Any, given: set[str], do_search: bool, mfu_kind: str, sources: tuple[str, ...]) -> tuple[Any, list[Any]]:
+    """The plan — of the layout given, or, when no degree is given, of the best layout the search finds — and
+    the layouts that fit (searched when asked or when choosing). `given`: the degrees the user set."""
+    from trainready.plan.inputs import validate
+    from trainready.plan.planner import Layout, make_plan
+    from trainready.plan.search import HOLDABLE, choose
+
+    hold = frozenset(h for h in HOLDABLE if h in given)
+    auto = not given & {"tp", "pp", "dp", "zero", "distributed_optimizer"}
+    implied = not inp.training.global_batch
+    if auto:
+        chosen, found = choose(inp, hold)
+        base = validate(inp)
+        p, b = base.parallel, base.training.micro_batch
+        note = (f"b·dp of plain data parallelism = {b}·{p.dp:,} (--global-batch not given; held while the layout "
+                "was searched)") if implied else ""
+        return make_plan(chosen, mfu_kind, sources, Layout("search", len(found), note)), found
+    result = validate(inp)
+    p, b = result.parallel, result.training.micro_batch
+    note = f"b·dp = {b}·{p.dp:,} (--global-batch not given)" if implied else ""
+    found = choose(inp, hold)[1] if do_search else []
+    return make_plan(result, mfu_kind, sources, Layout("given", len(found) if do_search else -1, note)), found
 
 
 def _mfu(mfu: float | None, mfu_from: str | None) -> tuple[float | None, str, str]:

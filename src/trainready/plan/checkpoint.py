@@ -3,7 +3,7 @@
 Contents of a full mixed-precision checkpoint, per parameter: bf16 weights 2 +
 FP32 master weights 4 + Adam m 4 + Adam v 4 = 14 bytes (the ZeRO paper's K = 12
 optimizer bytes + the 2-byte working copy; Rajbhandari et al. 2020 §3.1).
-500 B parameters × 14 B = 7.0 TB: seed 000's "complete 7 TB checkpoint".
+500 B parameters × 14 B = 7.0 TB for a complete checkpoint.
 fp32/amp training has no separate master copy: 4 + 4 + 4 = 12 bytes.
 """
 

@@ -3,7 +3,7 @@
 Two totals, both *model* FLOPs (what MFU is quoted against):
 
     C_6ND  = 6·N·D                    Kaplan et al. 2020, "Scaling Laws for Neural Language Models", §2.1
-                                      (seed 000's rule; leaves out attention's s² work)
+                                      (leaves out attention's s² work)
     C_attn = (6N + 12·L·h·s)·D        Chowdhery et al. 2022 (PaLM), Appendix B; the same attention term as
                                       Narayanan et al. 2021 eq. (3): 72·B·s·L·h²·s/(6h) = 12·L·h·s per token
     time   = C / (G · peak · MFU)     MFU as defined by PaLM Appendix B
@@ -57,7 +57,7 @@ def compute_quantities(inp: PlanInput, peak_tflops: float, mfu_kind: str = "assu
     if t.tokens > 0:
         total_6nd = 6.0 * n * t.tokens
         out.append(Quantity("compute.total_flops", f"model FLOPs 6·N·D for {t.tokens / 1e9:,.6g} B tokens", total_6nd,
-                            "FLOP", "6·N·D", "Kaplan et al. 2020 §2.1 (seed 000)"))
+                            "FLOP", "6·N·D", "Kaplan et al. 2020 §2.1"))
         if m.has_shape:
             out.append(Quantity("compute.total_flops_attn", "model FLOPs incl. attention (used for the time)",
                                 per_token * t.tokens, "FLOP", "(6N + 12·L·h·s)·D",

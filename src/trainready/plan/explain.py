@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from trainready.plan.planner import MEGATRON_RULE, ZERO_RULE
+
 FORMULAS: tuple[tuple[str, str, str], ...] = (
     ("Model states per GPU (ZeRO)",
      "stage 0: (w+g+K)Ψ · stage 1: (w+g)Ψ + KΨ/N_d · stage 2: wΨ + (g+K)Ψ/N_d · stage 3: (w+g+K)Ψ/N_d",
@@ -39,15 +41,18 @@ FORMULAS: tuple[tuple[str, str, str], ...] = (
     ("Checkpoint",
      "full = N·14 B (bf16 2 + master 4 + m 4 + v 4), fp32/amp N·12; write = size / bandwidth; "
      "lost share = write / (interval + write)",
-     "ZeRO §3.1 (K = 12); seed 000: 500 B → 7 TB"),
+     "ZeRO §3.1 (K = 12): 500 B parameters → 7.0 TB"),
     ("Compute",
      "model FLOPs 6·N·D and, with attention, (6N + 12·L·h·s)·D; time = C / (G · peak · MFU) with C the "
      "attention-inclusive total (6·N·D for a count-only model); full recompute: 8·N·D hardware",
      "Kaplan et al. 2020 §2.1; Chowdhery et al. 2022 (PaLM) Appendix B; Narayanan et al. 2021 §3.5"),
-    ("Layout ranking",
-     "cost = (1 + recompute extra) · (1 + (p−1)/m) · (1 + 0.02(t−1) + 0.5·[ZeRO-3]) — a heuristic, not a prediction",
-     "bubble: Narayanan et al. 2021 §2.2.1; ZeRO-3 1.5× traffic: Rajbhandari et al. 2020 §7.2.2"),
+    ("Layout ranking (--search, and the layout chosen when none is given)",
+     "cost = (1 + recompute extra) · (1 + (p−1)/m) · (1 + 0.02(t−1) + 0.02(cp−1) + 0.5·[ZeRO-3]), "
+     "m = global/(b·d) — a relative heuristic (1 = no recompute, bubble or extra traffic), not a prediction",
+     "bubble: Narayanan et al. 2021 §2.2.1; ZeRO-3 1.5× traffic: Rajbhandari et al. 2020 §7.2.2; "
+     "0.02 per TP/CP rank: our assumption"),
     ("Framework (advice)",
-     "≤ 13 B on ≤ 64 GPUs → DeepSpeed ZeRO-2/3; ≥ 70 B or ~1,000 GPUs → Megatron-style TP + PP",
-     "seed 003's rule of thumb — advice, not fact"),
+     "≤ 13 B parameters → sharded data parallelism (ZeRO-2/3, FSDP); larger → TP within a server, PP across "
+     "servers, DP (distributed optimizer / ZeRO-1) over the rest",
+     f"{ZERO_RULE}; {MEGATRON_RULE}"),
 )

@@ -135,6 +135,6 @@ def plan_memory(inp: PlanInput, capacity_bytes: float) -> MemoryPlan:
     items.append(Quantity("memory.capacity", "GPU memory", capacity_bytes, "B", "", "GPU table or --gpu-mem-gib"))
     free = (capacity_bytes - total) / capacity_bytes if capacity_bytes else -1.0
     verdict = "does not fit" if free < 0 else ("tight" if free < hw.headroom else "fits")
-    items.append(Quantity("memory.headroom", "headroom (free fraction)", free, "1", "(capacity − total) / capacity",
+    items.append(Quantity("memory.headroom", "headroom (free share of GPU memory)", free, "1", "(capacity − total) / capacity",
                           f"'tight' below {hw.headroom:.0%}"))
     return MemoryPlan(tuple(items), peak, total, capacity_bytes, verdict, inp.model.has_shape)

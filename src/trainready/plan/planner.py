@@ -13,7 +13,25 @@ from trainready.plan.memory import MemoryPlan, plan_memory
 from trainready.plan.quantity import GIB, Quantity
 
 SCHEMA = "trainready.plan/1"
-SEED_RULE = "seed 003's rule of thumb (advice, not fact)"
+# The framework rule and its public sources (also in --explain's formula table).
+ZERO_RULE = ("ZeRO trains models of up to ~13 B parameters without model parallelism (Rajbhandari et al. 2020, "
+             "abstract)")
+MEGATRON_RULE = ("Megatron-LM's guidance: tensor parallelism up to the GPUs of one server (NVLink), pipeline "
+                 "parallelism across servers until the model fits, data parallelism over the remaining GPUs "
+                 "(Narayanan et al. 2021 §3, takeaways #1 and #2; NeMo trains on the same Megatron Core)")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the planned layout was chosen, and what was implied rather than given."""
+
+    chosen_by: str = "given"  # "given" (flags / plan file) or "search" (best of the layouts that fit)
+    layouts_fit: int = -1  # layouts the search found that fit; -1 = no search ran
+    global_batch_note: str = ""  # why the global batch is what it is, when --global-batch was not given
+
+    def to_json(self) -> dict[str, Any]:
+        return {"chosen_by": self.chosen_by, "layouts_fit": None if self.layouts_fit < 0 else self.layouts_fit,
+                "global_batch_implied": bool(self.global_batch_note), "global_batch_note": self.global_batch_note}
 
 
 @dataclass(frozen=True)
@@ -27,11 +45,16 @@ class Plan:
     warnings: tuple[str, ...] = ()  # legal but probably unintended inputs (plan.inputs.warnings)
     mfu_kind: str = "assumed"  # or "measured" (--mfu-from a node report)
     sources: tuple[str, ...] = ()  # where the GPU / MFU came from, one line each (--spec, --mfu-from)
+    layout: Layout = Layout()
 
     def to_json(self) -> dict[str, Any]:
+        inputs = asdict(self.inputs)
+        inputs["parallel"]["zero"] = self.inputs.parallel.stage  # the stage the text shows (distributed optimizer = 1)
+        inputs["model"]["params"] = self.inputs.model.total_params  # the exact count, also for a shaped model
         return {
             "schema": SCHEMA,
-            "inputs": asdict(self.inputs),
+            "inputs": inputs,
+            "layout": self.layout.to_json(),
             "gpu": self.gpu_name,
             "params": self.inputs.model.total_params,
             "memory": {"verdict": self.memory.verdict, "items": [q.to_json() for q in self.memory.items]},
@@ -53,18 +76,16 @@ def gpu_figures(inp: PlanInput) -> tuple[str, float, float]:
     return info.name, (hw.gpu_mem_gib or info.memory_gib) * GIB, hw.peak_tflops or info.bf16_tflops
 
 
-def framework_advice(params: float, gpus: int) -> str:
-    """Seed 003: ≤ 13 B on ≤ 64 GPUs → DeepSpeed ZeRO-2/3; ≥ 70 B or ~1,000 GPUs → Megatron TP + PP."""
-    if params >= 70e9 or gpus >= 1000:
-        return (f"{SEED_RULE}: ≥ 70 B parameters or ~1,000 GPUs → Megatron-style tensor + pipeline parallelism "
-                "(Megatron-LM, or Megatron-DeepSpeed with ZeRO for the optimizer states).")
-    if params <= 13e9 and gpus <= 64:
-        return f"{SEED_RULE}: ≤ 13 B parameters on ≤ 64 GPUs → DeepSpeed ZeRO-2/3 (or FSDP) is the simplest fit."
-    return (f"{SEED_RULE}: between its two cases (13–70 B, or 64–1,000 GPUs) → DeepSpeed ZeRO or Megatron both "
-            "work; let the layout search and a short memory test decide.")
+def framework_advice(params: float) -> str:
+    """Which family of frameworks the model size points to, with the public rule it comes from."""
+    if params <= 13e9:
+        return (f"framework: {params / 1e9:,.3g} B parameters ≤ 13 B → sharded data parallelism (DeepSpeed ZeRO-2/3 "
+                f"or PyTorch FSDP) is the simplest fit: {ZERO_RULE}.")
+    return (f"framework: {params / 1e9:,.3g} B parameters > 13 B → Megatron-style tensor + pipeline parallelism "
+            f"(Megatron-LM / NeMo, or DeepSpeed with ZeRO-1 for the optimizer states): {MEGATRON_RULE}.")
 
 
-def make_plan(inp: PlanInput, mfu_kind: str = "assumed", sources: tuple[str, ...] = ()) -> Plan:
+def make_plan(inp: PlanInput, mfu_kind: str = "assumed", sources: tuple[str, ...] = (), layout: Layout = Layout()) -> Plan:
     inp = validate(inp)
     name, capacity, peak = gpu_figures(inp)
     mem = plan_memory(inp, capacity)
@@ -74,8 +95,9 @@ def make_plan(inp: PlanInput, mfu_kind: str = "assumed", sources: tuple[str, ...
         memory=mem,
         checkpoint=tuple(checkpoint_quantities(inp)),
         compute=tuple(compute_quantities(inp, peak, mfu_kind)),
-        advice=framework_advice(inp.model.total_params, inp.parallel.world),
+        advice=framework_advice(inp.model.total_params),
         warnings=tuple(warnings(inp)),
         mfu_kind=mfu_kind,
         sources=sources,
+        layout=layout,
     )

@@ -28,6 +28,11 @@ class Quantity:
                 "formula": self.formula, "source": self.source}
 
 
+def percent(fraction: float) -> str:
+    """A fraction as a percentage with two decimals, e.g. 0.0754 → '7.54%', -47.9 → '-4,790.00%'."""
+    return f"{fraction:,.2%}"
+
+
 def human(q: Quantity) -> str:
     """Readable value: bytes in GiB (and GB), seconds in s/min/h, big counts with SI prefixes."""
     v = q.value
@@ -43,8 +48,8 @@ def human(q: Quantity) -> str:
         if v >= 2 * 3600:
             return f"{v / 3600:,.1f} h"
         return f"{v / 60:,.1f} min" if v >= 120 else f"{v:,.1f} s"
-    if q.unit == "1":
-        return f"{v:.2%}" if abs(v) < 1 else f"{v:,.3g}"
+    if q.unit == "1":  # fractions (headroom, time lost) always as a percentage: one format, also below -100 %
+        return percent(v)
     if q.unit == "params":
         for p, s in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
             if abs(v) >= p:

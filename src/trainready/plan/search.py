@@ -1,85 +1,141 @@
 """Search the parallel layouts that fit, and rank them.
 
-Enumerates t (divides heads, ≤ GPUs per node: tensor parallelism stays on
-NVLink, Narayanan et al. 2021 §3.3 takeaway #1), p (divides layers), d =
-G / (t·p·cp), ZeRO stage 0–3 and recompute none/selective/full, keeps the
-layouts whose memory verdict is not 'does not fit' and whose global batch
-splits into micro-batches (ZeRO-2/3 only without pipeline parallelism; selective
-recompute only with classic attention, where it drops the s² terms), and ranks them by a *heuristic* relative step-time
-cost (lower is better; not a throughput prediction):
+For the same model, GPU count G, global batch, precision and attention, enumerates
+
+    t   tensor parallel: divides heads, ≤ GPUs per node (TP stays on NVLink: Narayanan et al. 2021 §3.3,
+        takeaway #1 — "tensor model parallelism up to degree g for g-GPU servers, then pipeline")
+    p   pipeline parallel: divides layers
+    cp  context parallel: 1, 2, 4, 8 dividing the sequence
+    d   data parallel: G / (t·p·cp)
+    sp  sequence parallel on/off (with t > 1)
+    b   micro-batch: 1, 2, 4, 8 dividing global / d
+    ZeRO stage 0–3 (ZeRO-2/3 only without pipeline parallelism, as DeepSpeed's pipeline engine)
+    recompute none / full (and selective with classic attention, where it drops the s² terms)
+
+minus any of sp, cp, b, recompute the caller holds (the user gave it), keeps the layouts whose
+memory verdict is not 'does not fit', and ranks them by a *heuristic* relative cost (lower is
+better; 1.000 = no recompute, no pipeline bubble, no TP/CP/ZeRO-3 traffic; not a time):
 
     cost = (1 + recompute extra) · (1 + bubble) · (1 + comm)
-    recompute extra: none 0, selective 0.02 (Korthikanti Table 4: 2-4 %), full 0.33 (one extra forward)
-    bubble = (p − 1)/m        (1F1B pipeline bubble, Narayanan et al. 2021 §2.2.1)
-    comm: 0.02·(t − 1) for tensor-parallel collectives + ZeRO-3 0.5
-          (ZeRO-3 moves 1.5× the data of DP, Rajbhandari et al. 2020 §7.2.2)
+    recompute extra: none 0, selective 0.02 (Korthikanti et al. 2022 Table 4: 2-4 %), full 0.33 (a 4th pass of 3)
+    bubble = (p − 1)/m, m = global / (b·d) micro-batches (1F1B, Narayanan et al. 2021 §2.2.1)
+    comm = 0.02·(t − 1) + 0.02·(cp − 1) + 0.5·[ZeRO-3]
+           (0.02 per extra TP/CP rank: our assumption; ZeRO-3 moves 1.5× the data of DP, Rajbhandari
+           et al. 2020 §7.2.2).  Sequence parallelism moves the same volume as TP's all-reduce
+           (Korthikanti et al. 2022 §4.2.2) and ZeRO-1/2 the same as DP (ZeRO §7.2.1): no extra cost.
+
+Ties go to the layout with more free memory.  Kernel efficiency (larger micro-batches, wider
+GEMMs) is not modelled, so the cost never prefers a larger micro-batch.
+A count-only model (no shape: no activations) varies the ZeRO stage only.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Iterator
 
-from trainready.errors import UsageError
 from trainready.plan.inputs import PlanInput, validate
 from trainready.plan.memory import plan_memory
 from trainready.plan.planner import gpu_figures
 
 RECOMPUTE_EXTRA = {"none": 0.0, "selective": 0.02, "full": 0.33}
+COMM_PER_RANK = 0.02  # per extra TP or CP rank (assumption, see above)
+ZERO3_COMM = 0.5  # ZeRO-3: 1.5× DP traffic (Rajbhandari et al. 2020 §7.2.2)
+SMALL = (1, 2, 4, 8)  # context-parallel degrees and micro-batch sizes tried
+HOLDABLE = ("sp", "cp", "micro_batch", "recompute")
+COST_NOTE = ("cost: relative heuristic, lower is better, 1.000 = no recompute, no pipeline bubble, no TP/CP/ZeRO-3 "
+             "traffic; = (1 + recompute: full 0.33, selective 0.02) × (1 + bubble (pp−1)/m, m = global/(b·dp)) × "
+             "(1 + 0.02 per extra tp/cp rank + 0.5 for ZeRO-3); not a step time")
 
 
 @dataclass(frozen=True)
 class Candidate:
     tp: int
     pp: int
+    cp: int
     dp: int
+    sp: bool
+    micro_batch: int
     zero: int
     recompute: str
     total_bytes: float  # peak + allowance per GPU
+    free: float  # (capacity − total) / capacity: the headroom, a fraction of GPU memory
     verdict: str
     cost: float  # heuristic, relative
 
     def to_json(self) -> dict[str, object]:
-        return {"tp": self.tp, "pp": self.pp, "dp": self.dp, "zero": self.zero, "recompute": self.recompute,
-                "total_bytes": self.total_bytes, "verdict": self.verdict, "cost": round(self.cost, 4)}
+        return {"tp": self.tp, "pp": self.pp, "cp": self.cp, "dp": self.dp, "sp": self.sp,
+                "micro_batch": self.micro_batch, "zero": self.zero, "recompute": self.recompute,
+                "total_bytes": self.total_bytes, "headroom": self.free, "verdict": self.verdict,
+                "cost": round(self.cost, 4)}
+
+    def apply(self, inp: PlanInput) -> PlanInput:
+        """`inp` with this layout (the global batch and everything else unchanged)."""
+        return replace(inp, parallel=replace(inp.parallel, tp=self.tp, pp=self.pp, cp=self.cp, dp=self.dp, gpus=0,
+                                             sp=self.sp, zero=self.zero),
+                       training=replace(inp.training, micro_batch=self.micro_batch, recompute=self.recompute))
 
 
 def _divisors(n: int) -> list[int]:
     return [k for k in range(1, n + 1) if n % k == 0]
 
 
-def search(inp: PlanInput, limit: int = 10) -> list[Candidate]:
-    """Layouts for the same model, GPU count, micro/global batch and precision that fit, best first."""
-    want_sp = inp.parallel.sp  # applied to every candidate with tp > 1
+def _layouts(base: PlanInput, hold: frozenset[str]) -> Iterator[tuple[int, int, int, int, bool, int, int, str]]:
+    """(tp, pp, cp, dp, sp, b, zero, recompute) combinations worth a memory estimate."""
+    m, par, tr = base.model, base.parallel, base.training
+    gpus, gb = par.world, tr.global_batch
+    amp = tr.precision == "amp"
+    shaped = m.has_shape and not amp
+    tps = [t for t in _divisors(m.heads) if t <= par.gpus_per_node and (m.kv % t == 0 or t % m.kv == 0)] if shaped else [1]
+    pps = _divisors(m.layers) if shaped else [1]
+    cps = [par.cp] if "cp" in hold or not shaped else [c for c in SMALL if m.seq_len % c == 0]
+    rcs = ([tr.recompute] if "recompute" in hold or not m.has_shape else
+           ["none", "full"] if tr.attention == "flash" else ["none", "selective", "full"])  # flash: no s² to drop
+    for tp in tps:
+        sps = [par.sp and tp > 1] if "sp" in hold else ([False, True] if tp > 1 else [False])
+        for pp in pps:
+            for cp in cps:
+                if gpus % (tp * pp * cp):
+                    continue
+                dp = gpus // (tp * pp * cp)
+                bs = [tr.micro_batch] if "micro_batch" in hold else [b for b in SMALL if gb % (b * dp) == 0]
+                # ZeRO-2/3 do not combine with pipeline parallelism (DeepSpeed pipeline docs: ZeRO-1 only);
+                # with one shard every stage is the same layout.
+                zeros = (0,) if dp * cp == 1 else ((0, 1) if pp > 1 else (0, 1, 2, 3))
+                for sp in sps:
+                    for b in bs:
+                        if gb % (b * dp):
+                            continue
+                        for zero in zeros:
+                            for rc in rcs:
+                                yield tp, pp, cp, dp, sp, b, zero, rc
+
+
+def search(inp: PlanInput, limit: int = 10, hold: frozenset[str] = frozenset()) -> list[Candidate]:
+    """Layouts for the same model, GPU count, global batch and precision that fit, best first.
+
+    `hold`: names from HOLDABLE kept at `inp`'s value instead of searched (what the user gave)."""
     base = validate(replace(inp, parallel=replace(inp.parallel, sp=inp.parallel.sp and inp.parallel.tp > 1)))
-    m, par = base.model, base.parallel
-    if not m.has_shape:
-        raise UsageError("--search needs a model shape (activations depend on it); give a preset or --layers/--hidden/...")
     _, capacity, _ = gpu_figures(base)
-    gpus, cp = par.world, par.cp
-    amp = base.training.precision == "amp"
+    dist_opt = base.parallel.distributed_optimizer
     found: list[Candidate] = []
-    for tp in [t for t in _divisors(m.heads) if t <= par.gpus_per_node and (m.kv % t == 0 or t % m.kv == 0)]:
-        for pp in _divisors(m.layers):
-            if gpus % (tp * pp * cp) or (amp and (tp > 1 or pp > 1)):
-                continue
-            dp = gpus // (tp * pp * cp)
-            if base.training.global_batch % (base.training.micro_batch * dp):
-                continue
-            # ZeRO-2/3 do not combine with pipeline parallelism (DeepSpeed pipeline docs: ZeRO-1 only);
-            # with one shard every stage is the same layout.
-            zeros = (0,) if dp * cp == 1 else ((0, 1) if pp > 1 else (0, 1, 2, 3))
-            # With flash attention selective recompute saves nothing (no s² scores to drop).
-            rcs = ("none", "full") if base.training.attention == "flash" else ("none", "selective", "full")
-            for zero in zeros:
-                for rc in rcs:
-                    cand = replace(base, parallel=replace(par, tp=tp, pp=pp, dp=dp, zero=zero, sp=want_sp and tp > 1),
-                                   training=replace(base.training, recompute=rc))
-                    mem = plan_memory(cand, capacity)
-                    if mem.verdict == "does not fit":
-                        continue
-                    bubble = (pp - 1) / cand.microbatches
-                    comm = 0.02 * (tp - 1) + (0.5 if max(zero, 1 if par.distributed_optimizer else 0) >= 3 else 0.0)
-                    cost = (1 + RECOMPUTE_EXTRA[rc]) * (1 + bubble) * (1 + comm)
-                    found.append(Candidate(tp, pp, dp, zero, rc, mem.total, mem.verdict, cost))
+    for tp, pp, cp, dp, sp, b, zero, rc in _layouts(base, hold):
+        cand = replace(base, parallel=replace(base.parallel, tp=tp, pp=pp, cp=cp, dp=dp, zero=zero, sp=sp),
+                       training=replace(base.training, micro_batch=b, recompute=rc))
+        mem = plan_memory(cand, capacity)
+        if mem.verdict == "does not fit":
+            continue
+        bubble = (pp - 1) / cand.microbatches
+        comm = COMM_PER_RANK * (tp - 1 + cp - 1) + (ZERO3_COMM if max(zero, 1 if dist_opt else 0) >= 3 else 0.0)
+        cost = (1 + RECOMPUTE_EXTRA[rc]) * (1 + bubble) * (1 + comm)
+        found.append(Candidate(tp, pp, cp, dp, sp, b, zero, rc, mem.total, 1 - mem.total / capacity, mem.verdict,
+                               cost))
     found.sort(key=lambda c: (round(c.cost, 6), c.verdict != "fits", c.total_bytes))
     return found[:limit] if limit > 0 else found
+
+
+def choose(inp: PlanInput, hold: frozenset[str] = frozenset()) -> tuple[PlanInput, list[Candidate]]:
+    """(the best layout that fits — `inp` itself, validated, when none does —, every layout that fits, best first)."""
+    base = validate(replace(inp, parallel=replace(inp.parallel, sp=inp.parallel.sp and inp.parallel.tp > 1)))
+    found = search(base, 0, hold)
+    return (found[0].apply(base) if found else validate(inp)), found
