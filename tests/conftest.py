@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -37,6 +39,39 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 600)
     return subprocess.run(
         [sys.executable, "-m", "trainready", *args], capture_output=True, text=True, env=e, timeout=timeout
     )
+
+
+SCRATCH = "trainready-*"  # what commands/common.workdir and spec init --measure create in TMPDIR
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_tmpdir(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """TMPDIR for the whole session, for this process and every CLI subprocess: a private folder under
+    pytest's basetemp, removed at the end, so a test run leaves nothing in the user's TMPDIR."""
+    old_env, old_cached = os.environ.get("TMPDIR"), tempfile.tempdir
+    d = tmp_path_factory.mktemp("TMPDIR", numbered=True)
+    os.environ["TMPDIR"] = str(d)
+    tempfile.tempdir = None  # gettempdir() re-reads TMPDIR
+    yield d
+    if old_env is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = old_env
+    tempfile.tempdir = old_cached
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def no_scratch_left_behind(private_tmpdir: Path, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    """A test that leaves a trainready scratch folder in TMPDIR errors at teardown, naming it (then it is removed)."""
+    before = set(private_tmpdir.glob(SCRATCH))
+    yield
+    left = sorted(set(private_tmpdir.glob(SCRATCH)) - before)
+    if left:
+        kept = "; ".join(f"{p.name} ({', '.join(sorted(c.name for c in p.iterdir())) or 'empty'})" for p in left)
+        for p in left:
+            shutil.rmtree(p, ignore_errors=True)
+        pytest.fail(f"{request.node.nodeid} left trainready scratch folders in TMPDIR: {kept}", pytrace=False)
 
 
 @pytest.fixture
