@@ -135,3 +135,34 @@ def test_missing_dependency_names_the_pip_distribution() -> None:
 
     assert "pip install nvidia-ml-py" in str(missing_dependency(ModuleNotFoundError("x", name="pynvml")))
     assert missing_dependency(ModuleNotFoundError("x", name="trainready.nope")) is None
+
+
+PROJECT_NOTES = re.compile(r"\bseed(?:'s| 0\d\d| rule| reference)", re.I)  # "seed 003's rule", "the seed's ..."
+
+
+def _user_strings(path: os.PathLike[str]) -> list[str]:
+    """String constants a user can see: all but docstrings, whose help role is kept for commands/ (their help)."""
+    import ast
+
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    docs = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)) and ast.get_docstring(node, clean=False):
+            if not (isinstance(node, ast.FunctionDef) and "commands" in str(path)):
+                docs.add(id(node.body[0].value))  # type: ignore[attr-defined]
+    return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            and id(n) not in docs]
+
+
+def test_user_facing_text_names_public_sources_not_project_notes() -> None:
+    hits = [(str(p.relative_to(SRC)), s[:80]) for p in sorted(SRC.rglob("*.py")) for s in _user_strings(p)
+            if PROJECT_NOTES.search(s)]
+    hits += [(str(p.relative_to(SRC)), ln) for p in sorted(SRC.rglob("*.toml"))
+             for ln in p.read_text().splitlines() if PROJECT_NOTES.search(ln)]
+    assert not hits, hits
+
+
+def test_the_notes_pattern_catches_what_it_must() -> None:
+    assert PROJECT_NOTES.search("seed 003's rule of thumb (advice, not fact)")
+    assert PROJECT_NOTES.search("The seed's reference server") and PROJECT_NOTES.search("Seed reference: 8x B200")
+    assert not PROJECT_NOTES.search("# Seed of model init, dropout and the data order.")

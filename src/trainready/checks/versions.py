@@ -132,7 +132,7 @@ def judge_versions(
                           "Install a CUDA build of torch."))
 
     if gpu_expected or sw.nccl or sw.cudnn:
-        pin("nccl", sw.nccl, v.nccl, "NCCL must be NVIDIA's build matching the CUDA major (seed 003): use the image's torch/NCCL.")
+        pin("nccl", sw.nccl, v.nccl, "NCCL must be NVIDIA's build matching the CUDA major: use the image's torch/NCCL.")
         pin("cudnn", sw.cudnn, v.cudnn, "Use the image's torch/cuDNN pairing.")
         for key, val in (("nccl", v.nccl), ("cudnn", v.cudnn)):
             if gpu_expected and is_unavailable(val) and not any(m.startswith(f"spec software.{key}") for m, _ in fails):

@@ -73,7 +73,7 @@ def print_summary(m: dict[str, Any], console: Console) -> None:
         if isinstance(res, dict) and res.get("loopback"):
             console.print(Text(
                 f"  ! hostname '{host['hostname']}' resolves to a loopback address ({_plain(res['addresses'])}): peers told "
-                "to reach this node by name reach themselves (seed 003's 127.0.1.1 trap). Fix /etc/hosts or DNS "
+                "to reach this node by name reach themselves (Debian/Ubuntu's default /etc/hosts maps the hostname to 127.0.1.1). Fix /etc/hosts or DNS "
                 "before multi-node runs, or set MASTER_ADDR to a routable address.", style="yellow"))
     else:
         console.print(kv_table("Host", {"host": host}))

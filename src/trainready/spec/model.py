@@ -74,7 +74,7 @@ class CommSpec:
     )
     timeout_s: float = doc_field(60.0, "Per-collective timeout in seconds; a hung rank fails the check after this.")
     min_fraction: float = doc_field(
-        0.80, "A collective's busbw must reach this fraction of its expectation (seed 003's 80% rule)."
+        0.80, "A collective's busbw must reach this fraction of its expectation (0.80: an op 20% below its expectation fails)."
     )
     expected_busbw_gbps: dict[str, float] = doc_field(
         default_factory=dict,
