@@ -72,10 +72,10 @@ def resume(
 
     try:
         prepare(r, opts, {}, wd)
-    except DataError as exc:
+    except (DataError, UsageError) as exc:  # bad data or a bad flag value: exit 2, and no scratch folder left behind
         if directory is None:
             shutil.rmtree(wd, ignore_errors=True)  # our own scratch dir: nothing in it worth keeping
-        raise UsageError(str(exc)) from None
+        raise (exc if isinstance(exc, UsageError) else UsageError(str(exc))) from None
     console = Console(stderr=True)
     checks: list[Any] = [ResumeCheck]
     if throughput:
