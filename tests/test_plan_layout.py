@@ -145,3 +145,13 @@ def test_explain_fits_80_columns(capsys: pytest.CaptureFixture[str], monkeypatch
     rc, out, _ = _run(["--preset", "gpt3-175b", "--tp", "8", "--pp", "8", "--dp", "1", "--attention", "classic",
                        "--explain"], capsys)
     assert max(len(ln) for ln in out.splitlines()) > 80
+
+
+def test_a_held_sp_is_applied_to_the_chosen_layout(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--sp` without --tp means 'sequence parallel wherever tp > 1' (also when nothing fits: no exit 2)."""
+    rc, on, _ = _json(["--preset", "llama3-70b", "--gpus", "64", "--sp", "--search", "--top", "0"], capsys)
+    rc2, off, _ = _json(["--preset", "llama3-70b", "--gpus", "64", "--no-sp", "--search", "--top", "0"], capsys)
+    assert rc == rc2 == 0 and on["inputs"]["parallel"]["tp"] > 1 and on["inputs"]["parallel"]["sp"] is True
+    assert all(c["sp"] == (c["tp"] > 1) for c in on["search"]) and not any(c["sp"] for c in off["search"])
+    rc, _, err = _run(["--preset", "dense-500b", "--gpus", "8", "--sp"], capsys)
+    assert rc == 1 and not err

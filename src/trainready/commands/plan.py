@@ -176,6 +176,8 @@ def _width() -> int | None:
 def _plan_and_search(inp: Any, given: set[str], do_search: bool, mfu_kind: str, sources: tuple[str, ...]) -> tuple[Any, list[Any]]:
     """The plan — of the layout given, or, when no degree is given, of the best layout the search finds — and
     the layouts that fit (searched when asked or when choosing). `given`: the degrees the user set."""
+    from dataclasses import replace
+
     from trainready.plan.inputs import validate
     from trainready.plan.planner import Layout, make_plan
     from trainready.plan.search import HOLDABLE, choose
@@ -185,8 +187,8 @@ def _plan_and_search(inp: Any, given: set[str], do_search: bool, mfu_kind: str, 
     implied = not inp.training.global_batch
     if auto:
         chosen, found = choose(inp, hold)
-        base = validate(inp)
-        p, b = base.parallel, base.training.micro_batch
+        plain = validate(replace(inp, parallel=replace(inp.parallel, sp=False)))  # where the global batch came from
+        p, b = plain.parallel, plain.training.micro_batch
         note = (f"b·dp of plain data parallelism = {b}·{p.dp:,} (--global-batch not given; held while the layout "
                 "was searched)") if implied else ""
         return make_plan(chosen, mfu_kind, sources, Layout("search", len(found), note)), found

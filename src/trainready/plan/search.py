@@ -80,8 +80,8 @@ def _divisors(n: int) -> list[int]:
     return [k for k in range(1, n + 1) if n % k == 0]
 
 
-def _layouts(base: PlanInput, hold: frozenset[str]) -> Iterator[tuple[int, int, int, int, bool, int, int, str]]:
-    """(tp, pp, cp, dp, sp, b, zero, recompute) combinations worth a memory estimate."""
+def _layouts(base: PlanInput, hold: frozenset[str], want_sp: bool) -> Iterator[tuple[int, int, int, int, bool, int, int, str]]:
+    """(tp, pp, cp, dp, sp, b, zero, recompute) combinations worth a memory estimate; a held sp is `want_sp`."""
     m, par, tr = base.model, base.parallel, base.training
     gpus, gb = par.world, tr.global_batch
     amp = tr.precision == "amp"
@@ -92,7 +92,7 @@ def _layouts(base: PlanInput, hold: frozenset[str]) -> Iterator[tuple[int, int, 
     rcs = ([tr.recompute] if "recompute" in hold or not m.has_shape else
            ["none", "full"] if tr.attention == "flash" else ["none", "selective", "full"])  # flash: no s² to drop
     for tp in tps:
-        sps = [par.sp and tp > 1] if "sp" in hold else ([False, True] if tp > 1 else [False])
+        sps = [want_sp and tp > 1] if "sp" in hold else ([False, True] if tp > 1 else [False])
         for pp in pps:
             for cp in cps:
                 if gpus % (tp * pp * cp):
@@ -119,7 +119,7 @@ def search(inp: PlanInput, limit: int = 10, hold: frozenset[str] = frozenset()) 
     _, capacity, _ = gpu_figures(base)
     dist_opt = base.parallel.distributed_optimizer
     found: list[Candidate] = []
-    for tp, pp, cp, dp, sp, b, zero, rc in _layouts(base, hold):
+    for tp, pp, cp, dp, sp, b, zero, rc in _layouts(base, hold, inp.parallel.sp):
         cand = replace(base, parallel=replace(base.parallel, tp=tp, pp=pp, cp=cp, dp=dp, zero=zero, sp=sp),
                        training=replace(base.training, micro_batch=b, recompute=rc))
         mem = plan_memory(cand, capacity)
@@ -135,7 +135,9 @@ def search(inp: PlanInput, limit: int = 10, hold: frozenset[str] = frozenset()) 
 
 
 def choose(inp: PlanInput, hold: frozenset[str] = frozenset()) -> tuple[PlanInput, list[Candidate]]:
-    """(the best layout that fits — `inp` itself, validated, when none does —, every layout that fits, best first)."""
+    """(the best layout that fits — `inp` itself, validated, when none does —, every layout that fits, best first).
+
+    A sequence-parallel request with tp = 1 means 'with every tp > 1' here, as in `search`."""
     base = validate(replace(inp, parallel=replace(inp.parallel, sp=inp.parallel.sp and inp.parallel.tp > 1)))
-    found = search(base, 0, hold)
-    return (found[0].apply(base) if found else validate(inp)), found
+    found = search(inp, 0, hold)
+    return (found[0].apply(base) if found else base), found
