@@ -47,7 +47,8 @@ SCRATCH = "trainready-*"  # what commands/common.workdir and spec init --measure
 @pytest.fixture(scope="session", autouse=True)
 def private_tmpdir(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     """TMPDIR for the whole session, for this process and every CLI subprocess: a private folder under
-    pytest's basetemp, removed at the end, so a test run leaves nothing in the user's TMPDIR."""
+    pytest's basetemp (which pytest rotates), emptied at the end, so a test run leaves nothing in the
+    user's TMPDIR."""
     old_env, old_cached = os.environ.get("TMPDIR"), tempfile.tempdir
     d = tmp_path_factory.mktemp("TMPDIR", numbered=True)
     os.environ["TMPDIR"] = str(d)
@@ -58,7 +59,9 @@ def private_tmpdir(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no
     else:
         os.environ["TMPDIR"] = old_env
     tempfile.tempdir = old_cached
-    shutil.rmtree(d, ignore_errors=True)
+    for p in d.iterdir():  # multiprocessing removes its own pymp-* folder at exit (it fails if it is gone)
+        if not p.name.startswith("pymp-"):
+            shutil.rmtree(p, ignore_errors=True) if p.is_dir() and not p.is_symlink() else p.unlink(missing_ok=True)
 
 
 @pytest.fixture(autouse=True)
