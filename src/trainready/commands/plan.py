@@ -149,7 +149,8 @@ def plan(
     print_plan(result, console, explain)
     shown = found[:top] if top > 0 else found
     if do_search:
-        print_search(shown, len(found), tuple(h.replace("_", "-") for h in HOLDABLE if h in given), console)
+        held = tuple(h.replace("_", "-") for h in HOLDABLE if h in given)
+        print_search(shown, len(found), held + (("distributed optimizer",) if dist_opt else ()), console)
     if do_search and found and result.memory.verdict == "does not fit":
         console.print(f"the layout given does not fit; {len(found):,} other layouts do (above)", highlight=False)
     if json_path:

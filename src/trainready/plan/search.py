@@ -102,6 +102,8 @@ def _layouts(base: PlanInput, hold: frozenset[str], want_sp: bool) -> Iterator[t
                 # ZeRO-2/3 do not combine with pipeline parallelism (DeepSpeed pipeline docs: ZeRO-1 only);
                 # with one shard every stage is the same layout.
                 zeros = (0,) if dp * cp == 1 else ((0, 1) if pp > 1 else (0, 1, 2, 3))
+                if par.distributed_optimizer:  # stage ≥ 1 already: list each effective stage once
+                    zeros = tuple(sorted({max(z, 1) for z in zeros}))
                 for sp in sps:
                     for b in bs:
                         if gb % (b * dp):
