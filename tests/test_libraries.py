@@ -108,3 +108,13 @@ def test_cpu_torch_says_no_library_rather_than_guessing():
         pytest.skip("CUDA build of torch: covered by the GPU command in docs/env.md")
     assert v.nccl_path.startswith("unavailable: ") and v.cudnn_path.startswith("unavailable: ")
     assert v.nccl_declared == () and v.cudnn_declared == ()
+
+
+def test_manifest_fields_warn_with_both_values():
+    from trainready.probe.software import _library_fields
+
+    decl = (("NCCL_VERSION env", "2.28.3"),)
+    f = _library_fields("nccl", "2.28.9", WHEEL_NCCL, decl)
+    assert f["nccl_warning"] == "NCCL_VERSION env says 2.28.3, torch loads 2.28.9"
+    assert f["nccl_path"] == WHEEL_NCCL and f["nccl_declared"] == {"NCCL_VERSION env": "2.28.3"}
+    assert "nccl_warning" not in _library_fields("nccl", "2.28.3", WHEEL_NCCL, decl)

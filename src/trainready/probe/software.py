@@ -140,6 +140,18 @@ def package_set() -> tuple[dict[str, str], str, int]:
     return found, f"sha256:{digest}", len(pairs)
 
 
+def _library_fields(name: str, version: str, path: str, declared: Declared) -> dict[str, Any]:
+    """name, name_path, name_declared and, when the image declares another version than the one loaded,
+    name_warning: 'NCCL_VERSION env says 2.28.3, torch loads 2.28.9'."""
+    from trainready.probe.libraries import disagreements
+
+    out: dict[str, Any] = {name: version, f"{name}_path": path, f"{name}_declared": dict(declared)}
+    off = [] if is_unavailable(version) else disagreements(version, declared)
+    if off:
+        out[f"{name}_warning"] = f"{', '.join(off)}, torch loads {version}"
+    return out
+
+
 def collect() -> dict[str, Any]:
     v = collect_versions()
     out: dict[str, Any] = {
@@ -149,12 +161,8 @@ def collect() -> dict[str, Any]:
         "torch": v.torch,
         "torch_cuda": v.torch_cuda,
         "torch_git": guarded(lambda: str(__import__("torch").version.git_version)),
-        "cudnn": v.cudnn,
-        "cudnn_path": v.cudnn_path,
-        "cudnn_declared": v.to_json()["cudnn_declared"],
-        "nccl": v.nccl,
-        "nccl_path": v.nccl_path,
-        "nccl_declared": v.to_json()["nccl_declared"],
+        **_library_fields("cudnn", v.cudnn, v.cudnn_path, v.cudnn_declared),
+        **_library_fields("nccl", v.nccl, v.nccl_path, v.nccl_declared),
         "triton": _dist_version("triton"),
     }
     pk = guarded(package_set)
