@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
 import pytest
 
 from trainready.comm.ops import OPS, bandwidths, counts_for, dtype_name, op_names, parse_size, size_steps
+from trainready.comm.table import parse
 from trainready.errors import UsageError
+
+DATA = Path(__file__).parent / "data"
 
 
 @pytest.mark.parametrize(
@@ -40,11 +45,37 @@ def test_bandwidths_by_hand() -> None:
 
 
 def test_counts_follow_nccl_tests_rounding() -> None:
-    # all_reduce: count = S / 4 for float; all_gather: per-rank count = floor(S/4/n), S rounded down.
+    # all_reduce: count = S / 4 for float, no trimming.  Split ops: per-rank count = floor(S/4/n) rounded down
+    # to a 16-byte multiple (nccl-tests src/all_gather.cu: base = (count/nranks) & ~(16/eltSize - 1)).
     assert counts_for("all_reduce", 1000, 8, 4) == (250, 1000)
-    assert counts_for("all_gather", 1000, 8, 4) == (31, 31 * 8 * 4)
-    assert counts_for("reduce_scatter", 16, 8, 4) == (0, 0)  # too small to split: skipped
+    assert counts_for("all_gather", 1000, 8, 4) == (28, 28 * 8 * 4)  # 31 floats -> 28 (112 B), not 31
+    assert counts_for("all_gather", 1000, 1, 4) == (248, 992)  # one rank trims too: 250 -> 248
+    assert counts_for("reduce_scatter", 1 << 20, 6, 2) == (87376, 87376 * 6 * 2)  # 87381 bf16 -> 87376
+    assert counts_for("all_to_all", 1000, 3, 8) == (40, 960)  # double: multiples of 2 elements
+    assert counts_for("reduce_scatter", 64, 8, 4) == (0, 0)  # 2 floats per rank < 16 B: nothing to run
+    assert counts_for("all_gather", 128, 8, 4) == (4, 128)  # 4 floats = 16 B per rank: kept
     assert counts_for("all_to_all", 1 << 20, 8, 2) == (65536, 1 << 20)
+    assert counts_for("sendrecv", 1000, 3, 4) == (250, 1000)
+
+
+def _requested_sizes(text: str) -> list[int]:
+    """The -b/-e/-f sizes nccl-tests was asked for, from its '# nThread ... minBytes ... step: F(factor)' line."""
+    m = re.search(r"minBytes (\d+) maxBytes (\d+) step: (\d+)\(factor\)", text)
+    assert m, "captured output without its header"
+    return size_steps(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+
+
+@pytest.mark.parametrize("path", sorted((DATA / "nccl_tests").glob("*_perf_*.txt")) + [DATA / "all_reduce_perf_8gpu.txt"],
+                         ids=lambda p: p.name)
+def test_counts_match_what_nccl_tests_printed(path: Path) -> None:
+    """Every line nccl-tests printed in the captured outputs: the requested size gives its count and size."""
+    text = path.read_text()
+    p = parse(text)
+    op = path.name.split("_perf")[0].replace("alltoall", "all_to_all")
+    elem = {"float": 4, "half": 2, "bfloat16": 2, "double": 8}[p.rows[0].type]
+    assert p.ranks and len(p.rows) == len(_requested_sizes(text))
+    for req, row in zip(_requested_sizes(text), p.rows):
+        assert counts_for(op, req, p.ranks, elem) == (row.count, row.size), (req, row)
 
 
 def test_parse_size_is_nccl_tests_style() -> None:

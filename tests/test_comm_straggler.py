@@ -84,3 +84,16 @@ def test_gloo_floor_is_wider_than_the_gpu_floor() -> None:
     assert analyse(_sym(m), ratio_floor("gloo"))["slow_links"] == []
     m[2][6] = m[6][2] = 4.0
     assert analyse(_sym(m), ratio_floor("gloo"))["slow_links"] == [[2, 6]]
+
+
+def test_pairs_with_nothing_to_compare_skip_never_pass() -> None:
+    """A world of 1 has no pair; 2 ranks make one pair and nobody to be slow against: SKIP, never PASS."""
+    from trainready.comm.evaluate import judge_pairs
+    from trainready.records import Status
+
+    one = judge_pairs(None, 1, 1 << 20, "gloo")
+    two = judge_pairs([[0.0, 1e-3], [1e-3, 0.0]], 2, 1 << 20, "gloo")
+    assert one.status == two.status == Status.SKIP
+    assert "nothing to compare" in one.message and "nothing to compare" in two.message
+    three = judge_pairs(_sym(_matrix(3)), 3, 1 << 20, "gloo")
+    assert three.status == Status.PASS  # from 3 ranks on there is a median to compare with

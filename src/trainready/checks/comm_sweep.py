@@ -40,7 +40,8 @@ class CommSweepCheck(Check):
         if not res.ok:
             return launch_failure(res, opts)
         verdicts = outcomes(res.values[0], opts, ctx.spec, "spec")
-        worst = max((o.status for _, _, o in verdicts), key=lambda s: SEVERITY[s])
+        worst = max((o.status for _, _, o in verdicts if o.status != Status.SKIP), key=lambda s: SEVERITY[s],
+                    default=Status.SKIP)
         bad = [o.message for _, _, o in verdicts if o.status in (Status.FAIL, Status.ERROR)]
         warn = [n.split(".", 1)[1] for n, _, o in verdicts if o.status == Status.WARN]
         unjudged = [o for n, _, o in verdicts if o.status == Status.WARN and "no expectation" not in o.message]
@@ -56,5 +57,9 @@ class CommSweepCheck(Check):
         if worst == Status.WARN:
             return Outcome(Status.WARN, f"{head}: zero wrong elements; no busbw expectation for {', '.join(warn)}",
                            metrics, remedy="set comm.expected_busbw_gbps in the spec (reference node)", details=details)
-        return Outcome(worst, f"{head}: zero wrong elements, busbw meets the spec, no straggler", metrics,
+        pairs = next((o for n, _, o in verdicts if n == "comm.pairs"), None)
+        straggler = "no straggler"
+        if pairs is not None and pairs.status == Status.SKIP:
+            straggler = f"stragglers not judged ({pairs.message})"
+        return Outcome(worst, f"{head}: zero wrong elements, busbw meets the spec, {straggler}", metrics,
                        details=details)

@@ -19,6 +19,7 @@ CHECK_PLANTS: dict[str, str] = {
     "versions.facts": "PATH: judge versions from a captured NodeFacts JSON instead of this machine",
     "matmul.corrupt": "IDX[:DTYPE]: bump one element of the matmul results on GPU IDX (0 on CPU); DTYPE fp32|tf32|bf16, default bf16",
     "matmul.nondeterministic": "IDX[:DTYPE]: the repeated matmul on GPU IDX differs by one ulp in one element",
+    "matmul.bitflip": "IDX[:DTYPE]: flip the highest stored significand bit of one element of both random products on GPU IDX",
     "throughput.slow_gpu": "IDX: GPU IDX reports half its GEMM TFLOP/s and HBM copy GB/s",
     "train_step.freeze": "PARAM: leave this parameter (any other value: the first one) without an update",
     "train_step.nan": "loss|grad: inject a NaN into the loss, or (any other value) into a gradient",

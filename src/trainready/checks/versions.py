@@ -26,6 +26,8 @@ from trainready.probe import is_unavailable, unavailable, why
 from trainready.probe.container import DIGEST_ENV
 from trainready.probe.facts import NodeFacts
 from trainready.probe.host import name_version, os_release_fields
+from trainready.probe.libraries import disagreements
+from trainready.probe.software import Versions
 from trainready.records import Level, Outcome, Status
 from trainready.spec.model import NodeSpec
 
@@ -90,6 +92,7 @@ def judge_versions(
     said: list[str] = []
     fails: list[tuple[str, str]] = []
     warns: list[str] = []
+    remedies: list[str] = []  # one per kind of warning
     v = f.versions
 
     def pin(key: str, expected: str | None, actual: str, remedy: str) -> None:
@@ -125,6 +128,7 @@ def judge_versions(
                               f"for CUDA ≤ {ceiling}. Do not read nvidia-smi's 'CUDA Version' as the toolkit."))
             elif d < t:
                 warns.append(rel + ": runs via minor-version compatibility (no PTX JIT for newer code)")
+                remedies.append("Prefer a driver whose CUDA version ≥ torch's.")
             else:
                 said.append(rel)
         elif gpu_expected:
@@ -137,6 +141,9 @@ def judge_versions(
         for key, val in (("nccl", v.nccl), ("cudnn", v.cudnn)):
             if gpu_expected and is_unavailable(val) and not any(m.startswith(f"spec software.{key}") for m, _ in fails):
                 fails.append((f"{key} missing: {why(val)}", "Install a CUDA build of torch (it ships NCCL and cuDNN)."))
+        lib_warns = loaded_vs_declared(v, said)
+        warns += lib_warns
+        remedies += [DECLARED_REMEDY] if lib_warns else []
     if sw.image_digest:
         if image_digest is None:
             fails.append((f"spec software.image_digest = {sw.image_digest} but no digest given",
@@ -146,12 +153,11 @@ def judge_versions(
         else:
             said.append(f"image {image_digest}")
 
-    replay_warn = ""
     if replayed:
         os_now, pkgs = unavailable("replayed facts carry no OS"), {}
         if sw.os or sw.packages:
-            replay_warn = "software.os/packages not judged: the replayed facts file carries no OS or package versions"
-            warns.append(replay_warn)
+            warns.append("software.os/packages not judged: the replayed facts file carries no OS or package versions")
+            remedies.append("Judge the OS and packages on the machine itself (without --plant versions.facts).")
     else:
         os_now = _judge_os(sw.os, os_release, said, fails)
         pkgs = {n: (packages or {}).get(n, unavailable("it was not looked up")) for n in sw.packages}
@@ -163,10 +169,29 @@ def judge_versions(
         remedy = " ".join(dict.fromkeys(r for _, r in fails if r))
         return Outcome(Status.FAIL, "; ".join(m for m, _ in fails if m), remedy=remedy, details=details)
     if warns:
-        remedy = "Prefer a driver whose CUDA version ≥ torch's." if len(warns) > bool(replay_warn) else (
-            "Judge the OS and packages on the machine itself (without --plant versions.facts).")
-        return Outcome(Status.WARN, "; ".join(warns + said), remedy=remedy, details=details)
+        return Outcome(Status.WARN, "; ".join(warns + said), remedy=" ".join(remedies), details=details)
     return Outcome(Status.PASS, "; ".join(said), details=details)
+
+
+DECLARED_REMEDY = ("The image declares one library and torch runs another (its wheel's copy): judge and pin the "
+                   "version torch loads (the path shown); fix or drop the image's stale declaration so tools that "
+                   "read it (and people) are not misled.")
+
+
+def loaded_vs_declared(v: Versions, said: list[str]) -> list[str]:
+    """Appends where each loaded NCCL/cuDNN file is to `said`; returns a warning for each library whose
+    loaded version differs from a version the image declares (probe.libraries)."""
+    warns = []
+    for key, version, path, decl in (("nccl", v.nccl, v.nccl_path, v.nccl_declared),
+                                     ("cudnn", v.cudnn, v.cudnn_path, v.cudnn_declared)):
+        if is_unavailable(version):
+            continue
+        where = "(loaded file not recorded)" if not path else f"({why(path)})" if is_unavailable(path) else f"from {path}"
+        said.append(f"{key} {version} {where}")
+        off = disagreements(version, decl)
+        if off:
+            warns.append(f"{key}: torch loads {version} {where}, but {', '.join(off)}")
+    return warns
 
 
 def _judge_os(expected: str, fields: Mapping[str, str] | None, said: list[str], fails: list[tuple[str, str]]) -> str:

@@ -143,14 +143,23 @@ def size_steps(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
     return out
 
 
-def counts_for(op: str, size: int, n: int, elem: int) -> tuple[int, int]:
-    """(per-call count, bytes S actually moved) for a requested size, rounded down like nccl-tests.
+# nccl-tests trims the per-rank count of ops that divide a buffer over ranks to a multiple of 16 bytes
+# ("base = (count/nranks) & ~(16/eltSize - 1)" in src/all_gather.cu, reduce_scatter.cu, alltoall.cu,
+# since nccl-tests commit 29f4114, v2.13.12, Dec 2024: aligned buffers for non-power-of-2 rank counts).
+SPLIT_ALIGN_BYTES = 16
 
-    For split ops the count is per rank (nccl-tests' count column) and S = count*n*elem.
+
+def counts_for(op: str, size: int, n: int, elem: int) -> tuple[int, int]:
+    """(per-call count, bytes S actually moved) for a requested size, as nccl-tests' setupArgs computes them.
+
+    count = size // elem (src/common.cu setupArgs); split ops (all_gather, reduce_scatter, all_to_all):
+    per-rank count = count // n rounded DOWN to a multiple of 16 bytes, S = per-rank count * n * elem
+    (the "size" column, max(sendBytes, recvBytes)); all_reduce, broadcast, sendrecv: count, count * elem.
     """
     total = size // elem
     if OPS[op].split:
-        c = total // n
+        align = max(1, SPLIT_ALIGN_BYTES // elem)  # elements per 16 bytes (16/eltSize)
+        c = (total // n) // align * align
         return c, c * n * elem
     return total, total * elem
 

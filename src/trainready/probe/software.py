@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from trainready.probe import guarded, unavailable
+from trainready.probe import guarded, is_unavailable, unavailable
 
 # Packages whose versions matter for LLM pretraining, reported when installed.
 KEY_PACKAGES = (
@@ -37,22 +37,39 @@ def nccl_version_str(v: Any) -> str:
     return f"{v // 10000}.{(v % 10000) // 100}.{v % 100}" if v >= 10000 else f"{v // 1000}.{(v % 1000) // 100}.{v % 100}"
 
 
+Declared = tuple[tuple[str, str], ...]  # (source, version): what the image says, e.g. ("NCCL_VERSION env", "2.28.3")
+
+
 @dataclass(frozen=True)
 class Versions:
-    """The version chain the `versions` check judges. str values may be "unavailable: ..."."""
+    """The version chain the `versions` check judges. str values may be "unavailable: ...".
+
+    cudnn/nccl are the versions of the libraries torch LOADED (runtime cudnnGetVersion/ncclGetVersion);
+    *_path the file each was loaded from ("" when the record predates the field); *_declared what the
+    image declares (probe.libraries)."""
 
     python: str
     torch: str
     torch_cuda: str  # torch.version.cuda: the CUDA toolkit torch was built for
     cudnn: str
     nccl: str
+    cudnn_path: str = ""
+    nccl_path: str = ""
+    cudnn_declared: Declared = ()
+    nccl_declared: Declared = ()
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        d = dict(self.__dict__)
+        for k in ("cudnn_declared", "nccl_declared"):
+            d[k] = {source: v for source, v in d[k]}
+        return d
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> "Versions":
-        return Versions(**{k: str(d[k]) for k in ("python", "torch", "torch_cuda", "cudnn", "nccl")})
+        base = {k: str(d[k]) for k in ("python", "torch", "torch_cuda", "cudnn", "nccl")}
+        paths = {k: str(d.get(k, "")) for k in ("cudnn_path", "nccl_path")}
+        decl = {k: tuple((str(s), str(v)) for s, v in dict(d.get(k) or {}).items()) for k in ("cudnn_declared", "nccl_declared")}
+        return Versions(**base, **paths, **decl)  # type: ignore[arg-type]
 
 
 def collect_versions() -> Versions:
@@ -74,7 +91,29 @@ def collect_versions() -> Versions:
             return unavailable(f"torch {torch.__version__} was built without NCCL")
         return nccl_version_str(torch.cuda.nccl.version())
 
-    return Versions(py, str(torch.__version__), cuda, str(guarded(cudnn)), str(guarded(nccl)))
+    cudnn_v, nccl_v = str(guarded(cudnn)), str(guarded(nccl))  # both calls load the library first
+    return Versions(py, str(torch.__version__), cuda, cudnn_v, nccl_v, *_loaded_from(cudnn_v, nccl_v))
+
+
+def _loaded_from(cudnn_v: str, nccl_v: str) -> tuple[str, str, Declared, Declared]:
+    """(cudnn_path, nccl_path, cudnn_declared, nccl_declared) of this process (probe.libraries)."""
+    import os
+
+    from trainready.probe import libraries
+
+    maps = libraries.self_maps()
+    out: dict[str, tuple[str, Declared]] = {}
+    for name, v in (("cudnn", cudnn_v), ("nccl", nccl_v)):
+        if is_unavailable(v):
+            out[name] = (unavailable(f"no {name} in this torch"), ())
+            continue
+        f = libraries.loaded_file(name, maps)
+        torch_cuda = next((p for p in maps if "libtorch_cuda" in p), None)
+        why_not = "/proc/self/maps not readable" if not maps else f"no lib{name}.so mapped in /proc/self/maps" + (
+            f" (linked statically into {torch_cuda}?)" if torch_cuda else "")
+        path = f or unavailable(why_not)
+        out[name] = (path, libraries.declared(name, os.environ, f))
+    return out["cudnn"][0], out["nccl"][0], out["cudnn"][1], out["nccl"][1]
 
 
 def _dist_version(name: str) -> str:
@@ -101,6 +140,18 @@ def package_set() -> tuple[dict[str, str], str, int]:
     return found, f"sha256:{digest}", len(pairs)
 
 
+def _library_fields(name: str, version: str, path: str, declared: Declared) -> dict[str, Any]:
+    """name, name_path, name_declared and, when the image declares another version than the one loaded,
+    name_warning: 'NCCL_VERSION env says 2.28.3, torch loads 2.28.9'."""
+    from trainready.probe.libraries import disagreements
+
+    out: dict[str, Any] = {name: version, f"{name}_path": path, f"{name}_declared": dict(declared)}
+    off = [] if is_unavailable(version) else disagreements(version, declared)
+    if off:
+        out[f"{name}_warning"] = f"{', '.join(off)}, torch loads {version}"
+    return out
+
+
 def collect() -> dict[str, Any]:
     v = collect_versions()
     out: dict[str, Any] = {
@@ -110,8 +161,8 @@ def collect() -> dict[str, Any]:
         "torch": v.torch,
         "torch_cuda": v.torch_cuda,
         "torch_git": guarded(lambda: str(__import__("torch").version.git_version)),
-        "cudnn": v.cudnn,
-        "nccl": v.nccl,
+        **_library_fields("cudnn", v.cudnn, v.cudnn_path, v.cudnn_declared),
+        **_library_fields("nccl", v.nccl, v.nccl_path, v.nccl_declared),
         "triton": _dist_version("triton"),
     }
     pk = guarded(package_set)
