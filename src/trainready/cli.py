@@ -1,7 +1,8 @@
 """The `trainready` command line: each command parses → builds → runs → reports.
 
 Exit codes: 0 every check passed (warnings allowed), 1 a check failed,
-2 usage or config error (one line on stderr, never a traceback).
+2 usage or config error (one line on stderr, never a traceback), 130 / 143
+interrupted by SIGINT / SIGTERM (one line; every rank stopped; docs/lifecycle.md).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import typer
 
 from trainready import __version__
 from trainready.commands import register_all
-from trainready.errors import TrainreadyError, UsageError, missing_dependency
+from trainready.errors import Interrupted, TrainreadyError, UsageError, missing_dependency
+from trainready.util.signals import exit_after_interrupt, handled, interrupts_raise, raise_pending
 
 app = typer.Typer(
     name="trainready",
@@ -72,9 +74,23 @@ def _click_exception_class() -> type[Exception]:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turn every error into one line + exit code."""
+    with interrupts_raise():
+        _run(argv)
+
+
+def _run(argv: list[str] | None) -> None:
     click_exc = _click_exception_class()
     try:
+        raise_pending()  # a signal while modules loaded, swallowed by an `except:` in a library
         rc = app(args=argv, prog_name="trainready", standalone_mode=False)
+    except Interrupted as exc:  # SIGINT/SIGTERM: every rank stopped, one line, 130 / 143
+        handled()
+        from trainready.dist import live
+
+        live.stop()  # anything a command left running (normally nothing: the command stopped its ranks)
+        notes = "".join(f"; {n}" for n in exc.notes)
+        exit_after_interrupt(f"trainready: interrupted ({exc.signame}) during {exc.during or 'start-up'}{notes}",
+                             exc.exit_code)
     except click_exc as exc:  # bad flags/values: one line, exit 2 (never click's framed box)
         if type(exc).__name__ == "NoArgsIsHelpError":
             typer.echo(exc.format_message())  # type: ignore[attr-defined]

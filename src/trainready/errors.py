@@ -71,3 +71,38 @@ def missing_dependency(exc: ModuleNotFoundError) -> str | None:
     pip = PIP_NAMES.get(top, top)
     return (f"trainready: error: the Python package '{pip}' is not installed (python: {sys.executable}); install it "
             f"with `pip install {pip}`, or every dependency with `pip install .` in the repository")
+
+
+class GpuUnusable(TrainreadyError):
+    """The spec expects GPUs (gpu.count > 0) but CUDA cannot give them to this process.
+
+    A check that meets it FAILS with this message (never falls back to the CPU): the text names
+    torch's own reason, CUDA_VISIBLE_DEVICES and the driver as NVML sees it (util/devices.py)."""
+
+    remedy = ("Run where this process sees the GPUs (fix CUDA_VISIBLE_DEVICES / the container's GPU request, "
+              "a CUDA build of torch matching the driver; `nvidia-smi` and `trainready env` show both), or judge "
+              "a CPU machine with a CPU spec (example:cpu-default).")
+
+
+class Cancelled(TrainreadyError):
+    """A launch was asked for after its check's deadline or an interrupt stopped it (dist/live.py)."""
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived (util/signals.py). A BaseException, like KeyboardInterrupt, so no
+    `except Exception` swallows it; the command stops every rank, removes or names its scratch, prints
+    one line and exits 128 + the signal number (130 for SIGINT, 143 for SIGTERM)."""
+
+    def __init__(self, signum: int) -> None:
+        import signal
+
+        self.signum = signum
+        self.signame = signal.Signals(signum).name
+        self.during = ""  # what was running: a check's name, with its ranks' stages (set on the way out)
+        self.partial: object = None  # the partial Report, when a runner had one (runner.run_checks)
+        self.notes: list[str] = []  # what the command did about it ("partial record at …", "scratch … removed")
+        super().__init__(f"interrupted by {self.signame}")
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum

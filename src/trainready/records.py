@@ -167,10 +167,11 @@ class Report:
     @property
     def status(self) -> Status:
         """Worst result; a run in which nothing was judged (no checks, or all skipped) is a
-        warning, never a pass: an empty acceptance must not look like an accepted node. Nor is a
-        run with planted faults / replayed facts (context "planted"): it is a test, not evidence."""
+        warning (a failure under a GPU spec), never a pass: an empty acceptance must not look like an
+        accepted node. Nor is a run with planted faults / replayed facts (context "planted"): it is a test, not evidence."""
         if all(r.status == Status.SKIP for r in self.results):
-            return Status.WARN
+            # Under a GPU spec nothing judged is a failure: a machine must not be accepted for GPUs unseen.
+            return Status.FAIL if _gpu_count(self.spec) > 0 else Status.WARN
         worst = Status.PASS
         for r in self.results:
             if SEVERITY[r.status] > SEVERITY[worst]:
@@ -196,6 +197,13 @@ class Report:
             "context": _jsonable(self.context),
             "results": [r.to_json() for r in self.results],
         }
+
+
+def _gpu_count(spec: Mapping[str, Any]) -> int:
+    """gpu.count of a spec as recorded (spec_to_json); 0 when absent."""
+    gpu = spec.get("gpu") if isinstance(spec, Mapping) else None
+    count = gpu.get("count", 0) if isinstance(gpu, Mapping) else 0
+    return count if isinstance(count, int) else 0
 
 
 def _num(x: float) -> float | str | None:

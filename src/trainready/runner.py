@@ -9,7 +9,8 @@ from typing import Any, Callable, Sequence
 
 from trainready import __version__
 from trainready.checks.base import Check, CheckContext
-from trainready.records import CheckResult, Report
+from trainready.errors import Interrupted
+from trainready.records import CheckResult, Report, Status
 from trainready.spec.load import spec_to_json
 
 
@@ -23,23 +24,37 @@ def run_checks(
 ) -> Report:
     started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
-    results = []
+    results: list[CheckResult] = []
+
+    def report() -> Report:
+        return Report(
+            command=command,
+            host=socket.gethostname(),
+            started_at=started,
+            duration_s=time.perf_counter() - t0,
+            tool_version=__version__,
+            spec=spec_to_json(ctx.spec),
+            results=tuple(results),
+            # A run with planted faults / replayed facts says so in its record (and is capped at WARN).
+            context={**(context or {}), **({"planted": dict(ctx.faults)} if ctx.faults else {})},
+        )
+
     for cls in checks:
         if on_start:
             on_start(cls)
-        res = cls().execute(ctx)
+        t_check = time.perf_counter()
+        try:
+            res = cls().execute(ctx)
+        except Interrupted as exc:  # SIGINT/SIGTERM: the check's ranks are stopped; keep what was judged
+            exc.during = exc.during or cls.name
+            results.append(CheckResult(cls.name, cls.title or cls.name, cls.level, Status.ERROR,
+                                       f"interrupted by {exc.signame} during {exc.during}",
+                                       "Not judged: the run was interrupted; run it again.", (),
+                                       time.perf_counter() - t_check))
+            exc.partial = report()
+            raise
         ctx.previous[res.name] = res
         results.append(res)
         if on_done:
             on_done(res)
-    return Report(
-        command=command,
-        host=socket.gethostname(),
-        started_at=started,
-        duration_s=time.perf_counter() - t0,
-        tool_version=__version__,
-        spec=spec_to_json(ctx.spec),
-        results=tuple(results),
-        # A run with planted faults / replayed facts says so in its record (and is capped at WARN).
-        context={**(context or {}), **({"planted": dict(ctx.faults)} if ctx.faults else {})},
-    )
+    return report()

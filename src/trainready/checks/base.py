@@ -16,11 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
-from trainready.errors import DuplicateCheckError, TrainreadyError, UsageError
+from trainready.dist import live
+from trainready.errors import DuplicateCheckError, GpuUnusable, Interrupted, TrainreadyError, UsageError
 from trainready.records import CheckResult, Level, Outcome, Status
 from trainready.spec.model import NodeSpec
+from trainready.util.signals import raise_pending
 
 REGISTRY: dict[str, type["Check"]] = {}
+# Seconds to wait for a check's thread after its ranks were stopped (its launch returns once they are gone).
+STOP_JOIN_S = 5.0
 
 
 def register(cls: type["Check"]) -> type["Check"]:
@@ -45,6 +49,8 @@ class CheckContext:
     options: dict[str, Any] = field(default_factory=dict)
     # Results of checks that ran before this one, by name (e.g. spec init reads them).
     previous: dict[str, CheckResult] = field(default_factory=dict)
+    # Per-check limits in seconds (`--timeout NAME=SECONDS`), overriding each check's `timeout_s`.
+    timeouts: Mapping[str, float] = field(default_factory=dict)
 
     def fault(self, name: str) -> str | None:
         """The value of a planted fault, or None when not planted."""
@@ -63,7 +69,8 @@ class Check(ABC):
         return None
 
     def timeout_for(self, ctx: CheckContext) -> float:
-        return float(ctx.options.get(f"timeout.{self.name}", self.timeout_s))
+        """Seconds this check may run: `--timeout NAME=SECONDS` (ctx.timeouts), else the class default."""
+        return float(ctx.timeouts.get(self.name, self.timeout_s))
 
     @abstractmethod
     def run(self, ctx: CheckContext) -> Outcome:
@@ -91,14 +98,18 @@ class Check(ABC):
         )
 
     def _run_bounded(self, ctx: CheckContext) -> Outcome:
-        """Run `self.run` in a worker thread; give up after the timeout.
+        """Run `self.run` in a worker thread; at the deadline stop it and its ranks.
 
-        Multi-process checks bound their own ranks (see `trainready.dist`) well
-        inside this limit; this is the last line of defence for in-process work.
+        The ranks the check launched (`trainready.dist.launch`) are registered in `dist.live`: at
+        the deadline each gets SIGTERM, then SIGKILL after a grace, so the next check starts on a
+        quiet machine, and the result names the stage each rank was in.  On SIGINT/SIGTERM
+        (`Interrupted`) the same happens before the interrupt goes on to the command.
         """
         box: dict[str, Any] = {}
+        epoch = live.begin(self.name)
 
         def target() -> None:
+            live.adopt(epoch)
             try:
                 box["outcome"] = self.run(ctx)
             except BaseException as exc:  # noqa: BLE001
@@ -107,13 +118,15 @@ class Check(ABC):
         timeout = self.timeout_for(ctx)
         th = threading.Thread(target=target, name=f"check-{self.name}", daemon=True)
         th.start()
-        th.join(timeout)
+        try:
+            _wait(th, timeout)
+        except Interrupted as intr:
+            stopped = live.stop(epoch)
+            th.join(STOP_JOIN_S)  # its launch returns once its ranks are gone; no new one may start
+            intr.during = self.name + (f" ({live.describe(stopped)})" if stopped else "")
+            raise
         if th.is_alive():
-            return Outcome(
-                Status.ERROR,
-                f"timed out after {timeout:.0f} s",
-                remedy="Look for a hung device or process (py-spy dump, nvidia-smi); raise the timeout only if the machine is known slow.",
-            )
+            return _timed_out(timeout, live.stop(epoch), th)
         if "exc" in box:
             return _error_outcome(box["exc"])
         out = box["outcome"]
@@ -122,7 +135,35 @@ class Check(ABC):
         return out
 
 
+def _wait(th: threading.Thread, timeout: float) -> None:
+    """Join `th` for up to `timeout` s, in short slices that re-raise a swallowed interrupt (signals.raise_pending)."""
+    end = time.monotonic() + timeout
+    while th.is_alive() and (left := end - time.monotonic()) > 0:
+        raise_pending()
+        th.join(min(left, 0.5))
+
+
+def _timed_out(timeout: float, stopped: list[live.Stopped], th: threading.Thread) -> Outcome:
+    """The check's deadline passed: its ranks are stopped (`stopped`); give its thread a moment to return."""
+    th.join(STOP_JOIN_S)
+    where = f"; stopped its {len(stopped)} rank(s): {live.describe(stopped)}" if stopped else ""
+    killed = [s.rank for s in stopped if s.how == "SIGKILL"]
+    if killed:
+        where += f" ({len(killed)} needed SIGKILL)"
+    if th.is_alive():  # in-process work (a hung CUDA call) cannot be stopped from Python: say so
+        where += "; its in-process work is still running (results after this one may be disturbed)"
+    return Outcome(
+        Status.ERROR,
+        f"timed out after {timeout:g} s{where}",
+        remedy="Look for a hung device or process (py-spy dump, nvidia-smi); raise the limit with "
+        "`--timeout CHECK=SECONDS` only if the machine is known slow.",
+        details={"timeout_s": timeout, "stopped": [s.__dict__ for s in stopped], "thread_alive": th.is_alive()},
+    )
+
+
 def _error_outcome(exc: BaseException) -> Outcome:
+    if isinstance(exc, GpuUnusable):  # the spec's GPUs are not usable: a verdict on this machine, not an error
+        return Outcome(Status.FAIL, str(exc), remedy=GpuUnusable.remedy)
     if isinstance(exc, TrainreadyError):
         msg = str(exc)
     else:

@@ -16,13 +16,23 @@ from trainready.records import SEVERITY, Level, Outcome, Status
 from trainready.util.devices import local_world
 
 
+# Seconds of the check's limit kept back for the ranks' teardown (launch: SIGTERM, 3 s grace, SIGKILL, join),
+# so the sweep ends itself, naming the hung rank, before the check's own deadline fires.
+TEARDOWN_S = 15.0
+
+
+def sweep_deadline_s(limit_s: float) -> float:
+    """The sweep's whole-run deadline from the check's limit (`timeout_s` or `--timeout comm=S`): one source."""
+    return limit_s - min(TEARDOWN_S, limit_s / 4)
+
+
 @register
 class CommSweepCheck(Check):
     name = "comm"
     title = "Collectives sweep: correct results, bus bandwidth, no straggler"
     level = Level.STANDARD
     order = 35
-    timeout_s = 600.0
+    timeout_s = 600.0  # the whole check; the sweep's own deadline is derived from it (sweep_deadline_s)
 
     def run(self, ctx: CheckContext) -> Outcome:
         world, backend = local_world(ctx.spec)
@@ -35,6 +45,7 @@ class CommSweepCheck(Check):
             warmup=5 if gpu else 1, iters=20 if gpu else 5, world_size=world, backend=backend,
             timeout_s=ctx.spec.comm.timeout_s, pair_bytes=PAIR_BYTES_GPU if gpu else PAIR_BYTES_CPU,
             pair_iters=5 if gpu else 3, step_budget_s=None if gpu else 0.5, faults=faults,
+            deadline_s=sweep_deadline_s(self.timeout_for(ctx)),
         )
         res, _ = sweep_local(opts)
         if not res.ok:

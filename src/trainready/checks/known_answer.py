@@ -155,7 +155,7 @@ class MatmulCheck(Check):
     timeout_s = 120.0
 
     def run(self, ctx: CheckContext) -> Outcome:
-        devices = local_devices()
+        devices = local_devices(ctx.spec)
         on_gpu = devices[0].startswith("cuda")
         inputs = inputs_for(N_GPU if on_gpu else N_CPU)
         dtypes = ["fp32", "tf32", "bf16"] if on_gpu else ["fp32", "bf16"]

@@ -24,6 +24,6 @@ class ResumeCheck(Check):
 
     def run(self, ctx: CheckContext) -> Outcome:
         faults = {k: v for k, v in ctx.faults.items() if k.startswith("resume.")}
-        pc = prepare(ctx.spec.resume, ctx.options.get("resume", {}), faults, ctx.workdir / "resume")
+        pc = prepare(ctx.spec.resume, ctx.options.get("resume", {}), faults, ctx.workdir / "resume", ctx.spec)
         progress = ctx.options.get("resume.progress")
         return run_protocol(pc, progress if callable(progress) else None)

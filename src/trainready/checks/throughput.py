@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 
 from trainready.checks.base import Check, CheckContext, register
 from trainready.hardware.gpus import GpuPeak, lookup
-from trainready.hardware.parallel import on_each_device
+from trainready.hardware.parallel import local_devices, on_each_device
 from trainready.records import Level, Metric, Outcome, Status, Threshold
 from trainready.spec.model import ComputeSpec
 
@@ -141,16 +141,17 @@ class ThroughputCheck(Check):
     timeout_s = 300.0
 
     def skip_reason(self, ctx: CheckContext) -> str | None:
-        import torch
+        """Skips only on a CPU spec: under a GPU spec a machine without usable GPUs fails (run → GpuUnusable)."""
+        from trainready.util.devices import cuda_count
 
-        if not torch.cuda.is_available() or torch.cuda.device_count() == 0:
+        if ctx.spec.gpu.count <= 0 and cuda_count() == 0:
             return "no GPU: throughput probes are GPU-only"
         return None
 
     def run(self, ctx: CheckContext) -> Outcome:
         import torch
 
-        runs = on_each_device(lambda d: (measure_gemm(d), measure_copy(d)))
+        runs = on_each_device(lambda d: (measure_gemm(d), measure_copy(d)), local_devices(ctx.spec))
         errors = [f"{r.where}: {r.error}" for r in runs if r.error]
         if errors:
             return Outcome(Status.FAIL, "probe failed on " + "; ".join(errors), remedy="See the named GPU's error.")

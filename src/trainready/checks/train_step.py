@@ -161,7 +161,7 @@ class TrainStepCheck(Check):
 
         from trainready.train.model import GPT
 
-        devices = local_devices()
+        devices = local_devices(ctx.spec)
         on_gpu = devices[0].startswith("cuda")
         cfg = _model_config(on_gpu)
         torch.manual_seed(25)

@@ -160,6 +160,9 @@ class ThroughputCheck(Check):
     timeout_s = 600.0
 
     def run(self, ctx: CheckContext) -> Outcome:
+        from trainready.util.devices import require_gpus
+
+        require_gpus(ctx.spec)  # under a GPU spec: GpuUnusable (FAIL) rather than a CPU-staged figure
         directory = Path(ctx.options.get("throughput.dir") or ctx.workdir)
         nbytes = int(ctx.options.get("throughput.bytes") or ((2 << 30) if torch.cuda.is_available() else (256 << 20)))
         res = measure(directory, nbytes, int(ctx.options.get("throughput.rounds") or 3))

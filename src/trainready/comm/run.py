@@ -24,6 +24,7 @@ PAIR_BYTES_GPU = 64 << 20  # 64 MiB on NVLink: ~0.2 ms at ~400 GB/s, bandwidth-b
 # (names and values are checked first, against checks/plants.py).
 SWEEP_FAULTS: dict[str, type] = {"slow_rank": int, "slow_ms": float, "hang_rank": int, "wrong_rank": int,
                                  "die_rank": int, "fault_step": int}
+STARTUP_S = 60.0  # launch's start-up allowance (process start + rendezvous on a loaded host), as launch's default
 SLOW_MS_DEFAULT = 20.0  # how long a planted slow rank sleeps per op when comm.slow_ms is not given
 
 
@@ -53,6 +54,7 @@ class CommOptions:
     pair_bytes: int = PAIR_BYTES_CPU
     pair_iters: int = 5
     step_budget_s: float | None = None  # cap on one step's timed loop (CPU default); None: always `iters`
+    deadline_s: float | None = None  # whole sweep, start-up included; None: `default_deadline_s` (per-step bound)
     faults: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -74,7 +76,8 @@ def _result(name: str, title: str, out: Outcome, seconds: float) -> CheckResult:
 def launch_failure(res: LaunchResult, opts: CommOptions) -> Outcome:
     return Outcome(
         Status.FAIL,
-        f"{res.backend} sweep over {res.world_size} ranks failed (per-step timeout {opts.timeout_s:.0f} s): "
+        f"{res.backend} sweep over {res.world_size} ranks failed (per-step timeout {opts.timeout_s:g} s, "
+        f"whole sweep {opts.deadline_s or default_deadline_s(opts):g} s): "
         f"{res.describe()}",
         remedy="Check the named rank's GPU (nvidia-smi -q, dmesg for Xid) and NVLink/NVSwitch (Fabric Manager); "
         "rerun with NCCL_DEBUG=INFO.",
@@ -102,15 +105,24 @@ def outcomes(data: dict[str, Any], opts: CommOptions, spec: NodeSpec, source: st
     return out
 
 
-def sweep_local(opts: CommOptions) -> tuple[LaunchResult, float]:
-    """Spawn `world_size` local ranks; ends within timeout + a few s of the last progress from any rank."""
+def default_deadline_s(opts: CommOptions) -> float:
+    """Whole-sweep bound when none is given (`trainready comm`): each step (op x size, plus the two
+    pairwise phases) may take up to the per-step timeout, plus 60 s of slack and `STARTUP_S`."""
     steps = len(opts.dtypes) * len(opts.ops) * len(opts.sizes) + 2
-    deadline = steps * opts.timeout_s + 60.0  # whole run: each step may take up to the step timeout
+    return steps * opts.timeout_s + 60.0 + STARTUP_S
+
+
+def sweep_local(opts: CommOptions) -> tuple[LaunchResult, float]:
+    """Spawn `world_size` local ranks; ends within `opts.deadline_s` (+ the ranks' teardown, a few s),
+    and within timeout_s of the last progress from any rank."""
+    total = opts.deadline_s if opts.deadline_s is not None else default_deadline_s(opts)
+    startup = min(STARTUP_S, total / 4)  # launch's own allowance for start-up + rendezvous
     t0 = time.perf_counter()
     # The group timeout is only a backstop here: the stall deadline (timeout_s) fires first, so
     # survivors are not aborted by NCCL's watchdog before the hung rank is named.
     res = launch("trainready.comm.sweep:sweep_rank", opts.world_size, opts.backend,
-                 opts.rank_kwargs(opts.timeout_s + 30.0), timeout_s=deadline, stall_s=opts.timeout_s)
+                 opts.rank_kwargs(opts.timeout_s + 30.0), timeout_s=total - startup, startup_s=startup,
+                 stall_s=opts.timeout_s)
     return res, time.perf_counter() - t0
 
 

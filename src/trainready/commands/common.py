@@ -11,7 +11,7 @@ from typing import Any
 
 from rich.console import Console
 
-from trainready.errors import UsageError
+from trainready.errors import Interrupted, UsageError
 from trainready.records import Report
 from trainready.report.render import print_report
 from trainready.util.atomic import atomic_write_json
@@ -39,6 +39,56 @@ def parse_plants(plants: list[str] | None, command: str) -> dict[str, str]:
     validate(list(out), command)
     validate_values(out)
     return out
+
+
+TIMEOUT_HELP = ("Limit one check's run to SECONDS, e.g. --timeout comm=1200 (repeatable); at the limit its "
+                "ranks are stopped (SIGTERM, then SIGKILL) and it reports where each rank was. Recorded.")
+
+
+def parse_timeouts(values: list[str] | None, known: list[str]) -> dict[str, float]:
+    """`--timeout CHECK=SECONDS` (repeatable): a known check name and a finite number > 0, else one line, exit 2."""
+    import math
+
+    out: dict[str, float] = {}
+    for v in values or []:
+        name, eq, text = v.partition("=")
+        name = name.strip()
+        if not eq or not name:
+            raise UsageError(f"--timeout '{v}': expected CHECK=SECONDS, e.g. comm=1200")
+        if name not in known:
+            raise UsageError(f"--timeout {v}: unknown check '{name}' (known: {', '.join(sorted(known))})")
+        try:
+            seconds = float(text)
+        except ValueError:
+            seconds = math.nan
+        if not (math.isfinite(seconds) and seconds > 0):
+            raise UsageError(f"--timeout {v}: expected SECONDS as a number > 0")
+        out[name] = seconds
+    return out
+
+
+def on_interrupt(exc: Interrupted, scratch: Path | None, given: bool, json_path: str | None) -> None:
+    """SIGINT/SIGTERM during a command: stop every rank, write the partial record (with --json), remove
+    our own scratch directory (a user's `given` one is kept and named); `exc.notes` says what was done,
+    for the CLI's one line."""
+    from trainready.dist import live
+
+    live.stop()  # every rank, for good: nothing may start on the way out
+    if json_path and isinstance(exc.partial, Report):
+        try:
+            write_json_doc(exc.partial.to_json(), json_path, None)
+            exc.notes.append("partial record on stdout" if json_path == "-" else f"partial record at {json_path}")
+        except (UsageError, OSError) as err:
+            exc.notes.append(f"partial record not written ({err})")
+    elif json_path:
+        exc.notes.append("no record written (no check had started)")
+    else:
+        exc.notes.append("no record written (no --json)")
+    if scratch is not None and given:
+        exc.notes.append(f"scratch kept in {scratch} (given)")
+    elif scratch is not None:
+        shutil.rmtree(scratch, ignore_errors=True)
+        exc.notes.append(f"scratch {scratch} removed" if not scratch.exists() else f"scratch left in {scratch}")
 
 
 def split_names(values: list[str] | None) -> list[str] | None:

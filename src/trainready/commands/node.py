@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from trainready.commands.common import (JSON_HELP, SPEC_HELP, check_out_path, emit, finish_workdir, parse_plants,
-                                        split_names, workdir)
-from trainready.records import Level
+from trainready.commands.common import (JSON_HELP, SPEC_HELP, TIMEOUT_HELP, check_out_path, emit, finish_workdir,
+                                        on_interrupt, parse_plants, parse_timeouts, split_names, workdir)
+from trainready.errors import Interrupted
+from trainready.records import Level, Report
+
+if TYPE_CHECKING:
+    from trainready.checks import Check, CheckContext
 
 
 def node(
@@ -21,25 +26,31 @@ def node(
     work: str = typer.Option(None, "--workdir", help="Scratch directory (token files, checkpoints). Default: a new temp dir."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Also print every metric."),
     list_checks: bool = typer.Option(False, "--list", help="List the checks and exit."),
+    timeout: list[str] = typer.Option(None, "--timeout", metavar="CHECK=SECONDS", help=TIMEOUT_HELP),
     plant: list[str] = typer.Option(None, "--plant", hidden=True, help="Plant a fault NAME=VALUE (tests)."),
 ) -> None:
     """Accept this machine: GPUs visible, compute right, GPUs exchange results, training resumes.
 
     Runs every registered check (see --list), prints a table and exits 0 when all
-    pass (warnings allowed), 1 when any fails, 2 on a usage/config error.
-    GPU-only checks say `skip` with the reason on a machine without GPUs.
+    pass (warnings allowed), 1 when any fails, 2 on a usage/config error,
+    130 / 143 when interrupted (SIGINT / SIGTERM: every rank stopped, one line,
+    partial record with --json, own scratch removed).
+    On a CPU spec, GPU-only checks say `skip`; under a GPU spec (gpu.count > 0) a
+    machine without usable GPUs FAILS every compute, collective and resume check,
+    naming why (never a CPU fallback).  Each check has a limit (--timeout);
+    at it, its ranks are stopped and the result names each rank's stage.
 
     Examples:
 
-    \b
+    
       trainready node                  # CPU default, 8 gloo ranks
       trainready node --spec example:h200-8x --json node.json
       trainready node --level quick --skip throughput
+      trainready node --timeout comm=1200 --timeout resume=1800
     """
     from pathlib import Path
 
-    from trainready.checks import CheckContext, select  # imports torch: only when the command runs
-    from trainready.runner import run_checks
+    from trainready.checks import REGISTRY, CheckContext, select  # imports torch: only when the command runs
     from trainready.spec import load_spec
 
     checks = select(split_names(only), split_names(skip), level)
@@ -48,9 +59,31 @@ def node(
             typer.echo(f"{c.name:<16} {c.level.value:<9} {c.title}")
         raise typer.Exit(0)
     check_out_path(json_path)
+    timeouts = parse_timeouts(timeout, list(REGISTRY))
     node_spec, source = load_spec(spec)
     faults = parse_plants(plant, "node")
-    ctx = CheckContext(node_spec, workdir(Path(work) if work else None), faults)
+    scratch: Path | None = None
+    report: Report | None = None
+    try:
+        scratch = workdir(Path(work) if work else None)
+        ctx = CheckContext(node_spec, scratch, faults, timeouts=timeouts)
+        limits = {c.name: c().timeout_for(ctx) for c in checks}  # recorded: every check's limit, flags applied
+        report = _run(checks, ctx, {"spec_source": source, "workdir": str(ctx.workdir), "timeouts_s": limits,
+                                    **({"timeouts_given": timeouts} if timeouts else {})})
+        rc = emit(report, json_path, verbose=verbose)
+    except Interrupted as exc:
+        if report is not None:  # every check had run: the interrupt came while reporting
+            exc.during, exc.partial = exc.during or "the report", exc.partial or report
+        on_interrupt(exc, scratch, work is not None, json_path)
+        raise
+    finish_workdir(ctx.workdir, work is not None, rc, Console(stderr=True))
+    raise typer.Exit(rc)
+
+
+def _run(checks: list[type[Check]], ctx: CheckContext, context: dict[str, Any]) -> Report:
+    """The checks in order, with a transient progress bar on stderr."""
+    from trainready.runner import run_checks
+
     console = Console(stderr=True)
     with Progress(
         SpinnerColumn(),
@@ -60,19 +93,17 @@ def node(
         TimeElapsedColumn(),
         console=console,
         transient=True,
+        disable=not console.is_terminal,  # off a terminal it would only leave an empty line behind
     ) as progress:
         task = progress.add_task("starting", total=len(checks))
-        report = run_checks(
+        return run_checks(
             "node",
             checks,
             ctx,
             on_start=lambda c: progress.update(task, description=c.title or c.name),
             on_done=lambda r: progress.advance(task),
-            context={"spec_source": source, "workdir": str(ctx.workdir)},
+            context=context,
         )
-    rc = emit(report, json_path, verbose=verbose)
-    finish_workdir(ctx.workdir, work is not None, rc, console)
-    raise typer.Exit(rc)
 
 
 def register(app: typer.Typer) -> None:

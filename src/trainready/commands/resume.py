@@ -12,8 +12,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from trainready.commands.common import JSON_HELP, SPEC_HELP, check_out_path, emit, finish_workdir, parse_plants, workdir
-from trainready.errors import DataError, UsageError
+from trainready.commands.common import (JSON_HELP, SPEC_HELP, check_out_path, emit, finish_workdir, on_interrupt,
+                                        parse_plants, workdir)
+from trainready.errors import DataError, GpuUnusable, Interrupted, UsageError
 from trainready.records import Report
 
 
@@ -71,7 +72,9 @@ def resume(
     from trainready.resume.setup import prepare
 
     try:
-        prepare(r, opts, {}, wd)
+        prepare(r, opts, {}, wd, node_spec)
+    except GpuUnusable:
+        pass  # the check itself fails with the reason, in the record
     except (DataError, UsageError) as exc:  # bad data or a bad flag value: exit 2, and no scratch folder left behind
         if directory is None:
             shutil.rmtree(wd, ignore_errors=True)  # our own scratch dir: nothing in it worth keeping
@@ -82,12 +85,16 @@ def resume(
         from trainready.ckpt.throughput import ThroughputCheck
 
         checks.append(ThroughputCheck)
-    with console.status("resume protocol") as status:
-        ctx = CheckContext(node_spec, wd, faults, {"resume": opts, "resume.progress": lambda m: status.update(m),
-                                                   "throughput.dir": str(wd)})
-        report = run_checks("resume", checks, ctx, context={"spec_source": source, "dir": str(wd)})
-    _print_table(report, console if json_path == "-" else Console())
-    rc = emit(report, json_path)
+    try:
+        with console.status("resume protocol") as status:
+            ctx = CheckContext(node_spec, wd, faults, {"resume": opts, "resume.progress": lambda m: status.update(m),
+                                                       "throughput.dir": str(wd)})
+            report = run_checks("resume", checks, ctx, context={"spec_source": source, "dir": str(wd)})
+        _print_table(report, console if json_path == "-" else Console())
+        rc = emit(report, json_path)
+    except Interrupted as exc:  # SIGINT/SIGTERM: ranks stopped, partial record, own scratch removed (cli prints)
+        on_interrupt(exc, wd, directory is not None, json_path)
+        raise
     finish_workdir(wd, directory is not None, rc, console)
     raise typer.Exit(rc)
 

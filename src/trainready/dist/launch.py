@@ -17,13 +17,16 @@ import importlib
 import multiprocessing as mp
 import os
 import queue as queue_mod
+import signal
 import socket
 import time
 import traceback
 from datetime import timedelta
 from typing import Any, Callable
 
+from trainready.dist import live
 from trainready.dist.outcome import LaunchResult, RankContext, RankOutcome
+from trainready.errors import Interrupted
 
 __all__ = ["LaunchResult", "RankContext", "RankOutcome", "free_port", "launch"]
 
@@ -69,6 +72,7 @@ def _worker(
     threads: int,
     env: dict[str, str],
 ) -> None:
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # blocked in the forkserver (live.quiet_starts)
     os.environ.update(env)
     os.environ.update(
         MASTER_ADDR="127.0.0.1",
@@ -110,6 +114,66 @@ def _worker(
             pass
 
 
+def _supervise(procs: list[Any], q: Any, stages: dict[int, tuple[int, str]], deadline: float, timeout_s: float,
+               stall_s: float | None) -> tuple[dict[int, tuple[str, Any]], dict[int, int], bool]:
+    """Wait for every rank's result, a death (plus `DEAD_RANK_GRACE_S`), the deadline or a stall.
+    `deadline` covers start-up until every rank is "running", then `timeout_s` from that moment."""
+    world_size = len(procs)
+    all_started = False
+    done: dict[int, tuple[str, Any]] = {}
+    died: dict[int, int] = {}
+    first_death: float | None = None
+    timed_out = False
+    last_news = time.monotonic()
+    while len(done) + len(died) < world_size:
+        now = time.monotonic()
+        if now >= deadline or (stall_s is not None and now - last_news > stall_s):
+            timed_out = True
+            break
+        if first_death is not None and now - first_death > DEAD_RANK_GRACE_S:
+            break
+        try:
+            kind, rank, payload = q.get(timeout=0.1)
+        except queue_mod.Empty:
+            for r, p in enumerate(procs):
+                if r not in done and r not in died and not p.is_alive() and p.exitcode not in (None, 0):
+                    died[r] = p.exitcode
+                    first_death = first_death or time.monotonic()
+            continue
+        last_news = time.monotonic()
+        if kind == "stage":
+            stages[rank] = payload
+            if not all_started and all(st[0] >= RUNNING_STAGE_NO for st in stages.values()):
+                all_started = True
+                deadline = min(deadline, last_news + timeout_s)
+        else:
+            done[rank] = (kind, payload)
+    for p in procs:
+        p.join(timeout=0.2 if (timed_out or died) else 5.0)
+    return done, died, timed_out
+
+
+def _drain(q: Any, stages: dict[int, tuple[int, str]], done: dict[int, tuple[str, Any]]) -> None:
+    """Read late messages, so that errors that raced the deadline are still reported."""
+    while True:
+        try:
+            kind, rank, payload = q.get_nowait()
+        except (queue_mod.Empty, OSError, ValueError):
+            break
+        if kind == "stage":
+            stages[rank] = payload
+        elif rank not in done:
+            done[rank] = (kind, payload)
+
+
+def _end(group: live.Group) -> None:
+    """Stop what is still alive of `group` (SIGTERM, then SIGKILL), reap it, forget the group."""
+    try:
+        live.terminate(group.procs)
+    finally:
+        live.unregister(group)
+
+
 def launch(
     fn: str,
     world_size: int,
@@ -134,76 +198,32 @@ def launch(
     if world_size < 1:
         raise ValueError("world_size must be >= 1")
     ctx = _mp_context()
-    q = ctx.Queue()
-    port = free_port()
     threads = threads_per_rank or max(1, (os.cpu_count() or 1) // world_size)
     # The process-group timeout is what unblocks survivors stuck in a collective.
     # Shorter than the parent's deadline so that survivors report their own
     # timeout first and the silent (hung) rank stands out.
     pg_timeout = max(2.0, 0.75 * timeout_s)
-    procs = []
-    t0 = time.monotonic()
-    for r in range(world_size):
-        p = ctx.Process(
-            target=_worker,
-            args=(r, world_size, port, backend, fn, kwargs or {}, q, pg_timeout, threads, env or {}),
-            name=f"trainready-rank{r}",
-            daemon=True,
-        )
-        p.start()
-        procs.append(p)
-
-    deadline = t0 + startup_s + timeout_s  # until every rank has started
-    all_started = False
-    done: dict[int, tuple[str, Any]] = {}
     stages: dict[int, tuple[int, str]] = {r: (0, "started") for r in range(world_size)}
-    died: dict[int, int] = {}
-    first_death: float | None = None
-    timed_out = False
-    last_news = t0
-    while len(done) + len(died) < world_size:
-        now = time.monotonic()
-        if now >= deadline or (stall_s is not None and now - last_news > stall_s):
-            timed_out = True
-            break
-        if first_death is not None and now - first_death > DEAD_RANK_GRACE_S:
-            break
-        try:
-            kind, rank, payload = q.get(timeout=0.1)
-        except queue_mod.Empty:
-            for r, p in enumerate(procs):
-                if r not in done and r not in died and not p.is_alive() and p.exitcode not in (None, 0):
-                    died[r] = p.exitcode  # type: ignore[assignment]
-                    first_death = first_death or time.monotonic()
-            continue
-        last_news = time.monotonic()
-        if kind == "stage":
-            stages[rank] = payload
-            if not all_started and all(st[0] >= RUNNING_STAGE_NO for st in stages.values()):
-                all_started = True
-                deadline = min(deadline, last_news + timeout_s)
-        else:
-            done[rank] = (kind, payload)
-
-    for p in procs:
-        p.join(timeout=0.2 if (timed_out or died) else 5.0)
-    # Drain late messages so errors that raced the deadline are still reported.
-    while True:
-        try:
-            kind, rank, payload = q.get_nowait()
-        except (queue_mod.Empty, OSError, ValueError):
-            break
-        if kind == "stage":
-            stages[rank] = payload
-        elif rank not in done:
-            done[rank] = (kind, payload)
-    for p in procs:
-        if p.is_alive():
-            p.kill()
-    for p in procs:
-        p.join(timeout=5.0)
+    group = live.Group(fn, live.current(), stages)
+    live.register(group)  # Cancelled if this check was already stopped (deadline, signal)
+    t0 = time.monotonic()
+    try:
+        with live.quiet_starts():  # the forkserver and every rank inherit it: signals reach the parent (see there)
+            q = ctx.Queue()
+            args = (world_size, free_port(), backend, fn, kwargs or {}, q, pg_timeout, threads, env or {})
+            for r in range(world_size):
+                live.start(group, ctx.Process(target=_worker, args=(r, *args), name=f"trainready-rank{r}",
+                                              daemon=True))
+        done, died, timed_out = _supervise(group.procs, q, stages, t0 + startup_s + timeout_s, timeout_s, stall_s)
+        _drain(q, stages, done)
+    except Interrupted as exc:  # a command running ranks in its own (main) thread: say where they were
+        where = live.describe([live.Stopped(r, None, st[1], "") for r, st in sorted(stages.items())])
+        exc.during = exc.during or f"{fn.rsplit(':', 1)[-1]} ({where})"
+        raise
+    finally:  # whatever happened (an interrupt included), no rank outlives its launch
+        _end(group)
     q.close()
-
+    procs = group.procs
     outcomes = []
     unresolved = [r for r in range(world_size) if r not in done and r not in died]
     errored = [r for r in done if done[r][0] == "error"]

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Callable, Generic, TypeVar
+from typing import TYPE_CHECKING, Callable, Generic, TypeVar
+
+if TYPE_CHECKING:
+    from trainready.spec.model import NodeSpec
 
 T = TypeVar("T")
 
@@ -33,13 +36,13 @@ class DeviceRun(Generic[T]):
         return f"GPU {self.device.split(':', 1)[1]}" if self.device.startswith("cuda") else self.device
 
 
-def local_devices() -> list[str]:
-    """Every visible CUDA device, else ["cpu"]."""
-    import torch
+def local_devices(spec: NodeSpec | None = None) -> list[str]:
+    """Every visible CUDA device, else ["cpu"]; under a GPU spec (gpu.count > 0) never ["cpu"]:
+    `GpuUnusable` (the check fails) names why CUDA gives fewer GPUs than the spec expects."""
+    from trainready.util.devices import cuda_count, require_gpus
 
-    if torch.cuda.is_available() and torch.cuda.device_count() > 0:
-        return [f"cuda:{i}" for i in range(torch.cuda.device_count())]
-    return ["cpu"]
+    n = require_gpus(spec) if spec is not None else cuda_count()
+    return [f"cuda:{i}" for i in range(n)] if n else ["cpu"]
 
 
 def on_each_device(fn: Callable[[str], T], devices: list[str] | None = None) -> list[DeviceRun[T]]:

@@ -16,9 +16,9 @@ from trainready.data.source import check_vocab, open_tokens
 from trainready.errors import UsageError
 from trainready.resume.compare import Tolerance
 from trainready.resume.protocol import PLANTS, ProtocolConfig
-from trainready.spec.model import ResumeSpec
+from trainready.spec.model import NodeSpec, ResumeSpec
 from trainready.train.loop import TrainConfig
-from trainready.util.devices import cuda_count
+from trainready.util.devices import cuda_count, require_gpus
 
 # Files up to this many tokens are scanned whole for out-of-vocabulary ids up
 # front (~0.1 s per 16 Mi tokens); larger ones are checked batch by batch.
@@ -28,10 +28,16 @@ FULL_SCAN_TOKENS = 1 << 26
 MAX_VOCAB = 1 << 24
 
 
-def device_world(ranks: int, force_cpu: bool = False) -> tuple[int, str]:
+def device_world(ranks: int, force_cpu: bool = False, spec: NodeSpec | None = None) -> tuple[int, str]:
+    """(ranks, backend): NCCL when GPUs are usable, else gloo. Under a GPU spec (gpu.count > 0) never
+    gloo: no usable GPU is `GpuUnusable` (the check fails, naming why) and `--cpu` is a usage error."""
     if ranks < 1:
         raise UsageError(f"--ranks {ranks}: expected >= 1")
-    gpus = 0 if force_cpu else cuda_count()
+    want = spec.gpu.count if spec is not None else 0
+    if force_cpu and want > 0:
+        raise UsageError(f"--cpu: the spec expects {want} GPU(s) (gpu.count = {want}); judge a CPU run with a "
+                         "CPU spec (example:cpu-default)")
+    gpus = 0 if force_cpu else (require_gpus(spec) if spec is not None else cuda_count())
     if gpus:
         if ranks > gpus:
             raise UsageError(f"--ranks {ranks}: this machine has {gpus} GPU(s); use at most {gpus} or --cpu")
@@ -61,10 +67,12 @@ def validate(spec: ResumeSpec, vocab_size: int) -> None:
             raise UsageError(f"{flag} {value}: expected a finite number >= 0 (0 = bitwise)")
 
 
-def prepare(spec: ResumeSpec, options: dict[str, Any], faults: dict[str, str], workdir: Path) -> ProtocolConfig:
-    """options: data, dtype, dir, cpu, precision, deterministic, vocab_size, timeout_s (all optional)."""
+def prepare(spec: ResumeSpec, options: dict[str, Any], faults: dict[str, str], workdir: Path,
+            node: NodeSpec | None = None) -> ProtocolConfig:
+    """options: data, dtype, dir, cpu, precision, deterministic, vocab_size, timeout_s (all optional).
+    `node`: the whole spec, whose gpu.count > 0 forbids a CPU run (see `device_world`)."""
     validate(spec, int(options.get("vocab_size") or 0))
-    world, backend = device_world(spec.ranks, bool(options.get("cpu")))
+    world, backend = device_world(spec.ranks, bool(options.get("cpu")), node)
     preset = spec.preset or ("small" if backend == "nccl" else "tiny")
     train = TrainConfig(
         preset=preset, vocab_size=int(options.get("vocab_size") or 0), seed=spec.seed, batch_size=spec.batch_size,

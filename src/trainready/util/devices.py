@@ -1,8 +1,14 @@
-"""Which local world to use: one rank per GPU with NCCL, else gloo on CPU."""
+"""Which local world to use: one rank per GPU with NCCL, else gloo on CPU.
+
+A spec that expects GPUs (gpu.count > 0) never falls back to the CPU: `require_gpus` raises
+`GpuUnusable` (the check FAILS) naming torch's reason, CUDA_VISIBLE_DEVICES and the driver."""
 
 from __future__ import annotations
 
-from trainready.errors import UsageError
+import os
+from dataclasses import dataclass
+
+from trainready.errors import GpuUnusable, UsageError
 from trainready.spec.model import NodeSpec
 
 CPU_DEFAULT_RANKS = 8  # the seed's 8-GPU server, emulated by 8 gloo ranks
@@ -13,8 +19,6 @@ GLOO_LIMIT_RULE = f"{GLOO_RANKS_PER_CORE} per CPU core, at least {CPU_DEFAULT_RA
 
 def gloo_rank_limit() -> int:
     """Most gloo ranks a local run may start: max(8, 4 x the CPU cores this process may use)."""
-    import os
-
     try:
         cores = len(os.sched_getaffinity(0))  # a 2-core container on a 64-core host has 2
     except (AttributeError, OSError):
@@ -22,13 +26,71 @@ def gloo_rank_limit() -> int:
     return max(CPU_DEFAULT_RANKS, GLOO_RANKS_PER_CORE * cores)
 
 
-def cuda_count() -> int:
+@dataclass(frozen=True)
+class CudaState:
+    count: int  # GPUs torch (the CUDA runtime) can use in this process
+    reason: str  # why none can be used: torch's own words ("" when count > 0)
+
+
+def cuda_state() -> CudaState:
+    """How many GPUs CUDA gives this process, and, when none, torch's reason (the exception text of
+    `torch.cuda.init()`, which says e.g. "No CUDA GPUs are available" or which driver is too old)."""
     try:
         import torch
+    except ImportError as exc:
+        return CudaState(0, f"torch not importable ({exc})")
+    if torch.version.cuda is None:
+        return CudaState(0, f"torch {torch.__version__} is a CPU-only build (torch.version.cuda is None)")
+    try:
+        if torch.cuda.is_available() and torch.cuda.device_count() > 0:
+            return CudaState(int(torch.cuda.device_count()), "")
+        torch.cuda.init()  # only reached when CUDA is unusable: raises with the runtime's reason
+        return CudaState(0, "torch.cuda.is_available() is False")
+    except Exception as exc:  # noqa: BLE001 - the reason is the finding
+        text = str(exc).strip().splitlines()
+        return CudaState(0, f"torch.cuda.init() raised {type(exc).__name__}: {text[0] if text else ''}".rstrip(": "))
 
-        return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
-    except Exception:  # noqa: BLE001
-        return 0
+
+def cuda_count() -> int:
+    return cuda_state().count
+
+
+def _visibility() -> str:
+    """CUDA_VISIBLE_DEVICES (and the container toolkit's NVIDIA_VISIBLE_DEVICES, when set), quoted."""
+    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+    out = ["CUDA_VISIBLE_DEVICES unset" if cvd is None else
+           f"CUDA_VISIBLE_DEVICES='{cvd}'" + (" hides every GPU" if not cvd.strip() else "")]
+    nvd = os.environ.get("NVIDIA_VISIBLE_DEVICES")
+    if nvd is not None:
+        out.append(f"NVIDIA_VISIBLE_DEVICES='{nvd}'")
+    return "; ".join(out)
+
+
+def _driver() -> str:
+    """The driver as NVML sees it: how many GPUs and which version, or why NVML cannot be read."""
+    from trainready.probe import why
+    from trainready.probe.gpu import collect_nvml
+
+    nv = collect_nvml()
+    if not nv.ok:
+        return f"NVML: {why(str(nv.error))}"
+    return f"NVML sees {len(nv.gpus)} GPU(s), driver {why(nv.driver_version)}"
+
+
+def require_gpus(spec: NodeSpec) -> int:
+    """Under a GPU spec (gpu.count > 0): the number of GPUs CUDA gives this process, or `GpuUnusable`
+    naming why it gives fewer than the spec expects. CPU specs (gpu.count = 0) get `cuda_count()`."""
+    want = spec.gpu.count
+    state = cuda_state()
+    if want <= 0 or state.count >= want:
+        return state.count
+    head = f"spec expects {want} GPU(s) (gpu.count = {want})"
+    if state.count == 0:
+        why_not = f"CUDA is unusable here: {state.reason}"
+    else:
+        why_not = f"CUDA shows only {state.count}"
+    raise GpuUnusable(f"{head} but {why_not}; {_visibility()}; {_driver()}; not run on the CPU "
+                      "(CPU fallback is for CPU specs only)")
 
 
 def local_world(spec: NodeSpec, backend: str = "auto", world_size: int | None = None) -> tuple[int, str]:
@@ -38,8 +100,10 @@ def local_world(spec: NodeSpec, backend: str = "auto", world_size: int | None = 
     comm.world_size; "auto" means NCCL with one rank per visible GPU, else gloo with 8 ranks.
     The spec's world size applies only to the spec's own backend.
     """
-    gpus = cuda_count()
     flag = backend != "auto"
+    # A GPU spec without (enough) usable GPUs raises GpuUnusable: never a silent gloo fallback.
+    # Only an explicit `--backend gloo` (the user's own choice, recorded) runs gloo under a GPU spec.
+    gpus = cuda_count() if backend == "gloo" else require_gpus(spec)
     want = backend if flag else spec.comm.backend
     be = want if want != "auto" else ("nccl" if gpus else "gloo")
     if be == "nccl" and gpus == 0:
