@@ -22,8 +22,8 @@ PAIR_BYTES_CPU = 1 << 20  # 1 MiB per pairwise exchange on gloo: ~ms per exchang
 PAIR_BYTES_GPU = 64 << 20  # 64 MiB on NVLink: ~0.2 ms at ~400 GB/s, bandwidth-bound rather than latency-bound
 # Fault kwargs of sweep.sweep_rank with their types: `--plant comm.NAME=VALUE`, for planted-fault tests only
 # (names and values are checked first, against checks/plants.py).
-SWEEP_FAULTS: dict[str, type] = {"slow_rank": int, "slow_ms": float, "hang_rank": int, "wrong_rank": int,
-                                 "die_rank": int, "fault_step": int}
+SWEEP_FAULTS: dict[str, type] = {"slow_rank": int, "slow_ms": float, "slow_pct": float, "hang_rank": int,
+                                 "wrong_rank": int, "die_rank": int, "fault_step": int}
 SLOW_MS_DEFAULT = 20.0  # how long a planted slow rank sleeps per op when comm.slow_ms is not given
 
 
@@ -94,7 +94,8 @@ def outcomes(data: dict[str, Any], opts: CommOptions, spec: NodeSpec, source: st
     n = opts.world_size
     out = []
     for t in tables(data, opts, spec.comm.expected_sizes_bytes):  # the reference's sizes, if recorded
-        o = judge_op(t, n, opts.backend, spec.comm.expected_busbw_gbps, spec.comm.min_fraction, source)
+        o = judge_op(t, n, opts.backend, spec.comm.expected_busbw_gbps, spec.comm.min_fraction, source,
+                     spec.comm.min_fraction_by_op)
         name = f"comm.{t.op}" if len(opts.dtypes) == 1 else f"comm.{t.op}.{t.dtype}"
         out.append((name, f"{t.op} ({t.dtype}) correctness and bus bandwidth", o))
     out.append(("comm.pairs", "pairwise send/recv: slow rank or link",

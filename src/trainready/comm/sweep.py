@@ -129,8 +129,11 @@ class Step:
         return int((self.out != self.expected).sum().item()), took
 
 
-def time_loop(call: Callable[[], Any], iters: int, device: Any, group: Any, slow_s: float = 0.0) -> float:
-    """Seconds per op: `iters` calls back to back, one sync at the end (nccl-tests style)."""
+def time_loop(call: Callable[[], Any], iters: int, device: Any, group: Any, slow_s: float = 0.0,
+              slow_frac: float = 0.0) -> float:
+    """Seconds per op: `iters` calls back to back, one sync at the end (nccl-tests style).
+    Planted faults only: `slow_s` sleeps before each call; `slow_frac` makes the loop take that
+    fraction longer (a sleep of slow_frac x the loop's own time inside the timed region)."""
     import torch
     import torch.distributed as dist
 
@@ -145,12 +148,15 @@ def time_loop(call: Callable[[], Any], iters: int, device: Any, group: Any, slow
             call()
         end.record()
         end.synchronize()
-        return float(start.elapsed_time(end)) / 1e3 / iters  # elapsed_time is in ms
+        took = float(start.elapsed_time(end)) / 1e3  # elapsed_time is in ms
+        return took * (1.0 + slow_frac) / iters  # planted: the sleep cannot sit between CUDA events
     t0 = time.perf_counter()
     for _ in range(iters):
         if slow_s:
             time.sleep(slow_s)
         call()
+    if slow_frac:
+        time.sleep((time.perf_counter() - t0) * slow_frac)  # planted: this collective is slow_frac slower
     return (time.perf_counter() - t0) / iters
 
 
@@ -174,6 +180,7 @@ def sweep_rank(
     step_budget_s: float | None = None,
     slow_rank: int = -1,
     slow_ms: float = 0.0,
+    slow_pct: float = 0.0,
     hang_rank: int = -1,
     wrong_rank: int = -1,
     die_rank: int = -1,
@@ -214,7 +221,7 @@ def sweep_rank(
         for _ in range(n_warm):
             st.call()
         ctx.stage(f"{op} {dtype} {size} B timed")
-        t = time_loop(st.call, n_iter, ctx.device, group, slow_s)
+        t = time_loop(st.call, n_iter, ctx.device, group, slow_s, slow_pct / 100.0)
         rows.append((op, dtype, size))
         local.append([t, float(wrong), float(st.nbytes), float(st.count), float(n_iter)])
         del st

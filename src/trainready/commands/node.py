@@ -26,7 +26,8 @@ def node(
     """Accept this machine: GPUs visible, compute right, GPUs exchange results, training resumes.
 
     Runs every registered check (see --list), prints a table and exits 0 when all
-    pass (warnings allowed), 1 when any fails, 2 on a usage/config error.
+    pass (warnings allowed), 1 when any fails, 2 on a usage/config error, 3 for a
+    run made with --plant (planted faults: a test, never evidence).
     GPU-only checks say `skip` with the reason on a machine without GPUs.
 
     Examples:

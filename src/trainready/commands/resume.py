@@ -42,7 +42,7 @@ def resume(
     that loads K and trains to N; C must equal A in every parameter, optimizer state,
     step, LR, data position, RNG state and per-step loss (bitwise by default).
 
-    Exit 0 pass, 1 mismatch/corrupt checkpoint, 2 bad input.
+    Exit 0 pass, 1 mismatch/corrupt checkpoint, 2 bad input, 3 a --plant test run (never evidence).
 
     Examples:
 
