@@ -116,10 +116,10 @@ def test_cli_8_ranks_json_record(tmp_path: Path) -> None:
     assert "nccl_env" in rec["context"]["versions"]
 
 
-def test_cli_planted_wrong_exits_1() -> None:
+def test_cli_planted_wrong_fails_and_exits_3() -> None:
     p = cli("-b", "1K", "-e", "1K", "--ops", "all_reduce", "--world-size", "2", "-w", "0", "-n", "1",
             "--plant", "comm.wrong_rank=1", "-q")
-    assert p.returncode == 1, p.stderr[-2000:]
+    assert p.returncode == 3, p.stderr[-2000:]  # a planted run exits 3 (records.PLANTED_EXIT); the check FAILs
     assert "wrong element" in p.stdout
 
 

@@ -74,6 +74,7 @@ def op_table(op: str, dtype: str, entries: list[dict[str, Any]], n: int, floor: 
         alg, bus = bandwidths(op, e["bytes"], t_mean, n)
         rows.append({"size": e["size"], "bytes": e["bytes"], "count": e["count"], "iters": e.get("iters"), "time_us": t_mean * 1e6,
                      "time_us_max": max(e["time_s"]) * 1e6, "time_us_by_rank": [t * 1e6 for t in e["time_s"]],
+                     "wall_s": e.get("wall_s"),
                      "algbw_gbps": alg, "busbw_gbps": bus, "wrong": sum(e["wrong"]), "wrong_by_rank": e["wrong"]})
     big = [r["busbw_gbps"] for r in rows
            if floor <= r["size"] <= (ceil if ceil is not None else r["size"]) and not math.isnan(r["busbw_gbps"])]

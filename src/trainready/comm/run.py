@@ -151,13 +151,25 @@ def sweep_external(opts: CommOptions, ext: ExternalRank,
     return data, None
 
 
+def _own_seconds(name: str, o: Outcome, data: dict[str, Any], total: float) -> float:
+    """The seconds one row of the verdict table took: an op's steps (slowest rank), or the pairwise
+    matrix; the whole sweep's time only for data recorded without step times."""
+    if name == "comm.pairs":
+        own = data.get("pairs_wall_s")
+    else:
+        walls = [r.get("wall_s") for r in o.details.get("rows", [])]
+        own = sum(walls) if walls and all(isinstance(w, (int, float)) for w in walls) else None
+    return float(own) if isinstance(own, (int, float)) else total
+
+
 def build_report(opts: CommOptions, spec: NodeSpec, source: str, data: dict[str, Any] | None,
                  failure: Outcome | None, seconds: float, context: dict[str, Any]) -> Report:
     started = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=seconds)
     if failure is not None or data is None:
         results = [_result("comm", "collective sweep", failure or Outcome(Status.ERROR, "no data"), seconds)]
     else:
-        results = [_result(name, title, o, seconds) for name, title, o in outcomes(data, opts, spec, source)]
+        results = [_result(name, title, o, _own_seconds(name, o, data, seconds))
+                   for name, title, o in outcomes(data, opts, spec, source)]
         context = {**context, "versions": data.get("versions", {})}
     ctx = {"options": {k: v for k, v in asdict(opts).items() if k != "faults"}, "avg_floor_bytes": opts.floor,
            **context}  # a planted run: the caller's context carries "planted" (commands/comm.py)

@@ -206,6 +206,7 @@ def sweep_rank(
             os._exit(17)  # planted fault: the rank process dies
         step_no += 1
         ctx.stage(f"{op} {dtype} {size} B")
+        t_step = time.perf_counter()
         c, _ = counts_for(op, size, n, DTYPES[dtype][2])
         if c == 0 or (op == "sendrecv" and n == 1):
             continue  # too small to split over n ranks / no peer: not run (like nccl-tests)
@@ -223,23 +224,27 @@ def sweep_rank(
         ctx.stage(f"{op} {dtype} {size} B timed")
         t = time_loop(st.call, n_iter, ctx.device, group, slow_s, slow_pct / 100.0)
         rows.append((op, dtype, size))
-        local.append([t, float(wrong), float(st.nbytes), float(st.count), float(n_iter)])
+        # step wall time (buffers, check, warm-up, timed loop): what this op cost the run, in seconds
+        local.append([t, float(wrong), float(st.nbytes), float(st.count), float(n_iter), time.perf_counter() - t_step])
         del st
     ctx.stage("gather results")
-    mine = torch.tensor(local or [[0.0] * 5], dtype=torch.float64, device=ctx.device)
+    mine = torch.tensor(local or [[0.0] * 6], dtype=torch.float64, device=ctx.device)
     parts = [torch.empty_like(mine) for _ in range(n)]
     dist.all_gather(parts, mine, group=group)
     ctx.stage("pairwise send/recv")
+    t_pairs = time.perf_counter()
     pairs = pair_matrix_rank(ctx, group, pair_bytes, pair_iters, slow_s)
     out: dict[str, Any] = {"rank": r, "host": socket.gethostname(), "device": str(ctx.device)}
     if r == 0:
-        every = [p.cpu().tolist() for p in parts]  # [rank][entry][time, wrong, bytes, count, iters]
+        every = [p.cpu().tolist() for p in parts]  # [rank][entry][time, wrong, bytes, count, iters, wall]
         out["entries"] = [
             {"op": op, "dtype": dt, "size": size, "bytes": int(every[0][i][2]), "count": int(every[0][i][3]), "iters": int(every[0][i][4]),
-             "time_s": [every[k][i][0] for k in range(n)], "wrong": [int(every[k][i][1]) for k in range(n)]}
+             "time_s": [every[k][i][0] for k in range(n)], "wrong": [int(every[k][i][1]) for k in range(n)],
+             "wall_s": max(every[k][i][5] for k in range(n))}
             for i, (op, dt, size) in enumerate(rows)
         ]
         out["pairs"] = pairs
+        out["pairs_wall_s"] = time.perf_counter() - t_pairs
         out["versions"] = versions()
     return out
 

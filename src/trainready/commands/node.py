@@ -19,6 +19,10 @@ def node(
     skip: list[str] = typer.Option(None, "--skip", help="Leave out these checks."),
     json_path: str = typer.Option(None, "--json", help=JSON_HELP),
     work: str = typer.Option(None, "--workdir", help="Scratch directory (token files, checkpoints). Default: a new temp dir."),
+    image_digest: str = typer.Option(
+        None, "--image-digest", help="Digest of the image this node runs (sha256:<64 hex>), judged by `versions` "
+        "against the spec's software.image_digest. Default: env TRAINREADY_IMAGE_DIGEST, else what the container "
+        "runtime exposes (Podman), else unknown."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Also print every metric."),
     list_checks: bool = typer.Option(False, "--list", help="List the checks and exit."),
     plant: list[str] = typer.Option(None, "--plant", hidden=True, help="Plant a fault NAME=VALUE (tests)."),
@@ -32,16 +36,19 @@ def node(
 
     Examples:
 
-    \b
+    
       trainready node                  # CPU default, 8 gloo ranks
       trainready node --spec example:h200-8x --json node.json
       trainready node --level quick --skip throughput
+      trainready node --spec fleet.toml --image-digest sha256:<64 hex> --json node.json
     """
+    import os
     from pathlib import Path
 
     from trainready.checks import CheckContext, select  # imports torch: only when the command runs
     from trainready.runner import run_checks
     from trainready.spec import load_spec
+    from trainready.probe.container import image_digest as find_digest
 
     checks = select(split_names(only), split_names(skip), level)
     if list_checks:
@@ -51,7 +58,9 @@ def node(
     check_out_path(json_path)
     node_spec, source = load_spec(spec)
     faults = parse_plants(plant, "node")
-    ctx = CheckContext(node_spec, workdir(Path(work) if work else None), faults)
+    find_digest(image_digest, os.environ, None)  # a malformed flag or env value: one line, exit 2, before any check
+    ctx = CheckContext(node_spec, workdir(Path(work) if work else None), faults,
+                       {"image_digest": image_digest} if image_digest else {})
     console = Console(stderr=True)
     with Progress(
         SpinnerColumn(),

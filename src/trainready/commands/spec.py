@@ -95,6 +95,8 @@ def init(
         raise UsageError(f"--out {out}: cannot write ({exc.strerror})") from None
     for f in derived.floors:
         console.print(f"floor {f.describe()}", highlight=False, markup=False)
+    for line in derived.said:
+        console.print(line, highlight=False, markup=False)
     for note in derived.notes:
         console.print(f"not written: {note}", style="yellow", highlight=False, markup=False)
     console.print(f"spec written to {out}")

@@ -68,7 +68,7 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
     if all(r.status == Status.SKIP for r in report.results):
         summary += "; nothing was judged"
     if banner:
-        summary += "; planted, so at most warn, exit 3"
+        summary += "; planted: a test, at most warn, exit 3"
     console.print(
         Text.assemble("verdict: ", status_text(report.status), f"  ({summary}; {report.duration_s:.1f} s)")
     )

@@ -21,7 +21,6 @@ from typing import Any, Mapping, Sequence
 from trainready.errors import UsageError
 from trainready.spec.floors import Floor, comm_floor, compute_floor
 from trainready.spec.model import CommSpec, ComputeSpec, GpuSpec, NodeSpec, ResumeSpec, SoftwareSpec
-from trainready.util.devices import CPU_DEFAULT_RANKS
 
 # Metric names written by the checks (checks/throughput.py, checks/comm_sweep.py).
 GEMM_METRIC = "gemm_bf16"
@@ -100,10 +99,11 @@ class Derived:
     spec: NodeSpec
     floors: tuple[Floor, ...]
     notes: tuple[str, ...]  # one line per expectation not written, with the reason
+    said: tuple[str, ...] = ()  # where other derived values came from
 
     def comment(self) -> str:
         """TOML comment lines for the head of the written spec."""
-        lines = [f"# floor {f.describe()}" for f in self.floors]
+        lines = [f"# floor {f.describe()}" for f in self.floors] + [f"# {x}" for x in self.said]
         lines += [f"# NOT WRITTEN: {n}" for n in self.notes]
         return "".join(f"{ln}\n" for ln in lines)
 
@@ -140,7 +140,8 @@ def derive(
     software = _software_spec(manifest, host, notes)
     floors: list[Floor] = []
     compute = _compute_spec(reports, tolerance, gpu.count, floors, notes)
-    comm, gloo_ranks = _comm_spec(reports, tolerance, floors, notes)
+    comm = _comm_spec(reports, tolerance, floors, notes)
+    ranks, why = _resume_ranks(gpu.count, reports)
     hostname = host.get("hostname", "reference")
     runs = f"{len(reports)} run(s)" if reports else "no measurement"
     spec = NodeSpec(
@@ -153,10 +154,23 @@ def derive(
         software=software,
         compute=compute,
         comm=comm,
-        # The reference's GPU count (on a CPU node: the gloo ranks its collectives ran on).
-        resume=dataclasses.replace(ResumeSpec(), ranks=gpu.count or gloo_ranks or CPU_DEFAULT_RANKS),
+        resume=dataclasses.replace(ResumeSpec(), ranks=ranks),
     )
-    return Derived(spec, tuple(floors), tuple(notes))
+    return Derived(spec, tuple(floors), tuple(notes), (f"resume.ranks = {ranks}: {why}",))
+
+
+def _resume_ranks(gpus: int, reports: list[Mapping[str, Any]]) -> tuple[int, str]:
+    """The reference's GPU count; on a CPU node, the gloo ranks its resume check ran on (a passed
+    `resume` result in a record), else the CPU default."""
+    if gpus:
+        return gpus, "the reference's GPU count"
+    for rep in reports:
+        passed = any(r.get("name") == "resume" and r.get("status") == "pass" for r in rep.get("results", []))
+        ranks = _section(_section(rep, "spec"), "resume").get("ranks")
+        if passed and isinstance(ranks, int) and ranks >= 1:
+            return ranks, "the gloo ranks the reference's resume check passed on (CPU node)"
+    default = ResumeSpec().ranks
+    return default, f"the CPU default ({default}; no passed resume result in the records)"
 
 
 def _section(d: Mapping[str, Any], key: str) -> Mapping[str, Any]:
@@ -218,12 +232,11 @@ def _run(i: int, reports: list[Mapping[str, Any]]) -> str:
 
 
 def _comm_spec(reports: list[Mapping[str, Any]], tolerance: float, floors: list[Floor],
-               notes: list[str]) -> tuple[CommSpec, int]:
-    """busbw per 'op@ranks' over the runs; one averaging window for all; (spec, gloo ranks seen)."""
+               notes: list[str]) -> CommSpec:
+    """busbw per 'op@ranks' over the runs; one averaging window for all."""
     values: dict[str, list[float]] = {}
     backends: dict[str, str] = {}
     windows = set()
-    gloo_ranks = 0
     for i, rep in enumerate(reports):
         for m in _metrics(rep, BUSBW_METRIC, notes, _run(i, reports)):
             lab = dict(m.get("labels", {}))
@@ -239,8 +252,6 @@ def _comm_spec(reports: list[Mapping[str, Any]], tolerance: float, floors: list[
             # nothing about 8 GPUs).
             values.setdefault(f"{op}@{ranks}", []).append(float(m["value"]))
             backends[f"{op}@{ranks}"] = str(lab.get("backend", ""))
-            if lab.get("backend") == "gloo":
-                gloo_ranks = max(gloo_ranks, ranks)
             lo, hi = _int_label(lab.get("from_bytes")), _int_label(lab.get("to_bytes"))
             if lo and hi:
                 windows.add((lo, hi))
@@ -259,4 +270,4 @@ def _comm_spec(reports: list[Mapping[str, Any]], tolerance: float, floors: list[
         notes.append("comm.expected_busbw_gbps: no busbw figure in the record(s) (the comm check did not run); "
                      "not written")
     return CommSpec(min_fraction=tolerance, expected_busbw_gbps=expected, min_fraction_by_op=fractions,
-                    expected_sizes_bytes=tuple(windows.pop()) if windows else ()), gloo_ranks
+                    expected_sizes_bytes=tuple(windows.pop()) if windows else ())
