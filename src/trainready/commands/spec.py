@@ -94,11 +94,11 @@ def init(
     except OSError as exc:
         raise UsageError(f"--out {out}: cannot write ({exc.strerror})") from None
     for f in derived.floors:
-        console.print(f"floor {f.describe()}", highlight=False, markup=False)
+        console.print(f"floor {f.describe()}", highlight=False, markup=False, soft_wrap=True)
     for line in derived.said:
-        console.print(line, highlight=False, markup=False)
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
     for note in derived.notes:
-        console.print(f"not written: {note}", style="yellow", highlight=False, markup=False)
+        console.print(f"not written: {note}", style="yellow", highlight=False, markup=False, soft_wrap=True)
     console.print(f"spec written to {out}")
 
 
