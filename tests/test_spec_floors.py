@@ -113,3 +113,19 @@ def test_measuring_judges_nothing(tmp_path) -> None:
     assert out.status == Status.PASS and all(m.threshold is None for m in out.metrics)
     assert derive({}, [{"results": [{"name": "throughput", "status": out.status.value,
                                      "metrics": [m.to_json() for m in out.metrics]}]}]).spec.compute.gemm_tflops_min == 160.0
+
+
+@pytest.mark.slow  # two gloo sweeps of the node's comm check: ~30 s on 2 loaded cores
+def test_cli_measure_repeat_writes_every_floor_with_its_spread(cli, tmp_path) -> None:
+    out = tmp_path / "fleet.toml"
+    r = cli("spec", "init", "--measure", "--repeat", "2", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    text = out.read_text()
+    ops = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "sendrecv")
+    for op in ops:  # every op the reference measured has a floor, said on screen and in the TOML
+        assert f"# floor {op}@8: 2 run(s) " in text and f"floor {op}@8: 2 run(s) " in " ".join(r.stderr.split())
+    assert "# resume.ranks = 1: the CPU default" in text
+    spec, _ = load_spec(str(out))
+    assert set(spec.comm.expected_busbw_gbps) == set(spec.comm.min_fraction_by_op) == {f"{op}@8" for op in ops}
+    assert all(0.5 <= f <= 0.9 for f in spec.comm.min_fraction_by_op.values())  # gloo: at least a 10% margin
+    assert spec.resume.ranks == 1 and spec.gpu.count == 0

@@ -53,6 +53,7 @@ class CommOptions:
     pair_bytes: int = PAIR_BYTES_CPU
     pair_iters: int = 5
     step_budget_s: float | None = None  # cap on one step's timed loop (CPU default); None: always `iters`
+    loops: int = 1  # timed loops per step, the fastest kept (1 = nccl-tests; the node check on gloo: 3)
     faults: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -62,7 +63,7 @@ class CommOptions:
     def rank_kwargs(self, group_timeout_s: float) -> dict[str, Any]:
         return {"ops": self.ops, "sizes": self.sizes, "dtypes": self.dtypes, "warmup": self.warmup, "iters": self.iters,
                 "group_timeout_s": group_timeout_s, "pair_bytes": self.pair_bytes, "pair_iters": self.pair_iters,
-                "step_budget_s": self.step_budget_s,
+                "step_budget_s": self.step_budget_s, "loops": self.loops,
                 **self.faults}
 
 

@@ -6,7 +6,8 @@ Per (op, size) "step", every rank:
 2. runs the op once and counts output elements != expected (nccl-tests `-c`);
 3. runs `warmup` ops, a barrier, then `iters` ops back to back with one sync at the
    end: CUDA events on a GPU (nccl-tests times the same way, around the loop), wall
-   clock on CPU.  Time per op = loop time / iters (seconds).
+   clock on CPU.  Time per op = loop time / iters (seconds); with `loops` > 1 (the node
+   check on gloo) the loop runs that many times and the fastest is kept.
 Per-rank times and wrong counts are all-gathered at the end so rank 0 holds them all;
 then the pairwise send/recv matrix (straggler.py) runs.
 
@@ -178,6 +179,7 @@ def sweep_rank(
     pair_bytes: int = 1 << 20,
     pair_iters: int = 5,
     step_budget_s: float | None = None,
+    loops: int = 1,
     slow_rank: int = -1,
     slow_ms: float = 0.0,
     slow_pct: float = 0.0,
@@ -222,7 +224,8 @@ def sweep_rank(
         for _ in range(n_warm):
             st.call()
         ctx.stage(f"{op} {dtype} {size} B timed")
-        t = time_loop(st.call, n_iter, ctx.device, group, slow_s, slow_pct / 100.0)
+        # `loops` timed loops, the fastest kept (gloo: a rank the OS preempted during one loop is not slow)
+        t = min(time_loop(st.call, n_iter, ctx.device, group, slow_s, slow_pct / 100.0) for _ in range(loops))
         rows.append((op, dtype, size))
         # step wall time (buffers, check, warm-up, timed loop): what this op cost the run, in seconds
         local.append([t, float(wrong), float(st.nbytes), float(st.count), float(n_iter), time.perf_counter() - t_step])
