@@ -105,7 +105,7 @@ class Derived:
         """TOML comment lines for the head of the written spec."""
         lines = [f"# floor {f.describe()}" for f in self.floors] + [f"# {x}" for x in self.said]
         lines += [f"# NOT WRITTEN: {n}" for n in self.notes]
-        return "".join(f"{ln}\n" for ln in lines)
+        return "".join(" ".join(ln.split()) + "\n" for ln in lines)  # one line each: a message may hold newlines
 
 
 def spec_from_machine(
