@@ -36,7 +36,7 @@ def node(
 
     Examples:
 
-    
+    \b
       trainready node                  # CPU default, 8 gloo ranks
       trainready node --spec example:h200-8x --json node.json
       trainready node --level quick --skip throughput
