@@ -40,7 +40,7 @@ def node(
       trainready node                  # CPU default, 8 gloo ranks
       trainready node --spec example:h200-8x --json node.json
       trainready node --level quick --skip throughput
-      trainready node --spec fleet.toml --image-digest sha256:<64 hex> --json node.json
+      trainready node --spec fleet.toml --image-digest sha256:<64 hex>
     """
     import os
     from pathlib import Path

@@ -68,8 +68,8 @@ def init(
 
     \b
       trainready node --json ref.json
-      trainready spec init --from-report ref.json --measure --repeat 5 -o fleet.toml
-      trainready spec init --from-report a.json --from-report b.json --from-report c.json -o fleet.toml
+      trainready spec init --from-report ref.json --measure -o fleet.toml
+      trainready spec init --from-report a.json --from-report b.json -o f.toml
     """
     from trainready.probe.manifest import collect
     from trainready.spec.init import derive
