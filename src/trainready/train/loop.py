@@ -21,7 +21,7 @@ import torch.distributed as dist
 
 from trainready.errors import DataError, UsageError
 from trainready.train import rng
-from trainready.train.model import GPT, PRESETS, ModelConfig
+from trainready.train.model import GPT, PRESETS, ModelConfig, preset_for_vocab
 
 # cuBLAS needs a fixed workspace to be deterministic (CUDA docs, "Reproducibility":
 # CUBLAS_WORKSPACE_CONFIG=:4096:8); read when the first cuBLAS handle is made.
@@ -52,8 +52,7 @@ class TrainConfig:
     def model_config(self) -> ModelConfig:
         if self.preset not in PRESETS:
             raise UsageError(f"unknown model preset '{self.preset}' (expected one of: {', '.join(PRESETS)})")
-        base = PRESETS[self.preset]
-        return dataclasses.replace(base, vocab_size=self.vocab_size) if self.vocab_size else base
+        return preset_for_vocab(self.preset, self.vocab_size)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
