@@ -27,6 +27,7 @@ from typing import Any, Iterator
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException  # a BaseException, not an Exception
 from torch.distributed.checkpoint.state_dict import get_state_dict
 
 from trainready.ckpt import manifest
@@ -195,7 +196,7 @@ def save_state(
         atomic_write_json(tmp / f"train-rank-{rank}.json", {"rank": rank, "world_size": world_size, "step": step, **train_state})
         mine = manifest.hash_and_sync(manifest.files_of_rank(tmp, rank))  # fsync + sha256, overlapped
         failed = None
-    except Exception as exc:  # noqa: BLE001 - every rank must hear of it, or the others wait forever
+    except (Exception, CheckpointException) as exc:  # noqa: BLE001 - every rank must hear of it, or the others wait forever
         failed, err = _failure(exc, tmp, rank), exc
     every = gather_to_all((mine, failed))
     _raise_first([f for _, f in every], root, tmp, step, rank, err if failed and failed[0] != "disk" else None)

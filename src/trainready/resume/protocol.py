@@ -128,6 +128,12 @@ def run_protocol(pc: ProtocolConfig, progress: Callable[[str], None] | None = No
                     details={"declared": declared, "run_dir": str(run_dir)},
                 )
             runs[role] = res.values
+            saved = next((v["save_error"] for v in res.values if v.get("save_error")), None)
+            if saved:
+                return Outcome(Status.FAIL, f"run B could not save its checkpoint at step {k}: {saved}",
+                               remedy="The filesystem of --dir filled or failed during the save; free space there "
+                               "(or give another --dir) and run again.",
+                               details={"declared": declared, "run_dir": str(run_dir)})
             if role == "B" and "flip_byte" in pc.plants:
                 victim = flip_byte(resolve_latest(ckpt))
                 say(f"planted: flipped a byte of {victim.name}")

@@ -26,7 +26,7 @@ from trainready.ckpt.save import save_checkpoint
 from trainready.data.sampler import SequenceSampler
 from trainready.data.source import open_tokens
 from trainready.dist.launch import RankContext
-from trainready.errors import CheckpointError
+from trainready.errors import CheckpointError, CheckpointWriteError
 from trainready.resume import compare
 from trainready.train import rng
 from trainready.train.loop import Trainer, TrainConfig
@@ -125,7 +125,11 @@ def resume_rank(
         ctx.stage("B: saving")
         ts = time.perf_counter()
         st = light_state(tr, sampler)
-        save_checkpoint(ckpt, k, tr.model, tr.optimizer, {"scheduler": tr.scheduler.state_dict(), **st}, r, ws)
+        try:
+            save_checkpoint(ckpt, k, tr.model, tr.optimizer, {"scheduler": tr.scheduler.state_dict(), **st}, r, ws)
+        except CheckpointWriteError as exc:  # disk full / quota / I/O error: reported whole, not as a crash
+            result["save_error"] = str(exc)
+            return result
         result["save_s"] = time.perf_counter() - ts
     elif role == "C":
         a_final = torch.load(out / f"A-final-rank{r}.pt", weights_only=True)

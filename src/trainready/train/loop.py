@@ -150,7 +150,7 @@ class Trainer:
             if dist.is_initialized():
                 from torch.nn.parallel import DistributedDataParallel as DDP
 
-                model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+                model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None, find_unused_parameters=True)
         else:
             raise UsageError(f"--mode {cfg.mode}: expected ddp or fsdp")
         self.model = model

@@ -69,5 +69,5 @@ def disk_failure(exc: BaseException, path: str | os.PathLike[str]) -> str | None
     if "unexpected pos" in text or "file write failed" in text:  # torch's zip writer: a short write
         free = free_bytes(path)
         if free < NEARLY_FULL:
-            return f"no space left on device (a short write with {free} bytes free after it)"
+            return f"no space left on device (ENOSPC: a short write, {free} bytes free after it)"
     return None
