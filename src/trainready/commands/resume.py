@@ -84,7 +84,7 @@ def resume(
         checks.append(ThroughputCheck)
     with console.status("resume protocol") as status:
         ctx = CheckContext(node_spec, wd, faults, {"resume": opts, "resume.progress": lambda m: status.update(m),
-                                                   "throughput.dir": str(wd)})
+                                                   "resume.standalone": True, "throughput.dir": str(wd)})
         report = run_checks("resume", checks, ctx, context={"spec_source": source, "dir": str(wd)})
     _print_table(report, console if json_path == "-" else Console())
     rc = emit(report, json_path)
