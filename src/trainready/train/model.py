@@ -44,13 +44,13 @@ PRESETS: dict[str, ModelConfig] = {
 # The shape a preset takes when the data needs a larger vocabulary than the preset's own.
 # The cost of a step then grows with (sequences x seq_len) x vocab: the logits, their
 # log-softmax and its backward (measured on 1 CPU thread, vocab 50,304, batch 8: ~360 ms
-# per step at seq_len 64 whatever the hidden size, ~55 ms at seq_len 16 / hidden 16,
+# per step at seq_len 64 whatever the hidden size, ~55 ms at seq_len 16 and ~36 ms at seq_len 8, hidden 16,
 # vs ~20-27 ms for `tiny` at vocab 512).  So on the CPU preset the embedding is tied to
-# the output head (GPT-2 ties them) and the rest shrinks: hidden 16, 2 heads, seq_len 16,
+# the output head (GPT-2 ties them) and the rest shrinks: hidden 16, 2 heads, seq_len 8,
 # which keeps a 50k-vocabulary run within 2x the sample corpus's wall time
 # (benchmarks/resume_vocab.py).  On GPU (`small`) only the embedding is tied.
 LARGE_VOCAB: dict[str, dict[str, int | bool]] = {
-    "tiny": {"seq_len": 16, "n_head": 2, "d_model": 16, "d_ff": 64, "tie_embeddings": True},
+    "tiny": {"seq_len": 8, "n_head": 2, "d_model": 16, "d_ff": 64, "tie_embeddings": True},
     "small": {"tie_embeddings": True},
 }
 
