@@ -49,7 +49,7 @@ def test_run_prints_table_and_planted_lr_fault_fails(cli, tmp_path: Path) -> Non
 @pytest.mark.parametrize("change, options, expected", [
     ({"batch_size": 0}, {}, "--batch-size (resume.batch_size) 0: expected >= 1"),
     ({"batch_size": -1}, {}, "--batch-size (resume.batch_size) -1: expected >= 1"),
-    ({}, {"vocab_size": -5}, "--vocab-size -5: expected 0 (the preset's) or 2.."),
+    ({}, {"vocab_size": -5}, "--vocab-size -5: expected 0 (size it from the data) or 2.."),
     ({"atol": float("nan")}, {}, "--atol nan: expected a finite number >= 0"),
     ({"rtol": float("inf")}, {}, "--rtol inf: expected a finite number >= 0"),
     ({"rtol": -1e-3}, {}, "--rtol -0.001: expected a finite number >= 0"),

@@ -54,6 +54,7 @@ RESUME_PLANTS: dict[str, str] = {
     "resume.skip_data": "1: run C does not restore the data position",
     "resume.skip_lr": "1: run C does not restore the LR scheduler",
     "resume.flip_byte": "1: flip one byte of a checkpoint file after B saves it",
+    "resume.fill_disk": "1: fill the --dir filesystem (all but 64 KiB) after the free-space check, just before B saves",
 }
 
 PLANTS: dict[str, str] = {**CHECK_PLANTS, **COMM_PLANTS, **RESUME_PLANTS}
