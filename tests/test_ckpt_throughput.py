@@ -64,3 +64,28 @@ def test_no_timed_save_reuses_a_staging_buffer_from_an_earlier_step(tmp_path: Pa
     assert [n for n, _ in held_at_entry] == ["dcp_tuned", "save", "save"] * 2
     # the first-save figures start without a buffer; only the steady-state one reuses it
     assert [held for _, held in held_at_entry] == [False, False, True] * 2
+
+
+def _res(save_ratio: float, load_ratio: float) -> dict:
+    g = {"raw_write": 1.0, "dcp_plain": 0.5, "dcp_tuned": 0.8, "save": save_ratio, "save_steady": 1.0,
+         "raw_read": 2.0, "load": 2.0 * load_ratio}
+    r = {"save/raw_write": save_ratio, "save_steady/raw_write": 1.0, "dcp_plain/raw_write": 0.5,
+         "dcp_tuned/raw_write": 0.8, "load/raw_read": load_ratio, "load/raw_write": 2.0 * load_ratio}
+    return {"gbps": g, "ratio": r, "bytes": 1 << 28, "device": "cpu", "rounds": 3}
+
+
+def test_message_shows_the_threshold_it_was_judged_by(tmp_path: Path) -> None:
+    """A PASS at 0.36 x raw read used to show no threshold: the message names the one judged
+    (save >= 0.85 x raw write+fsync) and says the load ratio is shown, not judged."""
+    from trainready.ckpt.throughput import TARGET, judge
+
+    low = judge(_res(0.60, 0.36), tmp_path)
+    assert low.status == Status.WARN and f">= {TARGET} x (NOT met" in low.message
+    ok = judge(_res(0.91, 0.36), tmp_path)
+    assert ok.status == Status.PASS
+    assert f"0.91 x raw write+fsync 1.00 GB/s, judged against >= {TARGET} x (met" in ok.message
+    assert "0.36 x raw read (shown, not judged)" in ok.message
+    assert ok.details["threshold"] == {"save/raw_write": f">= {TARGET}"}
+    judged = [m for m in ok.metrics if m.threshold is not None]
+    assert [m.label_dict["ratio"] for m in judged] == ["save/raw_write"]
+    assert "issue" not in judged[0].threshold.source  # a public statement of the rule, not the project's notes

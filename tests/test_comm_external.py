@@ -60,14 +60,14 @@ def test_planted_hang_names_the_silent_peer(tmp_path: Path) -> None:
     assert "internal error" not in texts[0] and "Traceback" not in texts[0], texts[0]
     assert rec is not None, texts[0]  # rank 0 alive → a FAIL record, always
     (res,) = rec["results"]
-    assert res["status"] == "fail" and codes[0] == 1, texts
+    assert res["status"] == "fail" and codes[0] == 3, texts  # planted: exit 3 (records.PLANTED_EXIT)
     d = res["details"]
     assert d["rank"] == 0 and d["stage"].startswith("all_reduce float 1024 B")  # this rank, op and size
     assert d["behind"] == [1] and d["absent"] == [] and d["stages"]["1"][2] == "joined"
     assert "rank 1 on" in res["message"] and "still at 'joined'" in res["message"]
     assert "no progress for" in res["message"]
     # the hung rank's own watchdog ends it too, naming itself
-    assert codes[1] == 1 and "rank 1 (this rank)" in texts[1], texts[1]
+    assert codes[1] == 3 and "rank 1 (this rank)" in texts[1], texts[1]
 
 
 def test_planted_death_is_a_fail_record_naming_the_peer(tmp_path: Path) -> None:
@@ -75,7 +75,7 @@ def test_planted_death_is_a_fail_record_naming_the_peer(tmp_path: Path) -> None:
     assert codes[1] == 17  # the planted exit code of the dead rank
     assert rec is not None, texts[0]
     (res,) = rec["results"]
-    assert res["status"] == "fail" and codes[0] == 1, texts[0]
+    assert res["status"] == "fail" and codes[0] == 3, texts[0]
     assert "internal error" not in texts[0]
     d = res["details"]
     assert d["stage"] == "all_reduce float 4096 B" and d["behind"] == [1], d  # died before its step 2

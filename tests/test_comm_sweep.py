@@ -116,10 +116,10 @@ def test_cli_8_ranks_json_record(tmp_path: Path) -> None:
     assert "nccl_env" in rec["context"]["versions"]
 
 
-def test_cli_planted_wrong_exits_1() -> None:
+def test_cli_planted_wrong_fails_and_exits_3() -> None:
     p = cli("-b", "1K", "-e", "1K", "--ops", "all_reduce", "--world-size", "2", "-w", "0", "-n", "1",
             "--plant", "comm.wrong_rank=1", "-q")
-    assert p.returncode == 1, p.stderr[-2000:]
+    assert p.returncode == 3, p.stderr[-2000:]  # a planted run exits 3 (records.PLANTED_EXIT); the check FAILs
     assert "wrong element" in p.stdout
 
 
@@ -180,3 +180,24 @@ def test_help_defaults_match_the_code() -> None:
         cpu, gpu = (v if isinstance(v, str) else f"{v:g}" for v in (CPU_DEFAULTS[key], GPU_DEFAULTS[key]))
         assert f"{cpu} on CPU" in helps[param], (param, helps[param])
         assert f"{gpu} on GPUs" in helps[param], (param, helps[param])
+
+
+def test_each_verdict_row_shows_its_own_time(healthy: dict) -> None:  # type: ignore[type-arg]
+    from trainready.comm.run import build_report
+
+    rep = build_report(opts(), SPEC, "spec", healthy, None, 99.0, {})
+    took = {r.name: r.duration_s for r in rep.results}
+    assert len(set(took.values())) > 1 and all(0 < s < 99.0 for s in took.values()), took  # not the total, each
+    mine = sum(e["wall_s"] for e in healthy["entries"] if e["op"] == "all_reduce")
+    assert took["comm.all_reduce"] == pytest.approx(mine) and took["comm.pairs"] == healthy["pairs_wall_s"]
+    assert sum(took.values()) < 99.0 and rep.duration_s == 99.0  # the whole sweep stays the report's time
+
+
+def test_planted_slow_collectives_fail_a_floor_from_this_machine(healthy: dict) -> None:  # type: ignore[type-arg]
+    o = opts(ops=["all_reduce"])
+    t = op_table("all_reduce", "float", healthy["entries"], 4, o.floor)
+    spec = dataclasses.replace(SPEC, comm=dataclasses.replace(SPEC.comm, expected_busbw_gbps={"all_reduce@4": t.avg_busbw}))
+    res, _ = sweep_local(opts(ops=["all_reduce"], slow_pct=900.0))  # every timed loop 10x longer: far beyond load noise
+    assert res.ok, res.describe()
+    (v,) = [x for n, _, x in outcomes(res.values[0], o, spec, "spec") if n == "comm.all_reduce"]
+    assert v.status == Status.FAIL and "busbw" in v.message, v.message

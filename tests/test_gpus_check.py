@@ -160,12 +160,13 @@ def test_one_unsupported_nvml_query_costs_one_field():
 
 def test_cli_replays_captured_facts_and_planted_fault(cli, tmp_path, h200):
     ok = cli("node", "--only", "gpus", "--spec", "example:h200-8x", "--plant", f"gpus.facts={H200}")
-    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert ok.returncode == 3, ok.stdout + ok.stderr  # replayed facts: a planted run, exit 3
+    assert "verdict: WARN" in ok.stdout
     bad = with_gpu(h200, 2, remap_pending=True)
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(bad.to_json()))
     r = cli("node", "--only", "gpus", "--spec", "example:h200-8x", "--plant", f"gpus.facts={path}", "--json", "-")
-    assert r.returncode == 1
+    assert r.returncode == 3
     res = json.loads(r.stdout)["results"][0]
     assert res["status"] == "fail" and "GPU 2" in res["message"] and "row remap pending" in res["message"]
 

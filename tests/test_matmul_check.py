@@ -85,5 +85,6 @@ def test_matmul_mode_restores_flags():
 
 def test_cli_exit_code_and_message(cli):
     r = cli("node", "--only", "matmul", "--plant", "matmul.corrupt=0")
-    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.returncode == 3, r.stdout + r.stderr  # a planted run (records.PLANTED_EXIT)
+    assert "verdict: FAIL" in r.stdout
     assert "bf16" in r.stdout and "Traceback" not in r.stderr

@@ -90,7 +90,7 @@ def test_misspelled_plant_is_exit_2_naming_it(cli) -> None:
     assert "\n" not in line and "Traceback" not in line
     assert "--plant matmul.corupt: unknown fault" in line and "did you mean matmul.corrupt?" in line
     ok = cli("node", "--only", "matmul", "--plant", "matmul.corrupt=0", "--json", "-")
-    assert ok.returncode == 1, ok.stderr  # spelled right, it is planted and the check fails
+    assert ok.returncode == 3, ok.stderr  # spelled right, it is planted and the check fails: a planted run, exit 3
     assert json.loads(ok.stdout)["results"][0]["status"] == "fail"
     res = cli("resume", "--plant", "resume.skip_rgn=1")
     assert res.returncode == 2 and "did you mean resume.skip_rng?" in res.stderr, res.stderr
@@ -106,10 +106,10 @@ def test_planted_run_is_at_most_warn_and_says_so() -> None:
     planted = {"planted": {"gpus.facts": "x.json"}}
     assert _report(Status.PASS, {}).status == Status.PASS
     capped = _report(Status.PASS, planted)
-    assert capped.status == Status.WARN and capped.exit_code == 0
+    assert capped.status == Status.WARN and capped.exit_code == 3  # records.PLANTED_EXIT
     assert capped.to_json()["status"] == "warn" and capped.to_json()["context"]["planted"] == {"gpus.facts": "x.json"}
     failed = _report(Status.FAIL, planted)
-    assert failed.status == Status.FAIL and failed.exit_code == 1  # only PASS is downgraded
+    assert failed.status == Status.FAIL and failed.exit_code == 3  # only PASS is downgraded; exit 3 whatever the checks
     for rep, shown in ((_report(Status.PASS, {}), False), (capped, True)):
         con = Console(record=True, width=300)
         print_report(rep, con)
@@ -123,7 +123,7 @@ def test_replayed_h200_facts_are_not_a_clean_pass(cli, tmp_path: Path) -> None:
     rec = tmp_path / "rec.json"
     r = cli("node", "--only", "gpus", "--spec", "example:h200-8x", "--plant", f"gpus.facts={H200}",
             "--json", str(rec))
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 3, r.stderr  # a planted run: never exit 0
     doc = json.loads(rec.read_text())
     assert doc["results"][0]["status"] == "pass" and "8 × NVIDIA H200" in doc["results"][0]["message"]
     assert doc["status"] == "warn" and doc["context"]["planted"] == {"gpus.facts": str(H200)}
@@ -131,7 +131,7 @@ def test_replayed_h200_facts_are_not_a_clean_pass(cli, tmp_path: Path) -> None:
     # ... and such a record cannot become the fleet's reference; the same record unplanted can.
     bad = cli("spec", "init", "--from-report", str(rec), "-o", str(tmp_path / "a.toml"))
     assert bad.returncode == 2 and not (tmp_path / "a.toml").exists()
-    assert "test record cannot be a reference" in bad.stderr and "gpus.facts" in bad.stderr, bad.stderr
+    assert "a test record is not evidence" in bad.stderr and "gpus.facts" in bad.stderr, bad.stderr
     del doc["context"]["planted"]
     clean = tmp_path / "clean.json"
     clean.write_text(json.dumps(doc))
@@ -148,7 +148,7 @@ def test_comm_record_is_marked(cli, tmp_path: Path) -> None:
     clean = json.loads(cli(*args).stdout)
     assert clean["status"] == "pass" and "planted" not in clean["context"]  # unplanted: PASS, no mark
     r = cli(*args, "--plant", "comm.slow_ms=1")
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 3, r.stderr
     doc = json.loads(r.stdout)
     assert doc["status"] == "warn" and doc["context"]["planted"] == {"comm.slow_ms": "1"}  # same run, planted: capped
 
@@ -164,3 +164,50 @@ def test_plant_values_are_checked_when_parsed() -> None:
     assert parse_plants(["comm.slow_rank=3", "comm.slow_ms=2.5", "matmul.corrupt=0:fp32", "train_step.sdpa=x"],
                         "node") == {"comm.slow_rank": "3", "comm.slow_ms": "2.5", "matmul.corrupt": "0:fp32",
                                     "train_step.sdpa": "x"}
+
+
+@pytest.mark.parametrize("plant", ["resume.skip_rng=0", "resume.flip_byte=false", "train_step.sdpa=0",
+                                   "train_step.adamw=off", "train_step.freeze=0", "train_step.nan=no",
+                                   "comm.slow_ms=0", "comm.slow_pct=0", "comm.slow_pct=-20", "gpus.facts="])
+def test_a_plant_value_that_reads_as_off_is_rejected_not_planted(plant: str) -> None:
+    command = "resume" if plant.startswith("resume.") else "node"
+    with pytest.raises(UsageError) as info:
+        parse_plants([plant], command)
+    assert str(info.value).startswith(f"--plant {plant}") and "\n" not in str(info.value)
+    assert "leave the plant out" in str(info.value)
+
+
+def test_position_plants_take_0_as_rank_or_gpu_0_and_refuse_negatives() -> None:
+    # RANK/IDX/N are 0-based positions (checks/plants.py): 0 is rank/GPU/step 0, planted on purpose
+    assert parse_plants(["comm.wrong_rank=0", "matmul.corrupt=0:fp32", "comm.fault_step=0"], "node") == {
+        "comm.wrong_rank": "0", "matmul.corrupt": "0:fp32", "comm.fault_step": "0"}
+    with pytest.raises(UsageError, match=r"^--plant comm.slow_rank=-1: expected RANK >= 0 \(0-based\)$"):
+        parse_plants(["comm.slow_rank=-1"], "comm")
+    assert parse_plants(["resume.skip_rng=1", "comm.slow_pct=20"], "node") == {"resume.skip_rng": "1",
+                                                                               "comm.slow_pct": "20"}
+
+
+def _planted_record(tmp_path: Path, context: dict) -> Path:
+    from trainready.records import CheckResult, Level, Metric, Report, Status
+
+    res = CheckResult("train_step", "t", Level.STANDARD, Status.PASS, "m", "",
+                      (Metric.of("train_mfu", 0.3, "1", None, model="small", params=1, gpu_model="NVIDIA H200"),), 0.0)
+    p = tmp_path / "rec.json"
+    p.write_text(json.dumps(Report("node", "h", "t", 0.0, "v", {}, (res,), context).to_json()))
+    return p
+
+
+def test_every_consumer_of_records_refuses_a_planted_one(cli, tmp_path: Path) -> None:
+    from trainready.plan.measured import read_mfu
+    from trainready.records import read_report
+
+    for context in ({"planted": {"matmul.corrupt": "0"}}, {"planted_faults": ["comm.slow_rank"]}):
+        rec = _planted_record(tmp_path, context)
+        with pytest.raises(UsageError, match="was made with --plant .*a test record is not evidence"):
+            read_report(str(rec), "--x", "a record")
+        with pytest.raises(UsageError, match=r"^--mfu-from .*: the record was made with --plant"):
+            read_mfu(str(rec))
+    assert read_mfu(str(_planted_record(tmp_path, {}))).value == 0.3  # the same record unplanted is read
+    rec = _planted_record(tmp_path, {"planted": {"comm.slow_pct": "20"}})
+    r = cli("plan", "--preset", "llama3-8b", "--gpus", "8", "--gpu", "H200", "--mfu-from", str(rec))
+    assert r.returncode == 2 and "a test record is not evidence" in r.stderr and "Traceback" not in r.stderr

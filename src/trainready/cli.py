@@ -1,8 +1,9 @@
 """The `trainready` command line: each command parses → builds → runs → reports.
 
 Exit codes: 0 every check passed (warnings allowed), 1 a check failed,
-2 usage or config error (one line on stderr, never a traceback), 130 / 143
-interrupted by SIGINT / SIGTERM (one line; every rank stopped; docs/lifecycle.md).
+2 usage or config error (one line on stderr, never a traceback), 3 a run made
+with --plant (planted faults / replayed facts: a test, not evidence; records.PLANTED_EXIT),
+130 / 143 interrupted by SIGINT / SIGTERM (one line; every rank stopped; docs/lifecycle.md).
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ app = typer.Typer(
     help=(
         "Take an LLM-pretraining machine from 'software installed' to 'accepted for training', with evidence.\n\n"
         "Start with `trainready node` (the whole acceptance on this machine; on a machine without GPUs it runs "
-        "on the CPU with 8 gloo ranks) and `trainready env` (the manifest a colleague needs to reproduce it)."
+        "on the CPU with 8 gloo ranks) and `trainready env` (the manifest a colleague needs to reproduce it).\n\n"
+        "Exit codes: 0 passed (warnings allowed), 1 a check failed, 2 usage or config error, "
+        "3 a run made with --plant (fault injection: a test, never evidence)."
     ),
     no_args_is_help=True,
     add_completion=False,

@@ -47,6 +47,10 @@ class CheckpointError(DataError):
     """A checkpoint is missing, half-written or fails its checksums."""
 
 
+class CheckpointWriteError(CheckpointError):
+    """Saving a checkpoint failed (disk full, quota, I/O error); names the path; nothing was published."""
+
+
 class RankFailure(TrainreadyError):
     """One or more distributed ranks failed, hung or died; names them."""
 

@@ -21,6 +21,9 @@ from typing import Any, Mapping
 from trainready.errors import UsageError
 
 SCHEMA_VERSION = "trainready.report/1"
+# Exit code of any run made with `--plant` (planted faults / replayed facts), whatever its checks
+# concluded: a script that reads exit codes must never take a test run for evidence about a machine.
+PLANTED_EXIT = 3
 
 
 class Status(str, enum.Enum):
@@ -176,12 +179,20 @@ class Report:
         for r in self.results:
             if SEVERITY[r.status] > SEVERITY[worst]:
                 worst = r.status
-        if worst == Status.PASS and self.context.get("planted"):
+        if worst == Status.PASS and self.planted:
             return Status.WARN  # planted faults / replayed facts: a test, never a clean PASS of this machine
         return worst
 
     @property
+    def planted(self) -> dict[str, Any]:
+        """The `--plant`s this run was made with ({} for a real run)."""
+        return planted_of(self.context)
+
+    @property
     def exit_code(self) -> int:
+        """0 passed (warnings allowed), 1 a check failed, PLANTED_EXIT (3) any planted run."""
+        if self.planted:
+            return PLANTED_EXIT
         return 1 if SEVERITY[self.status] >= SEVERITY[Status.FAIL] else 0
 
     def to_json(self) -> dict[str, Any]:
@@ -227,9 +238,24 @@ def _jsonable(obj: Any) -> Any:
     return obj
 
 
+def planted_of(context: Any) -> dict[str, Any]:
+    """The plants a record's context names ({} when none). "planted_faults" is what comm records
+    written before "planted" existed called it."""
+    if not isinstance(context, Mapping):
+        return {}
+    found = context.get("planted") or context.get("planted_faults")
+    if isinstance(found, Mapping):
+        return dict(found)
+    if isinstance(found, (list, tuple)):
+        return {str(k): "" for k in found}
+    return {"?": str(found)} if found else {}
+
+
 def read_report(path: str, where: str, expected: str) -> dict[str, Any]:
     """A `trainready.report/1` JSON record from `path`, as a dict; anything else → one UsageError line
-    `{where}: <what is wrong> ... {expected}` (exit 2).  Used by spec init and plan --mfu-from."""
+    `{where}: <what is wrong> ... {expected}` (exit 2).  The ONE reader of records (spec init,
+    plan --mfu-from, and every later consumer): a record made with `--plant` is refused here, since
+    planted faults / replayed facts are a test of trainready, not a measurement of a machine."""
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"{where}: no such file (expected {expected})")
@@ -242,4 +268,8 @@ def read_report(path: str, where: str, expected: str) -> dict[str, Any]:
     schema = doc.get("schema") if isinstance(doc, dict) else None
     if schema != SCHEMA_VERSION or not isinstance(doc.get("results"), list):
         raise UsageError(f"{where}: schema {schema!r}, expected '{SCHEMA_VERSION}' with a results list ({expected})")
+    planted = planted_of(doc.get("context"))
+    if planted:
+        raise UsageError(f"{where}: the record was made with --plant {', '.join(map(str, planted))}; a test record "
+                         f"is not evidence (rerun without --plant; expected {expected})")
     return doc  # type: ignore[no-any-return]

@@ -4,7 +4,12 @@ Plants are fault injections and fact replays for tests of the whole CLI. A missp
 plant used to be silently ignored (a PASS that tested nothing), so each command accepts
 only the names below that its checks actually read; tests/test_plants.py scans the
 sources so this table cannot drift from the code.  Any run with plants is marked in its
-record (context "planted") and its overall verdict is capped at WARN (records.Report).
+record (context "planted"), its overall verdict is capped at WARN and it exits
+records.PLANTED_EXIT (3) whatever its checks say; records.read_report refuses such a record.
+
+A value of 0 never plants anything by accident: RANK/IDX/N values are 0-based positions (0 is
+rank 0, GPU 0, step 0: a fault planted on purpose, as the table says); for every other plant
+0 (or false/off/no/empty) would read as "off", so it is rejected (exit 2): leave the plant out.
 """
 
 from __future__ import annotations
@@ -33,14 +38,15 @@ CHECK_PLANTS: dict[str, str] = {
 # Read by the comm sweep (check `comm` and `trainready comm`): kwargs of comm.sweep.sweep_rank.
 COMM_PLANTS: dict[str, str] = {
     "comm.slow_rank": "RANK: this rank sleeps before every collective (a straggler)",
-    "comm.slow_ms": "MS: how long the slow rank sleeps per op (default 20 ms)",
+    "comm.slow_ms": "MS: how long the slow rank sleeps per op (default 20 ms; > 0)",
+    "comm.slow_pct": "PCT: every rank's timed collectives take PCT% longer (a uniformly slow fabric; > 0)",
     "comm.hang_rank": "RANK: this rank stops at step comm.fault_step (hang)",
     "comm.wrong_rank": "RANK: this rank sends wrong elements",
     "comm.die_rank": "RANK: this rank's process exits at step comm.fault_step",
     "comm.fault_step": "N: the sweep step (op x size, from 0) at which hang/die happen (default 0)",
 }
 
-# Read by the resume protocol (check `resume` and `trainready resume`); a truthy VALUE plants it.
+# Read by the resume protocol (check `resume` and `trainready resume`); VALUE 1 plants it (0 is rejected).
 RESUME_PLANTS: dict[str, str] = {
     "resume.skip_rng": "1: run C does not restore any RNG state",
     "resume.skip_rng_python": "1: run C does not restore Python's random state",
@@ -48,6 +54,7 @@ RESUME_PLANTS: dict[str, str] = {
     "resume.skip_data": "1: run C does not restore the data position",
     "resume.skip_lr": "1: run C does not restore the LR scheduler",
     "resume.flip_byte": "1: flip one byte of a checkpoint file after B saves it",
+    "resume.fill_disk": "1: fill the --dir filesystem (all but 64 KiB) after the free-space check, just before B saves",
 }
 
 PLANTS: dict[str, str] = {**CHECK_PLANTS, **COMM_PLANTS, **RESUME_PLANTS}
@@ -73,18 +80,32 @@ def validate(names: list[str] | tuple[str, ...], command: str) -> None:
 
 # The value each plant takes, from its doc's leading word: numbers are checked when the CLI parses them
 # (a `comm.slow_rank=x` through `node` would otherwise surface as a check *error*, not a usage error).
-_NUMERIC = {"RANK": int, "IDX": int, "N": int, "MS": float}
+_NUMERIC = {"RANK": int, "IDX": int, "N": int, "MS": float, "PCT": float}
+_POSITIONS = ("RANK", "IDX", "N")  # 0-based: 0 names rank/GPU/step 0
+_OFF = ("0", "0.0", "false", "off", "no", "")  # would read as "off": never planted anyway
 
 
 def validate_values(plants: dict[str, str]) -> None:
-    """A value that is not the number its plant reads → UsageError (exit 2), one line."""
+    """A value that is not the number its plant reads, a negative position, or a value that reads as
+    "off" (0, false, ...) on a plant that is not a position → UsageError (exit 2), one line."""
     for name, value in plants.items():
         kind = PLANTS.get(name, "").split(":", 1)[0].split("[", 1)[0]
         conv = _NUMERIC.get(kind)
-        if conv is None:
-            continue
-        try:
-            conv(value.split(":", 1)[0])
-        except ValueError:
-            what = "an integer" if conv is int else "a number"
-            raise UsageError(f"--plant {name}={value}: expected {kind} ({what})") from None
+        head = value.split(":", 1)[0]
+        if conv is not None:
+            try:
+                number = conv(head)
+            except ValueError:
+                what = "an integer" if conv is int else "a number"
+                raise UsageError(f"--plant {name}={value}: expected {kind} ({what})") from None
+            if kind in _POSITIONS:
+                if number < 0:
+                    raise UsageError(f"--plant {name}={value}: expected {kind} >= 0 (0-based)")
+                continue
+            if number > 0:
+                continue
+            raise UsageError(f"--plant {name}={value}: expected {kind} > 0 (0 would plant nothing; "
+                             "leave the plant out)")
+        if head.strip().lower() in _OFF:
+            raise UsageError(f"--plant {name}={value}: {value or 'empty'} would read as 'off'; "
+                             "leave the plant out to run unplanted")

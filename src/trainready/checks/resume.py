@@ -8,10 +8,14 @@ See `trainready resume` for the standalone command and docs/resume.md.
 
 from __future__ import annotations
 
+import dataclasses
+
 from trainready.checks.base import Check, CheckContext, register
+from trainready.errors import GpuUnusable, UsageError
 from trainready.records import Level, Outcome
 from trainready.resume.protocol import run_protocol
 from trainready.resume.setup import prepare
+from trainready.spec.model import NodeSpec
 
 
 @register
@@ -26,4 +30,21 @@ class ResumeCheck(Check):
         faults = {k: v for k, v in ctx.faults.items() if k.startswith("resume.")}
         pc = prepare(ctx.spec.resume, ctx.options.get("resume", {}), faults, ctx.workdir / "resume", ctx.spec)
         progress = ctx.options.get("resume.progress")
-        return run_protocol(pc, progress if callable(progress) else None)
+        out = run_protocol(pc, progress if callable(progress) else None)
+        # `trainready resume` runs on the ranks it was given; `trainready node` says when they differ.
+        note = "" if ctx.options.get("resume.standalone") else ranks_note(ctx.spec, pc.world_size, pc.backend)
+        return dataclasses.replace(out, message=out.message + note) if note else out
+
+
+def ranks_note(spec: NodeSpec, world: int, backend: str) -> str:
+    """Said in the result when resume ran on fewer/other ranks than the node's collective checks."""
+    from trainready.util.devices import local_world
+
+    try:
+        others, be = local_world(spec)
+    except (UsageError, GpuUnusable):  # not these ranks' business: the collective checks say it themselves
+        return ""
+    if (others, be) == (world, backend):
+        return ""
+    return (f" [resume ran on {world} {backend} rank{'s' if world > 1 else ''} (spec resume.ranks), not on the "
+            f"{others} {be} ranks of the collective checks; set [resume] ranks = {others} to run it there]")

@@ -96,6 +96,9 @@ def judge(figures: Sequence[GpuFigures], peak: GpuPeak | None, spec: ComputeSpec
                 ("gemm_bf16", f.gemm_tflops, peak.bf16_tflops, spec.gemm_min_fraction, "gemm_min_fraction"),
                 ("hbm_copy", f.copy_gbps, peak.hbm_gbps, spec.hbm_min_fraction, "hbm_min_fraction"),
             ):
+                if frac is None:  # not judged (e.g. `spec init --measure` records, never judges)
+                    metrics.append(Metric.of(f"{kind}_fraction_of_peak", value / top, "1", None, gpu=f.gpu, model=f.name))
+                    continue
                 ratio = value / top
                 thr = Threshold(">=", frac, "1", f"spec compute.{key}; peak from {peak.source}")
                 metrics.append(Metric.of(f"{kind}_fraction_of_peak", ratio, "1", thr, gpu=f.gpu, model=f.name))
@@ -106,9 +109,10 @@ def judge(figures: Sequence[GpuFigures], peak: GpuPeak | None, spec: ComputeSpec
             continue
         best, worst = max(vals, key=lambda v: (v[0], -v[1])), min(vals)  # ties: lowest GPU index
         spread = (best[0] - worst[0]) / best[0] if best[0] > 0 else float("nan")
-        thr = Threshold("<=", spec.spread_max, "1", "spec compute.spread_max: (best − worst) / best")
+        thr = (Threshold("<=", spec.spread_max, "1", "spec compute.spread_max: (best − worst) / best")
+               if spec.spread_max is not None else None)
         metrics.append(Metric.of(f"{kind}_spread", spread, "1", thr, worst_gpu=worst[1], best_gpu=best[1]))
-        if not spread <= spec.spread_max:
+        if spec.spread_max is not None and not spread <= spec.spread_max:
             bad.append(f"GPU {worst[1]} {kind} {worst[0]:.0f} is {spread:.0%} below GPU {best[1]} (spread_max {spec.spread_max:.0%})")
     n = len(figures)
     g = min(f.gemm_tflops for f in figures) if figures else 0.0

@@ -23,7 +23,7 @@ from typing import Mapping
 from trainready.checks.base import Check, CheckContext, register
 from trainready.checks.gpu_visible import node_facts
 from trainready.probe import is_unavailable, unavailable, why
-from trainready.probe.container import DIGEST_ENV
+from trainready.probe.container import DIGEST_ENV, image_digest
 from trainready.probe.facts import NodeFacts
 from trainready.probe.host import name_version, os_release_fields
 from trainready.probe.libraries import disagreements
@@ -83,6 +83,7 @@ def judge_versions(
     os_release: Mapping[str, str] | None = None,
     packages: Mapping[str, str] | None = None,
     replayed: bool = False,
+    digest_source: str = "",
 ) -> Outcome:
     """`os_release`: os-release(5) fields (None = not read); `packages`: installed version (or
     "unavailable: ...") of each distribution the spec pins (None = not looked up).  `replayed`:
@@ -146,10 +147,14 @@ def judge_versions(
         remedies += [DECLARED_REMEDY] if lib_warns else []
     if sw.image_digest:
         if image_digest is None:
-            fails.append((f"spec software.image_digest = {sw.image_digest} but no digest given",
-                          f"Set {DIGEST_ENV} (or `trainready env --image-digest`) in the job to the image's digest."))
+            fails.append((f"spec software.image_digest = {sw.image_digest} but no digest given "
+                          f"({digest_source or 'this image digest is unknown'})",
+                          f"Pass `trainready node --image-digest sha256:...` or set {DIGEST_ENV} in the job to the "
+                          "image's digest (on the host: docker inspect --format '{{index .RepoDigests 0}}' IMAGE)."))
         elif _digest(sw.image_digest) != _digest(image_digest):
-            fails.append((f"image digest {image_digest} is not the spec's {sw.image_digest}", "Run the image the spec names."))
+            src = f" (from {digest_source})" if digest_source else ""
+            fails.append((f"image digest {image_digest}{src} is not the spec's {sw.image_digest}",
+                          "Run the image the spec names."))
         else:
             said.append(f"image {image_digest}")
 
@@ -235,8 +240,9 @@ class VersionsCheck(Check):
     timeout_s = 120.0
 
     def run(self, ctx: CheckContext) -> Outcome:
-        digest = ctx.options.get("image_digest") or os.environ.get(DIGEST_ENV) or None
+        digest, digest_source = image_digest(ctx.options.get("image_digest"), os.environ)
         pins = ctx.spec.software.packages
         replayed = ctx.fault("versions.facts") is not None
         return judge_versions(ctx.spec, node_facts(ctx, "versions.facts"), digest, None if replayed else os_release_fields(),
-                              None if replayed else {n: installed_version(n) for n in pins}, replayed)
+                              None if replayed else {n: installed_version(n) for n in pins}, replayed,
+                              digest_source)

@@ -16,15 +16,18 @@ loader never looks at ``*.tmp``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException  # a BaseException, not an Exception
 from torch.distributed.checkpoint.state_dict import get_state_dict
 
 from trainready.ckpt import manifest
@@ -171,7 +174,12 @@ def save_state(
     world_size: int = 1,
     tuned: bool = True,
 ) -> Path:
-    """Save any DCP state dict with the tmp → manifest → rename → `latest` protocol."""
+    """Save any DCP state dict with the tmp → manifest → rename → `latest` protocol.
+
+    A write that fails because the disk filled (ENOSPC, EDQUOT, EIO) raises CheckpointWriteError
+    on every rank, naming the path; rank 0 removes what it had written, so neither a ``step-N``
+    directory nor a `latest` pointer to one is left behind (a previous checkpoint stays as it was).
+    """
     root = Path(root)
     tmp = root / f"step-{step}.tmp"
     if rank == 0:
@@ -180,16 +188,87 @@ def save_state(
             shutil.rmtree(tmp)  # left by a killed save
         tmp.mkdir()
     barrier()
-    dcp.save(stage_to_cpu(state) if tuned else state, storage_writer=writer(tmp, tuned))
-    atomic_write_json(tmp / f"train-rank-{rank}.json", {"rank": rank, "world_size": world_size, "step": step, **train_state})
-    mine = manifest.hash_and_sync(manifest.files_of_rank(tmp, rank))  # fsync + sha256, overlapped
-    every = gather_to_all(mine)
+    mine: dict[str, Any] = {}
+    err: BaseException | None = None
+    try:
+        with _quiet_disk_errors_in_threads(tmp):
+            dcp.save(stage_to_cpu(state) if tuned else state, storage_writer=writer(tmp, tuned))
+        atomic_write_json(tmp / f"train-rank-{rank}.json", {"rank": rank, "world_size": world_size, "step": step, **train_state})
+        mine = manifest.hash_and_sync(manifest.files_of_rank(tmp, rank))  # fsync + sha256, overlapped
+        failed = None
+    except (Exception, CheckpointException) as exc:  # noqa: BLE001 - every rank must hear of it, or the others wait forever
+        failed, err = _failure(exc, tmp, rank), exc
+    every = gather_to_all((mine, failed))
+    _raise_first([f for _, f in every], root, tmp, step, rank, err if failed and failed[0] != "disk" else None)
     if rank == 0:
-        hashes: dict[str, Any] = {}
-        for part in every:
-            hashes.update(part)
-        atomic_write_json(tmp / manifest.MANIFEST, manifest.build(step, world_size, hashes))
-        fsync_dir(tmp)
-        publish(root, tmp, step)
-    barrier()
+        try:
+            hashes: dict[str, Any] = {}
+            for part, _ in every:
+                hashes.update(part)
+            atomic_write_json(tmp / manifest.MANIFEST, manifest.build(step, world_size, hashes))
+            fsync_dir(tmp)
+            publish(root, tmp, step)
+            failed = None
+        except Exception as exc:  # noqa: BLE001
+            failed, err = _failure(exc, tmp, rank), exc
+    _raise_first(gather_to_all(failed if rank == 0 else None)[:1], root, tmp, step, rank,
+                 err if rank == 0 and failed and failed[0] != "disk" else None)
     return root / (root / LATEST).read_text().strip()  # what rank 0 published
+
+
+@contextlib.contextmanager
+def _quiet_disk_errors_in_threads(tmp: Path) -> Iterator[None]:
+    """DCP's writer threads let a disk error escape to threading.excepthook (a traceback on stderr)
+    besides handing it to dcp.save; save_state reports it in one line, so the hook stays quiet for it."""
+    from trainready.util.diskspace import disk_failure
+
+    previous = threading.excepthook
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        if args.exc_value is None or disk_failure(args.exc_value, tmp) is None:
+            previous(args)
+
+    threading.excepthook = hook
+    try:
+        yield
+    finally:
+        threading.excepthook = previous
+
+
+def _failure(exc: BaseException, tmp: Path, rank: int) -> tuple[str, str]:
+    """(kind, text): kind "disk" when the disk at `tmp` filled or failed, else "error"."""
+    from trainready.util.diskspace import disk_failure
+
+    disk = disk_failure(exc, tmp)
+    text = f"{disk} writing {tmp}" if disk else f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+    return ("disk" if disk else "error", f"rank {rank}: {text}")
+
+
+def _raise_first(failures: list[Any], root: Path, tmp: Path, step: int, rank: int, own: BaseException | None) -> None:
+    """If any rank failed: rank 0 unpublishes on a disk failure; each rank raises (`own`: this rank's
+    own non-disk error, re-raised as it was)."""
+    from trainready.errors import CheckpointWriteError
+
+    bad = [f for f in failures if f]
+    if not bad:
+        return
+    kind, text = bad[0][0], bad[0][1]
+    if kind == "disk" and rank == 0:
+        unpublish(root, tmp, step)
+    if own is not None:
+        raise own
+    if kind == "disk":
+        raise CheckpointWriteError(f"saving step {step} failed: {text}; nothing was published: no step-{step} "
+                                   f"directory and `{LATEST}` unchanged")
+    raise CheckpointWriteError(f"saving step {step} failed on {text}")
+
+
+def unpublish(root: Path, tmp: Path, step: int) -> None:
+    """After a failed save: remove ``step-N.tmp`` and any directory of step N that `latest` does not name."""
+    pointer = root / LATEST
+    live = pointer.read_text().strip() if pointer.is_file() else ""
+    shutil.rmtree(tmp, ignore_errors=True)
+    for d in list(root.iterdir()) if root.is_dir() else []:
+        ours = d.name == f"step-{step}" or d.name.startswith(f"step-{step}.")
+        if ours and d.name != live and d.is_dir():
+            shutil.rmtree(d, ignore_errors=True)

@@ -30,7 +30,7 @@ from trainready.ckpt.load import resolve_latest, verify
 from trainready.ckpt.save import WRITE_THREADS, release_staging, save_state, stage_to_cpu
 from trainready.records import Level, Metric, Outcome, Status, Threshold
 
-TARGET = 0.85  # save ÷ raw write+fsync (issue 4's target)
+TARGET = 0.85  # save ÷ raw write+fsync: within 15% of what the disk itself sustains (trainready's target)
 BLOCK = 64 << 20  # raw writes/reads of 64 MiB
 
 
@@ -87,6 +87,10 @@ def raw_read(path: Path) -> float:
 
 def measure(directory: Path, nbytes: int = 256 << 20, rounds: int = 3, device: str = "auto") -> dict[str, Any]:
     dev = torch.device("cuda" if device == "auto" and torch.cuda.is_available() else ("cpu" if device == "auto" else device))
+    from trainready.util.diskspace import require_free
+
+    # Two saves of the state coexist (save and save_steady) plus manifests: 2 x nbytes + 64 MiB.
+    require_free(directory, 2 * nbytes + (64 << 20), "two checkpoint saves of the throughput state + 64 MiB")
     directory.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="ckpt-throughput-", dir=directory))
     state = synthetic_state(nbytes, dev)
@@ -166,14 +170,22 @@ class ThroughputCheck(Check):
         directory = Path(ctx.options.get("throughput.dir") or ctx.workdir)
         nbytes = int(ctx.options.get("throughput.bytes") or ((2 << 30) if torch.cuda.is_available() else (256 << 20)))
         res = measure(directory, nbytes, int(ctx.options.get("throughput.rounds") or 3))
-        g, r = res["gbps"], res["ratio"]
-        thr = Threshold(">=", TARGET, "1", "issue 4 target: save >= 0.85 x raw write+fsync")
-        metrics = [Metric.of("ckpt_gbps", v, "GB/s", None, op=k, device=res["device"]) for k, v in g.items()]
-        metrics += [Metric.of("ckpt_ratio", v, "1", thr if k == "save/raw_write" else None, ratio=k) for k, v in r.items()]
-        msg = (f"save {g['save']:.2f} GB/s = {r['save/raw_write']:.2f} x raw write+fsync {g['raw_write']:.2f} GB/s "
-               f"(first save, staging allocated; {r['save_steady/raw_write']:.2f} x when reused) "
-               f"(plain dcp.save {r['dcp_plain/raw_write']:.2f} x); load {g['load']:.2f} GB/s = "
-               f"{r['load/raw_read']:.2f} x raw read; {res['bytes'] / 1e9:.2f} GB on {res['device']}, {directory}")
-        status = Status.PASS if r["save/raw_write"] >= TARGET else Status.WARN
-        return Outcome(status, msg, tuple(metrics), details=res,
-                       remedy="" if status == Status.PASS else "Saving is slower than the disk allows; see docs/resume.md (throughput).")
+        return judge(res, directory)
+
+
+def judge(res: dict[str, Any], directory: Path) -> Outcome:
+    """PASS iff save >= TARGET x raw write+fsync; the message shows the threshold it was judged by
+    and says which ratios are shown but not judged (load vs raw read)."""
+    g, r = res["gbps"], res["ratio"]
+    thr = Threshold(">=", TARGET, "1", f"trainready's target: save >= {TARGET} x raw write+fsync of the same bytes")
+    metrics = [Metric.of("ckpt_gbps", v, "GB/s", None, op=k, device=res["device"]) for k, v in g.items()]
+    metrics += [Metric.of("ckpt_ratio", v, "1", thr if k == "save/raw_write" else None, ratio=k) for k, v in r.items()]
+    ok = r["save/raw_write"] >= TARGET
+    msg = (f"save {g['save']:.2f} GB/s = {r['save/raw_write']:.2f} x raw write+fsync {g['raw_write']:.2f} GB/s, "
+           f"judged against >= {TARGET} x ({'met' if ok else 'NOT met'}; first save, staging allocated; "
+           f"{r['save_steady/raw_write']:.2f} x when reused; plain dcp.save {r['dcp_plain/raw_write']:.2f} x); "
+           f"load {g['load']:.2f} GB/s = {r['load/raw_read']:.2f} x raw read (shown, not judged); "
+           f"{res['bytes'] / 1e9:.2f} GB on {res['device']}, {directory}")
+    status = Status.PASS if ok else Status.WARN
+    return Outcome(status, msg, tuple(metrics), details={**res, "threshold": {"save/raw_write": f">= {TARGET}"}},
+                   remedy="" if ok else "Saving is slower than the disk allows; see docs/resume.md (throughput).")

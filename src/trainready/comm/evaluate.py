@@ -26,7 +26,8 @@ def placement(op: str) -> str:
 
 
 def expectation(expected: Mapping[str, float], op: str, n: int, source: str) -> tuple[float, str] | None:
-    """(GB/s, spec key) for `op` at world size n: key 'op@n' wins over 'op'. Unknown ops → ConfigError."""
+    """(GB/s, spec key) for `op` at world size n: key 'op@n' wins over 'op'. Unknown ops → ConfigError.
+    The key is as written in the spec ('comm.expected_busbw_gbps.' + key)."""
     for key in expected:
         if not valid_expectation_key(key):
             raise ConfigError(source, f"comm.expected_busbw_gbps.{key}", f"expected {EXPECTATION_KEY_GRAMMAR}")
@@ -73,6 +74,7 @@ def op_table(op: str, dtype: str, entries: list[dict[str, Any]], n: int, floor: 
         alg, bus = bandwidths(op, e["bytes"], t_mean, n)
         rows.append({"size": e["size"], "bytes": e["bytes"], "count": e["count"], "iters": e.get("iters"), "time_us": t_mean * 1e6,
                      "time_us_max": max(e["time_s"]) * 1e6, "time_us_by_rank": [t * 1e6 for t in e["time_s"]],
+                     "wall_s": e.get("wall_s"),
                      "algbw_gbps": alg, "busbw_gbps": bus, "wrong": sum(e["wrong"]), "wrong_by_rank": e["wrong"]})
     big = [r["busbw_gbps"] for r in rows
            if floor <= r["size"] <= (ceil if ceil is not None else r["size"]) and not math.isnan(r["busbw_gbps"])]
@@ -81,7 +83,9 @@ def op_table(op: str, dtype: str, entries: list[dict[str, Any]], n: int, floor: 
 
 
 def judge_op(t: OpTable, n: int, backend: str, expected: Mapping[str, float], min_fraction: float,
-             source: str) -> Outcome:
+             source: str, fraction_by_key: Mapping[str, float] | None = None) -> Outcome:
+    """The verdict on one op: wrong elements fail; busbw below the fraction (comm.min_fraction_by_op's for
+    the expectation's key, else min_fraction) of the expectation fails; no expectation warns."""
     lab = {"op": t.op, "backend": backend, "dtype": t.dtype, "ranks": n}
     details = {"op": t.op, "dtype": t.dtype, "ranks": n, "backend": backend, "placement": placement(t.op),
                "buffer_S": OPS[t.op].buffer, "busbw_factor": OPS[t.op].busbw_factor(n),
@@ -93,7 +97,12 @@ def judge_op(t: OpTable, n: int, backend: str, expected: Mapping[str, float], mi
     metrics += [Metric.of("comm_busbw", r["busbw_gbps"], "GB/s", None, size_bytes=r["bytes"], **lab) for r in t.rows]
     metrics.append(Metric.of("comm_time", t.rows[-1]["time_us"], "us", None, size_bytes=t.rows[-1]["bytes"], **lab))
     exp = expectation(expected, t.op, n, source)
-    thr = Threshold(">=", min_fraction * exp[0], "GB/s", f"{min_fraction:g} x {exp[1]} = {exp[0]:g}") if exp else None
+    thr = None
+    if exp:
+        key = exp[1].removeprefix("comm.expected_busbw_gbps.")
+        frac = (fraction_by_key or {}).get(key, min_fraction)
+        where = f"comm.min_fraction_by_op.{key}" if key in (fraction_by_key or {}) else "comm.min_fraction"
+        thr = Threshold(">=", frac * exp[0], "GB/s", f"{frac:g} ({where}) x {exp[1]} = {exp[0]:g}")
     top = t.ceil if t.ceil is not None else max(r["size"] for r in t.rows)
     metrics.append(Metric.of("comm_busbw_avg", t.avg_busbw, "GB/s", thr, from_bytes=t.floor, to_bytes=top, **lab))
     head = f"{t.op}: busbw {t.avg_busbw:.3g} GB/s avg over {t.span}"

@@ -22,8 +22,8 @@ PAIR_BYTES_CPU = 1 << 20  # 1 MiB per pairwise exchange on gloo: ~ms per exchang
 PAIR_BYTES_GPU = 64 << 20  # 64 MiB on NVLink: ~0.2 ms at ~400 GB/s, bandwidth-bound rather than latency-bound
 # Fault kwargs of sweep.sweep_rank with their types: `--plant comm.NAME=VALUE`, for planted-fault tests only
 # (names and values are checked first, against checks/plants.py).
-SWEEP_FAULTS: dict[str, type] = {"slow_rank": int, "slow_ms": float, "hang_rank": int, "wrong_rank": int,
-                                 "die_rank": int, "fault_step": int}
+SWEEP_FAULTS: dict[str, type] = {"slow_rank": int, "slow_ms": float, "slow_pct": float, "hang_rank": int,
+                                 "wrong_rank": int, "die_rank": int, "fault_step": int}
 STARTUP_S = 60.0  # launch's start-up allowance (process start + rendezvous on a loaded host), as launch's default
 SLOW_MS_DEFAULT = 20.0  # how long a planted slow rank sleeps per op when comm.slow_ms is not given
 
@@ -55,6 +55,7 @@ class CommOptions:
     pair_iters: int = 5
     step_budget_s: float | None = None  # cap on one step's timed loop (CPU default); None: always `iters`
     deadline_s: float | None = None  # whole sweep, start-up included; None: `default_deadline_s` (per-step bound)
+    loops: int = 1  # timed loops per step, the fastest kept (1 = nccl-tests; the node check on gloo: 3)
     faults: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -64,7 +65,7 @@ class CommOptions:
     def rank_kwargs(self, group_timeout_s: float) -> dict[str, Any]:
         return {"ops": self.ops, "sizes": self.sizes, "dtypes": self.dtypes, "warmup": self.warmup, "iters": self.iters,
                 "group_timeout_s": group_timeout_s, "pair_bytes": self.pair_bytes, "pair_iters": self.pair_iters,
-                "step_budget_s": self.step_budget_s,
+                "step_budget_s": self.step_budget_s, "loops": self.loops,
                 **self.faults}
 
 
@@ -97,7 +98,8 @@ def outcomes(data: dict[str, Any], opts: CommOptions, spec: NodeSpec, source: st
     n = opts.world_size
     out = []
     for t in tables(data, opts, spec.comm.expected_sizes_bytes):  # the reference's sizes, if recorded
-        o = judge_op(t, n, opts.backend, spec.comm.expected_busbw_gbps, spec.comm.min_fraction, source)
+        o = judge_op(t, n, opts.backend, spec.comm.expected_busbw_gbps, spec.comm.min_fraction, source,
+                     spec.comm.min_fraction_by_op)
         name = f"comm.{t.op}" if len(opts.dtypes) == 1 else f"comm.{t.op}.{t.dtype}"
         out.append((name, f"{t.op} ({t.dtype}) correctness and bus bandwidth", o))
     out.append(("comm.pairs", "pairwise send/recv: slow rank or link",
@@ -162,13 +164,25 @@ def sweep_external(opts: CommOptions, ext: ExternalRank,
     return data, None
 
 
+def _own_seconds(name: str, o: Outcome, data: dict[str, Any], total: float) -> float:
+    """The seconds one row of the verdict table took: an op's steps (slowest rank), or the pairwise
+    matrix; the whole sweep's time only for data recorded without step times."""
+    if name == "comm.pairs":
+        own = data.get("pairs_wall_s")
+    else:
+        walls = [r.get("wall_s") for r in o.details.get("rows", [])]
+        own = sum(walls) if walls and all(isinstance(w, (int, float)) for w in walls) else None
+    return float(own) if isinstance(own, (int, float)) else total
+
+
 def build_report(opts: CommOptions, spec: NodeSpec, source: str, data: dict[str, Any] | None,
                  failure: Outcome | None, seconds: float, context: dict[str, Any]) -> Report:
     started = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=seconds)
     if failure is not None or data is None:
         results = [_result("comm", "collective sweep", failure or Outcome(Status.ERROR, "no data"), seconds)]
     else:
-        results = [_result(name, title, o, seconds) for name, title, o in outcomes(data, opts, spec, source)]
+        results = [_result(name, title, o, _own_seconds(name, o, data, seconds))
+                   for name, title, o in outcomes(data, opts, spec, source)]
         context = {**context, "versions": data.get("versions", {})}
     ctx = {"options": {k: v for k, v in asdict(opts).items() if k != "faults"}, "avg_floor_bytes": opts.floor,
            **context}  # a planted run: the caller's context carries "planted" (commands/comm.py)

@@ -6,7 +6,8 @@ Per (op, size) "step", every rank:
 2. runs the op once and counts output elements != expected (nccl-tests `-c`);
 3. runs `warmup` ops, a barrier, then `iters` ops back to back with one sync at the
    end: CUDA events on a GPU (nccl-tests times the same way, around the loop), wall
-   clock on CPU.  Time per op = loop time / iters (seconds).
+   clock on CPU.  Time per op = loop time / iters (seconds); with `loops` > 1 (the node
+   check on gloo) the loop runs that many times and the fastest is kept.
 Per-rank times and wrong counts are all-gathered at the end so rank 0 holds them all;
 then the pairwise send/recv matrix (straggler.py) runs.
 
@@ -129,8 +130,11 @@ class Step:
         return int((self.out != self.expected).sum().item()), took
 
 
-def time_loop(call: Callable[[], Any], iters: int, device: Any, group: Any, slow_s: float = 0.0) -> float:
-    """Seconds per op: `iters` calls back to back, one sync at the end (nccl-tests style)."""
+def time_loop(call: Callable[[], Any], iters: int, device: Any, group: Any, slow_s: float = 0.0,
+              slow_frac: float = 0.0) -> float:
+    """Seconds per op: `iters` calls back to back, one sync at the end (nccl-tests style).
+    Planted faults only: `slow_s` sleeps before each call; `slow_frac` makes the loop take that
+    fraction longer (a sleep of slow_frac x the loop's own time inside the timed region)."""
     import torch
     import torch.distributed as dist
 
@@ -145,12 +149,15 @@ def time_loop(call: Callable[[], Any], iters: int, device: Any, group: Any, slow
             call()
         end.record()
         end.synchronize()
-        return float(start.elapsed_time(end)) / 1e3 / iters  # elapsed_time is in ms
+        took = float(start.elapsed_time(end)) / 1e3  # elapsed_time is in ms
+        return took * (1.0 + slow_frac) / iters  # planted: the sleep cannot sit between CUDA events
     t0 = time.perf_counter()
     for _ in range(iters):
         if slow_s:
             time.sleep(slow_s)
         call()
+    if slow_frac:
+        time.sleep((time.perf_counter() - t0) * slow_frac)  # planted: this collective is slow_frac slower
     return (time.perf_counter() - t0) / iters
 
 
@@ -172,8 +179,10 @@ def sweep_rank(
     pair_bytes: int = 1 << 20,
     pair_iters: int = 5,
     step_budget_s: float | None = None,
+    loops: int = 1,
     slow_rank: int = -1,
     slow_ms: float = 0.0,
+    slow_pct: float = 0.0,
     hang_rank: int = -1,
     wrong_rank: int = -1,
     die_rank: int = -1,
@@ -199,6 +208,7 @@ def sweep_rank(
             os._exit(17)  # planted fault: the rank process dies
         step_no += 1
         ctx.stage(f"{op} {dtype} {size} B")
+        t_step = time.perf_counter()
         c, _ = counts_for(op, size, n, DTYPES[dtype][2])
         if c == 0 or (op == "sendrecv" and n == 1):
             continue  # too small to split over n ranks / no peer: not run (like nccl-tests)
@@ -214,25 +224,30 @@ def sweep_rank(
         for _ in range(n_warm):
             st.call()
         ctx.stage(f"{op} {dtype} {size} B timed")
-        t = time_loop(st.call, n_iter, ctx.device, group, slow_s)
+        # `loops` timed loops, the fastest kept (gloo: a rank the OS preempted during one loop is not slow)
+        t = min(time_loop(st.call, n_iter, ctx.device, group, slow_s, slow_pct / 100.0) for _ in range(loops))
         rows.append((op, dtype, size))
-        local.append([t, float(wrong), float(st.nbytes), float(st.count), float(n_iter)])
+        # step wall time (buffers, check, warm-up, timed loop): what this op cost the run, in seconds
+        local.append([t, float(wrong), float(st.nbytes), float(st.count), float(n_iter), time.perf_counter() - t_step])
         del st
     ctx.stage("gather results")
-    mine = torch.tensor(local or [[0.0] * 5], dtype=torch.float64, device=ctx.device)
+    mine = torch.tensor(local or [[0.0] * 6], dtype=torch.float64, device=ctx.device)
     parts = [torch.empty_like(mine) for _ in range(n)]
     dist.all_gather(parts, mine, group=group)
     ctx.stage("pairwise send/recv")
+    t_pairs = time.perf_counter()
     pairs = pair_matrix_rank(ctx, group, pair_bytes, pair_iters, slow_s)
     out: dict[str, Any] = {"rank": r, "host": socket.gethostname(), "device": str(ctx.device)}
     if r == 0:
-        every = [p.cpu().tolist() for p in parts]  # [rank][entry][time, wrong, bytes, count, iters]
+        every = [p.cpu().tolist() for p in parts]  # [rank][entry][time, wrong, bytes, count, iters, wall]
         out["entries"] = [
             {"op": op, "dtype": dt, "size": size, "bytes": int(every[0][i][2]), "count": int(every[0][i][3]), "iters": int(every[0][i][4]),
-             "time_s": [every[k][i][0] for k in range(n)], "wrong": [int(every[k][i][1]) for k in range(n)]}
+             "time_s": [every[k][i][0] for k in range(n)], "wrong": [int(every[k][i][1]) for k in range(n)],
+             "wall_s": max(every[k][i][5] for k in range(n))}
             for i, (op, dt, size) in enumerate(rows)
         ]
         out["pairs"] = pairs
+        out["pairs_wall_s"] = time.perf_counter() - t_pairs
         out["versions"] = versions()
     return out
 

@@ -10,7 +10,7 @@ import typer
 
 from trainready.commands.common import JSON_HELP, SPEC_HELP, check_out_path, emit, parse_plants, split_names
 from trainready.errors import UsageError
-from trainready.records import Outcome
+from trainready.records import PLANTED_EXIT, Outcome
 
 # Defaults per backend: nccl-tests' usual -w 5 -n 20 on GPUs; on a CPU node -w 2 -n 10, sizes x4 and
 # a 0.5 s per-step budget so an 8-rank gloo sweep to 64 MB fits in a minute on two cores.
@@ -43,7 +43,7 @@ def comm(
     S, algbw = S/t and busbw = algbw x factor follow nccl-tests doc/PERFORMANCE.md; GB = 1e9 B.
     Any wrong element fails the op; an op whose mean busbw (sizes >= --avg-from) is below
     comm.min_fraction x comm.expected_busbw_gbps fails; with no expectation it warns.
-    A pairwise send/recv matrix names a slow rank or link.  Exit 0 pass/warn, 1 fail, 2 usage.
+    A pairwise send/recv matrix names a slow rank or link.  Exit 0 pass/warn, 1 fail, 2 usage, 3 a --plant test run.
 
     Examples:
 
@@ -109,7 +109,7 @@ def comm(
             """Rank 0 prints and writes the FAIL record; any other rank says one line on stderr."""
             if ext.rank != 0:
                 sys.stderr.write(f"trainready comm: FAIL: {fail.message}\n")
-                return 1
+                return PLANTED_EXIT if planted else 1
             return emit(build_report(opts, node_spec, source, None, fail, time.perf_counter() - t0, context), json_path)
 
         data, fail = sweep_external(opts, ext, report_failure)
@@ -121,7 +121,7 @@ def comm(
                 code = exc.exit_code
             leave(ext, code)
         if ext.rank != 0:
-            raise typer.Exit(0)  # only rank 0 prints and writes the record
+            raise typer.Exit(PLANTED_EXIT if planted else 0)  # only rank 0 prints and writes the record
         report = build_report(opts, node_spec, source, data, None, time.perf_counter() - t0, context)
     else:
         res, secs = sweep_local(opts)

@@ -24,6 +24,10 @@ def node(
     skip: list[str] = typer.Option(None, "--skip", help="Leave out these checks."),
     json_path: str = typer.Option(None, "--json", help=JSON_HELP),
     work: str = typer.Option(None, "--workdir", help="Scratch directory (token files, checkpoints). Default: a new temp dir."),
+    image_digest: str = typer.Option(
+        None, "--image-digest", help="Digest of the image this node runs (sha256:<64 hex>), judged by `versions` "
+        "against the spec's software.image_digest. Default: env TRAINREADY_IMAGE_DIGEST, else what the container "
+        "runtime exposes (Podman), else unknown."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Also print every metric."),
     list_checks: bool = typer.Option(False, "--list", help="List the checks and exit."),
     timeout: list[str] = typer.Option(None, "--timeout", metavar="CHECK=SECONDS", help=TIMEOUT_HELP),
@@ -32,7 +36,8 @@ def node(
     """Accept this machine: GPUs visible, compute right, GPUs exchange results, training resumes.
 
     Runs every registered check (see --list), prints a table and exits 0 when all
-    pass (warnings allowed), 1 when any fails, 2 on a usage/config error,
+    pass (warnings allowed), 1 when any fails, 2 on a usage/config error, 3 for a
+    run made with --plant (planted faults: a test, never evidence),
     130 / 143 when interrupted (SIGINT / SIGTERM: every rank stopped, one line,
     partial record with --json, own scratch removed).
     On a CPU spec, GPU-only checks say `skip`; under a GPU spec (gpu.count > 0) a
@@ -47,11 +52,14 @@ def node(
       trainready node --spec example:h200-8x --json node.json
       trainready node --level quick --skip throughput
       trainready node --timeout comm=1200 --timeout resume=1800
+      trainready node --spec fleet.toml --image-digest sha256:<64 hex>
     """
+    import os
     from pathlib import Path
 
     from trainready.checks import REGISTRY, CheckContext, select  # imports torch: only when the command runs
     from trainready.spec import load_spec
+    from trainready.probe.container import image_digest as find_digest
 
     checks = select(split_names(only), split_names(skip), level)
     if list_checks:
@@ -62,11 +70,13 @@ def node(
     timeouts = parse_timeouts(timeout, list(REGISTRY))
     node_spec, source = load_spec(spec)
     faults = parse_plants(plant, "node")
+    find_digest(image_digest, os.environ, None)  # a malformed flag or env value: one line, exit 2, before any check
     scratch: Path | None = None
     report: Report | None = None
     try:
         scratch = workdir(Path(work) if work else None)
-        ctx = CheckContext(node_spec, scratch, faults, timeouts=timeouts)
+        ctx = CheckContext(node_spec, scratch, faults, {"image_digest": image_digest} if image_digest else {},
+                           timeouts=timeouts)
         limits = {c.name: c().timeout_for(ctx) for c in checks}  # recorded: every check's limit, flags applied
         report = _run(checks, ctx, {"spec_source": source, "workdir": str(ctx.workdir), "timeouts_s": limits,
                                     **({"timeouts_given": timeouts} if timeouts else {})})

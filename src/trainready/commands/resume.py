@@ -30,7 +30,7 @@ def resume(
     mode: str = typer.Option(None, "--mode", help="ddp or fsdp (FSDP2 fully_shard)."),
     preset: str = typer.Option(None, "--preset", help="Model preset: tiny (CPU default) or small (GPU default)."),
     batch_size: int = typer.Option(None, "--batch-size", help="Sequences per rank per step (default 8)."),
-    vocab_size: int = typer.Option(0, "--vocab-size", help="Model vocabulary when your token ids exceed the preset's."),
+    vocab_size: int = typer.Option(0, "--vocab-size", help="Model vocabulary (override). Default: sized from the data: the largest id the run reads, rounded up to a multiple of 64."),
     precision: str = typer.Option("auto", "--precision", help="auto (bf16 autocast on GPU, fp32 on CPU), fp32 or bf16."),
     deterministic: bool = typer.Option(True, "--deterministic/--nondeterministic", help="Apply determinism settings (needed for a bitwise verdict on GPU)."),
     cpu: bool = typer.Option(False, "--cpu", help="Run on the CPU with gloo even if GPUs are present."),
@@ -43,7 +43,7 @@ def resume(
     that loads K and trains to N; C must equal A in every parameter, optimizer state,
     step, LR, data position, RNG state and per-step loss (bitwise by default).
 
-    Exit 0 pass, 1 mismatch/corrupt checkpoint, 2 bad input.
+    Exit 0 pass, 1 mismatch/corrupt checkpoint, 2 bad input, 3 a --plant test run (never evidence).
 
     Examples:
 
@@ -88,7 +88,7 @@ def resume(
     try:
         with console.status("resume protocol") as status:
             ctx = CheckContext(node_spec, wd, faults, {"resume": opts, "resume.progress": lambda m: status.update(m),
-                                                       "throughput.dir": str(wd)})
+                                                       "resume.standalone": True, "throughput.dir": str(wd)})
             report = run_checks("resume", checks, ctx, context={"spec_source": source, "dir": str(wd)})
         _print_table(report, console if json_path == "-" else Console())
         rc = emit(report, json_path)

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 
 from trainready.commands.common import check_out_path
 from trainready.errors import UsageError
+from trainready.probe.container import DIGEST_ENV
 from trainready.records import read_report
 from trainready.util.atomic import atomic_write_text
 from trainready.util.strict import dump_toml
+
+if TYPE_CHECKING:
+    from trainready.spec.model import NodeSpec
 
 spec_app = typer.Typer(
     help=(
@@ -19,7 +24,7 @@ spec_app = typer.Typer(
         "Examples:\n\n\b\n"
         "  trainready spec show example:h200-8x > fleet.toml\n"
         "  trainready spec check fleet.toml\n"
-        "  trainready spec init --measure -o fleet.toml"
+        "  trainready spec init --measure --repeat 5 -o fleet.toml"
     ),
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -31,66 +36,102 @@ MEASURE_CHECKS = ("throughput", "comm")
 @spec_app.command("init")
 def init(
     out: Path = typer.Option(Path("node-spec.toml"), "--out", "-o", help="Where to write the spec."),
-    from_report: Path = typer.Option(
-        None, "--from-report", help="A `trainready node --json` record of this machine to take measured floors from."
+    from_report: list[Path] = typer.Option(
+        None, "--from-report", help="A `trainready node --json` record of this machine to take measured floors "
+        "from; repeat it to give several runs (floors from their low figure and spread)."
     ),
     measure: bool = typer.Option(
-        False, "--measure", help="Run the throughput and comm checks now and take floors from them."
+        False, "--measure", help="Run the throughput and comm checks now, with no expectations, and take floors "
+        "from them."
+    ),
+    repeat: int = typer.Option(
+        5, "--repeat", help="With --measure: how many times to measure (floors need several runs to know the "
+        "run-to-run spread; 1 = the 80% rule alone)."
     ),
     tolerance: float = typer.Option(
-        0.8, "--tolerance", help="Floors are this fraction of the reference's worst figure (0.8: a node 20% below the reference fails)."
+        0.8, "--tolerance", help="GEMM/HBM floors are this fraction of the reference's low figure (the 80% rule); "
+        "busbw floors too when only one run is given (several runs: derived from the spread, docs/comm.md)."
     ),
     name: str = typer.Option(None, "--name", help="Spec name (default: <hostname>-reference)."),
-    image_digest: str = typer.Option(None, "--image-digest", help="Image digest this node runs (sha256:...)."),
+    image_digest: str = typer.Option(
+        None, "--image-digest", help="Image digest this node runs (sha256:<64 hex>), when the runtime does not "
+        f"expose it (`trainready env` says; or set {DIGEST_ENV})."
+    ),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
 ) -> None:
     """Write a spec from THIS machine: the accepted reference server becomes the spec the fleet is held to.
+
+    Floors come from the reference's low figure over several runs, with a margin from their spread;
+    what could not be written is said on screen and in the TOML.
 
     Examples:
 
     \b
       trainready node --json ref.json
-      trainready spec init --from-report ref.json -o fleet.toml
-      trainready spec init --measure -o fleet.toml
+      trainready spec init --from-report ref.json --measure -o fleet.toml
+      trainready spec init --from-report a.json --from-report b.json -o f.toml
     """
     from trainready.probe.manifest import collect
-    from trainready.spec.init import spec_from_machine
+    from trainready.spec.init import derive
 
     if not 0 < tolerance <= 1:
         raise UsageError(f"--tolerance: expected 0 < x <= 1, got {tolerance}")
+    if not 1 <= repeat <= 100:
+        raise UsageError(f"--repeat {repeat}: expected 1..100 runs")
     check_out_path(str(out), "--out")
     if out.exists() and not force:
         raise UsageError(f"--out {out}: file exists (pass --force to overwrite)")
-    report = None
-    if from_report is not None:
-        report = read_report(str(from_report), f"--from-report {from_report}",
-                             "a `trainready node --json` record of the reference server")
-    elif measure:
-        report = _measure()
+    reports = [read_report(str(p), f"--from-report {p}", "a `trainready node --json` record of the reference server")
+               for p in from_report or []]
     manifest = collect(image_digest=image_digest)
-    spec = spec_from_machine(manifest, report, tolerance, name)
-    text = f"# Written by `trainready spec init`. Review before use.\n{dump_toml(spec)}"
+    console = Console(stderr=True)
+    if measure:
+        reports += _measure(repeat, console)
+    derived = derive(manifest, reports, tolerance, name)
+    text = f"# Written by `trainready spec init`. Review before use.\n{derived.comment()}{dump_toml(derived.spec)}"
     try:
         atomic_write_text(out, text)
     except OSError as exc:
         raise UsageError(f"--out {out}: cannot write ({exc.strerror})") from None
-    Console(stderr=True).print(f"spec written to {out}")
+    for f in derived.floors:
+        console.print(f"floor {f.describe()}", highlight=False, markup=False, soft_wrap=True)
+    for line in derived.said:
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
+    for note in derived.notes:
+        console.print(f"not written: {note}", style="yellow", highlight=False, markup=False, soft_wrap=True)
+    console.print(f"spec written to {out}")
 
 
-def _measure() -> dict:
+def _measure(repeat: int, console: Console) -> list[dict]:
+    """`repeat` runs of the throughput and comm checks under a spec with no expectations: they record,
+    never judge (a GPU or rank count other than a shipped example's must not fail the measurement)."""
     import tempfile
 
     from trainready.checks import REGISTRY, CheckContext, select
     from trainready.records import Level
     from trainready.runner import run_checks
-    from trainready.spec import default_spec, load_spec
 
     names = [n for n in MEASURE_CHECKS if n in REGISTRY]
+    spec = measuring_spec()
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="trainready-spec-") as tmp, console.status("measuring") as status:
+        for i in range(repeat):
+            status.update(f"measuring {', '.join(names)}: run {i + 1}/{repeat}")
+            runs.append(run_checks("node", select(names, None, Level.STANDARD), CheckContext(spec, Path(tmp))).to_json())
+    return runs
+
+
+def measuring_spec() -> "NodeSpec":
+    """A spec that judges nothing the measurement records: this machine's GPU count, no busbw expectation,
+    no peak fractions, no spread limit."""
+    import dataclasses
+
+    from trainready.spec.model import ComputeSpec, GpuSpec, NodeSpec
     from trainready.util.devices import cuda_count
 
-    spec = load_spec("example:h200-8x")[0] if cuda_count() else default_spec()
-    ctx = CheckContext(spec, Path(tempfile.mkdtemp(prefix="trainready-spec-")))
-    return run_checks("node", select(names, None, Level.STANDARD), ctx).to_json()
+    return NodeSpec(name="spec-init-measurement", gpu=GpuSpec(count=cuda_count()),
+                    compute=ComputeSpec(gemm_min_fraction=None, hbm_min_fraction=None, spread_max=None),
+                    comm=dataclasses.replace(NodeSpec().comm, expected_busbw_gbps={}))
 
 
 @spec_app.command("show")

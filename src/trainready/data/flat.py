@@ -64,6 +64,7 @@ class FlatTokens:
         if not p.is_file():
             raise DataError(f"{p}: token file: found no such file, expected a .bin or .npy token file")
         self._files = [p]
+        self.format = "npy" if p.suffix == ".npy" else "flat"
         if p.suffix == ".npy":
             self._arr = _open_npy(p)
             if dtype is not None and as_dtype(dtype, p) != self._arr.dtype:
@@ -85,6 +86,11 @@ class FlatTokens:
         if start < 0 or length < 0 or start + length > self.num_tokens:
             raise IndexError(f"{self.path}: tokens [{start}, {start + length}) outside [0, {self.num_tokens})")
         return np.array(self._arr[start:start + length], dtype=np.int64)
+
+    @property
+    def files(self) -> list[Path]:
+        """The files the tokens come from (the .bin, then its dtype sidecar if any)."""
+        return list(self._files)
 
     def fingerprint(self) -> str:
         """Fast identity (sizes + sampled blocks, see megatron.sample_hash); checksum() reads every byte."""

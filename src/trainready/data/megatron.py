@@ -245,7 +245,13 @@ def sample_hash(paths: Sequence[Path], whole_below: int = 1 << 26, samples: int 
             if size <= whole_below:
                 h.update(fh.read())
                 continue
-            for k in range(samples):
-                fh.seek((size - block) * k // (samples - 1))
+            for offset in sampled_offsets(size, samples, block):
+                fh.seek(offset)
                 h.update(fh.read(block))
     return h.hexdigest()
+
+
+def sampled_offsets(size: int, samples: int, block: int) -> list[int]:
+    """Offsets of `samples` evenly spaced blocks of `block` bytes in a file of `size` bytes:
+    floor(k * (size - block) / (samples - 1)), k = 0..samples-1 (the first and last block included)."""
+    return [(size - block) * k // (samples - 1) for k in range(samples)]

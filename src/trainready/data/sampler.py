@@ -81,6 +81,16 @@ class SequenceSampler:
         self.position += 1
         return buf[:, :-1].copy(), buf[:, 1:].copy()
 
+    def windows_ahead(self, batches: int) -> np.ndarray:
+        """Window ids the next `batches` calls of next_batch will read, in order (state unchanged)."""
+        epoch, position, out = self.epoch, self.position, []
+        for _ in range(batches):
+            if position >= self.batches_per_epoch:
+                epoch, position = epoch + 1, 0
+            out.append(self.window_indices(epoch, position))
+            position += 1
+        return np.concatenate(out) if out else np.empty(0, dtype=np.int64)
+
     @property
     def samples_seen(self) -> int:
         """Sequences this rank has taken since epoch 0 began."""

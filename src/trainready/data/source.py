@@ -19,8 +19,14 @@ from trainready.errors import DataError
 @runtime_checkable
 class TokenSource(Protocol):
     path: str  # what was opened
+    format: str  # "megatron", "flat" (raw .bin) or "npy"
     dtype: np.dtype
     num_tokens: int  # total tokens over all documents, concatenated in order
+
+    @property
+    def files(self) -> list[Path]:
+        """Every file the tokens are read from (Megatron: .idx then .bin)."""
+        ...
 
     def tokens(self, start: int, length: int) -> np.ndarray:
         """Tokens [start, start+length) of the concatenated stream: a copy, int64, shape [length]."""
@@ -28,7 +34,7 @@ class TokenSource(Protocol):
 
     def fingerprint(self) -> str:
         """Fast identity (sizes + sampled blocks, see megatron.sample_hash); checksum() reads every byte."""
-        return sample_hash([self.dataset.idx_path, self.dataset.bin_path])
+        ...
 
     def checksum(self) -> str:
         """sha256 hex of the underlying file bytes (.idx then .bin for Megatron)."""
@@ -41,6 +47,7 @@ class MegatronTokens:
     def __init__(self, prefix: str | Path) -> None:
         self.dataset = IndexedDataset(prefix)
         self.path = str(prefix)
+        self.format = "megatron"
         self.dtype: np.dtype = self.dataset.dtype
         if self.dtype.kind not in "iu":
             raise DataError(f"{self.dataset.idx_path}: dtype code {self.dataset.dtype_code}: found "
@@ -54,9 +61,13 @@ class MegatronTokens:
             raise IndexError(f"{self.path}: tokens [{start}, {start + length}) outside [0, {self.num_tokens})")
         return np.array(self._stream[start:start + length], dtype=np.int64)
 
+    @property
+    def files(self) -> list[Path]:
+        return [self.dataset.idx_path, self.dataset.bin_path]
+
     def fingerprint(self) -> str:
         """Fast identity (sizes + sampled blocks, see megatron.sample_hash); checksum() reads every byte."""
-        return sample_hash([self.dataset.idx_path, self.dataset.bin_path])
+        return sample_hash(self.files)
 
     def checksum(self) -> str:
         if self._sha is None:

@@ -159,11 +159,11 @@ class ModelSpec:
 
 
 def from_reference(cfg: object, name: str = "reference") -> ModelSpec:
-    """The shape of `trainready.train.model.GPT(cfg)` (nanoGPT layout, untied head, GELU MLP)."""
+    """The shape of `trainready.train.model.GPT(cfg)` (nanoGPT layout, GELU MLP, head tied or not)."""
     return ModelSpec(
         name=name, layers=cfg.n_layer, hidden=cfg.d_model, heads=cfg.n_head, ffn=cfg.d_ff,  # type: ignore[attr-defined]
         vocab=cfg.vocab_size, seq_len=cfg.seq_len, bias=cfg.bias, norm="layernorm",  # type: ignore[attr-defined]
-        learned_pos=True, tied_embeddings=False, dropout=cfg.dropout > 0,  # type: ignore[attr-defined]
+        learned_pos=True, tied_embeddings=bool(getattr(cfg, "tie_embeddings", False)), dropout=cfg.dropout > 0,  # type: ignore[attr-defined]
     )
 
 

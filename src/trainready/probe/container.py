@@ -1,9 +1,18 @@
 """Are we inside a container, which kind, and which image.
 
 Evidence is reported as a list of hints (stamp files, cgroup paths, env vars)
-rather than one guess, so a reader can judge an odd case.  The image digest
-cannot be read from inside a container; it comes from `--image-digest` or the
-env var TRAINREADY_IMAGE_DIGEST (set it in the image or the job script).
+rather than one guess, so a reader can judge an odd case.
+
+The image digest, in order: `--image-digest`, the env var TRAINREADY_IMAGE_DIGEST
+(set it in the image or the job script), then what the runtime itself exposes inside
+the container.  Of the common runtimes only Podman does (/run/.containerenv, written
+for privileged containers: `image=` names the image, by digest when it was run by
+digest; `imageid=` is the local image ID, i.e. the config digest, which is NOT the
+registry's manifest digest, and is recorded as such).  Docker (/.dockerenv is empty;
+the hostname is the container ID), Kubernetes (the Downward API has no image field),
+enroot/Pyxis and Apptainer expose no digest inside the container, and overlay lower
+directories in /proc/self/mountinfo are local layer cache IDs, not digests: there the
+digest is "unknown", never guessed.
 """
 
 from __future__ import annotations
@@ -36,13 +45,38 @@ def check_digest(value: str, source: str) -> str:
     return v
 
 
-def image_digest(flag: str | None, env: Mapping[str, str]) -> tuple[str | None, str]:
-    """(digest or None, where it came from). The flag wins over the env var."""
+UNKNOWN_DIGEST = (f"unknown: the container runtime does not expose the image digest here "
+                  f"(pass --image-digest or set {DIGEST_ENV})")
+_HEX64 = re.compile(r"^(?:sha256:)?([0-9a-f]{64})$")
+_BY_DIGEST = re.compile(r"@(sha256:[0-9a-f]{64})$")
+
+
+def image_digest(flag: str | None, env: Mapping[str, str], root: Path | None = Path("/")) -> tuple[str | None, str]:
+    """(digest or None, where it came from). The flag wins over the env var, which wins over what the
+    runtime exposes under `root` (None: do not look)."""
     if flag:
         return check_digest(flag, "--image-digest"), "--image-digest"
     if env.get(DIGEST_ENV):
         return check_digest(env[DIGEST_ENV], DIGEST_ENV), DIGEST_ENV
-    return None, f"not given (pass --image-digest or set {DIGEST_ENV})"
+    found = runtime_digest(root) if root is not None else None
+    return found if found else (None, UNKNOWN_DIGEST)
+
+
+def runtime_digest(root: Path) -> tuple[str, str] | None:
+    """The digest the container runtime exposes inside the container (Podman's /run/.containerenv), with
+    its source; None where it exposes none (see the module doc)."""
+    text = read_text(root / "run/.containerenv")
+    if not text:
+        return None
+    fields = dict(re.findall(r'^(\w+)="([^"]*)"\s*$', text, flags=re.M))
+    m = _BY_DIGEST.search(fields.get("image", ""))
+    if m:
+        return m.group(1), "/run/.containerenv image= (Podman; the image was run by digest)"
+    m = _HEX64.match(fields.get("imageid", ""))
+    if m:
+        return f"sha256:{m.group(1)}", ("/run/.containerenv imageid= (Podman's local image ID: the config "
+                                        "digest, not the registry's manifest digest)")
+    return None
 
 
 def hints(root: Path = Path("/"), env: Mapping[str, str] | None = None) -> list[str]:
@@ -72,7 +106,7 @@ def hints(root: Path = Path("/"), env: Mapping[str, str] | None = None) -> list[
 def collect(image_digest_flag: str | None = None, root: Path = Path("/"), env: Mapping[str, str] | None = None) -> dict[str, Any]:
     env = os.environ if env is None else env
     h = hints(root, env)
-    digest, source = image_digest(image_digest_flag, env)
+    digest, source = image_digest(image_digest_flag, env, root)
     return {
         "inside": bool(h),
         "hints": h,

@@ -45,7 +45,7 @@ def results_table(results: tuple[CheckResult, ...] | list[CheckResult], title: s
 
 def planted_banner(report: Report) -> str | None:
     """One line for a run with `--plant`s (faults or replayed facts files), else None."""
-    planted = report.context.get("planted")
+    planted = report.planted
     if not planted:
         return None
     what = ", ".join(f"{k}={v}" for k, v in planted.items())
@@ -68,7 +68,7 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
     if all(r.status == Status.SKIP for r in report.results):
         summary += "; nothing was judged"
     if banner:
-        summary += "; planted, so at most warn"
+        summary += "; planted: a test, at most warn, exit 3"
     console.print(
         Text.assemble("verdict: ", status_text(report.status), f"  ({summary}; {report.duration_s:.1f} s)")
     )

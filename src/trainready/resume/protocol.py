@@ -21,13 +21,15 @@ from typing import Any, Callable
 
 from trainready.ckpt.load import resolve_latest
 from trainready.dist.launch import launch
+from trainready.data.identity import DataIdentity
 from trainready.resume.compare import Tolerance
+from trainready.resume.sizing import ModelChoice
 from trainready.resume.verdict import judge
 from trainready.records import Outcome, Status
 from trainready.train.loop import CUBLAS_WORKSPACE, TrainConfig
 from trainready.util.atomic import atomic_write_json
 
-PLANTS = ("skip_rng", "skip_rng_python", "skip_rng_numpy", "skip_data", "skip_lr", "flip_byte")
+PLANTS = ("skip_rng", "skip_rng_python", "skip_rng_numpy", "skip_data", "skip_lr", "flip_byte", "fill_disk")
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,8 @@ class ProtocolConfig:
     tolerance: Tolerance = field(default_factory=Tolerance)
     plants: tuple[str, ...] = ()
     timeout_s: float = 300.0  # per run (A, B, C)
+    model: ModelChoice | None = None  # the model trained and why its vocabulary is what it is
+    identity: DataIdentity | None = None  # which data: absolute paths, bytes, tokens, dtype, digests
 
 
 def flip_byte(directory: Path) -> Path:
@@ -70,7 +74,8 @@ def run_protocol(pc: ProtocolConfig, progress: Callable[[str], None] | None = No
         "checkpoint_step": pc.checkpoint_step,
         "world_size": pc.world_size,
         "backend": pc.backend,
-        "data": pc.data,
+        "data": pc.identity.to_json() if pc.identity else {"path": pc.data},
+        "model": pc.model.to_json() if pc.model else None,
         "declared_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }
     atomic_write_json(out / "declared.json", declared)  # written before any run starts
@@ -123,6 +128,12 @@ def run_protocol(pc: ProtocolConfig, progress: Callable[[str], None] | None = No
                     details={"declared": declared, "run_dir": str(run_dir)},
                 )
             runs[role] = res.values
+            saved = next((v["save_error"] for v in res.values if v.get("save_error")), None)
+            if saved:
+                return Outcome(Status.FAIL, f"run B could not save its checkpoint at step {k}: {saved}",
+                               remedy="The filesystem of --dir filled or failed during the save; free space there "
+                               "(or give another --dir) and run again.",
+                               details={"declared": declared, "run_dir": str(run_dir)})
             if role == "B" and "flip_byte" in pc.plants:
                 victim = flip_byte(resolve_latest(ckpt))
                 say(f"planted: flipped a byte of {victim.name}")

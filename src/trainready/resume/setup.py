@@ -1,31 +1,30 @@
 """From a spec + options to a validated `ProtocolConfig`: device, world, data.
 
 Shared by `trainready resume` and the node check so the two run the same thing.
-Bad data raises `DataError` here, in the parent, before any rank starts.
+Bad data raises `DataError` here, in the parent, before any rank starts; so does a model
+vocabulary smaller than the ids the run reads (resume/sizing.py), and a --dir without the
+space the run will write is a `UsageError`, before anything is written.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
 
 from trainready.data.corpus import write_sample_corpus
-from trainready.data.sampler import SequenceSampler
-from trainready.data.source import check_vocab, open_tokens
+from trainready.data.identity import identify
+from trainready.data.source import open_tokens
 from trainready.errors import UsageError
 from trainready.resume.compare import Tolerance
 from trainready.resume.protocol import PLANTS, ProtocolConfig
+from trainready.resume.sizing import MAX_VOCAB, SAMPLE_CORPUS_ALLOWANCE, choose_model, predicted_bytes
 from trainready.spec.model import NodeSpec, ResumeSpec
 from trainready.train.loop import TrainConfig
+from trainready.train.model import ModelConfig
 from trainready.util.devices import cuda_count, require_gpus
-
-# Files up to this many tokens are scanned whole for out-of-vocabulary ids up
-# front (~0.1 s per 16 Mi tokens); larger ones are checked batch by batch.
-FULL_SCAN_TOKENS = 1 << 26
-# Largest --vocab-size accepted: 2**24 ids, ~65x the largest vocabularies in use
-# (Gemma's 256,000); beyond it the embedding alone would be a mistake, not a model.
-MAX_VOCAB = 1 << 24
+from trainready.util.diskspace import require_free
 
 
 def device_world(ranks: int, force_cpu: bool = False, spec: NodeSpec | None = None) -> tuple[int, str]:
@@ -61,7 +60,7 @@ def validate(spec: ResumeSpec, vocab_size: int) -> None:
     if spec.seed < 0:
         raise UsageError(f"resume.seed {spec.seed}: expected >= 0 (seeds PCG64 and torch)")
     if vocab_size != 0 and not 2 <= vocab_size <= MAX_VOCAB:
-        raise UsageError(f"--vocab-size {vocab_size}: expected 0 (the preset's) or 2..{MAX_VOCAB}")
+        raise UsageError(f"--vocab-size {vocab_size}: expected 0 (size it from the data) or 2..{MAX_VOCAB}")
     for flag, value in (("--atol", spec.atol), ("--rtol", spec.rtol)):
         if not math.isfinite(value) or value < 0:
             raise UsageError(f"{flag} {value}: expected a finite number >= 0 (0 = bitwise)")
@@ -84,23 +83,37 @@ def prepare(spec: ResumeSpec, options: dict[str, Any], faults: dict[str, str], w
     if train.precision not in ("auto", "fp32", "bf16"):
         raise UsageError(f"--precision {train.precision}: expected auto, fp32 or bf16")
     mcfg = train.model_config()  # UsageError on an unknown preset
+    precision = train.precision if train.precision != "auto" else ("bf16" if backend == "nccl" else "fp32")
     root = Path(options.get("dir") or workdir)
+    data, dtype = options.get("data"), options.get("dtype")
+    source = open_tokens(data, dtype) if data else None  # DataError names the file
+    choice = None
+    if source is not None:  # sized from the data before anything is written
+        choice = choose_model(source, preset, train.vocab_size, spec.batch_size, spec.seed, world, spec.steps)
+        _require_space(root, choice.config, world, spec.mode, precision, 0)
+    else:  # the sample corpus's ids are below the preset's vocabulary: its size bounds the run
+        _require_space(root, mcfg, world, spec.mode, precision, SAMPLE_CORPUS_ALLOWANCE)
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"--dir {root}: cannot create ({exc.strerror})") from None
-    data = options.get("data")
-    dtype = options.get("dtype")
-    if not data:
+    if source is None:
         data = str(write_sample_corpus(root / "sample-data", vocab_size=mcfg.vocab_size))
-    source = open_tokens(data, dtype)  # DataError names the file
-    if source.num_tokens <= FULL_SCAN_TOKENS:
-        check_vocab(source, mcfg.vocab_size)
-    for r in range(world):  # too few tokens for one global batch → DataError
-        SequenceSampler(source, mcfg.seq_len, spec.batch_size, spec.seed, r, world)
+        source = open_tokens(data, dtype)
+        choice = choose_model(source, preset, train.vocab_size, spec.batch_size, spec.seed, world, spec.steps)
+    assert choice is not None
     plants = tuple(p for p in PLANTS if faults.get(f"resume.{p}"))
     return ProtocolConfig(
-        train=train, checkpoint_step=spec.checkpoint_step, data=str(data), dtype=dtype, root=root,
-        world_size=world, backend=backend, tolerance=Tolerance(spec.atol, spec.rtol), plants=plants,
-        timeout_s=float(options.get("timeout_s") or 300.0),
+        train=dataclasses.replace(train, vocab_size=choice.config.vocab_size), checkpoint_step=spec.checkpoint_step,
+        data=str(Path(data).resolve()), dtype=dtype, root=root, world_size=world, backend=backend,
+        tolerance=Tolerance(spec.atol, spec.rtol), plants=plants, timeout_s=float(options.get("timeout_s") or 300.0),
+        model=choice, identity=identify(source),
     )
+
+
+def _require_space(root: Path, cfg: ModelConfig, world: int, mode: str, precision: str, extra: int) -> None:
+    """Free space of --dir >= the planner's checkpoint size + run A's evidence (+ extra); else one line, exit 2."""
+    need = predicted_bytes(cfg, world, mode, precision)
+    what = (f"checkpoint {need['checkpoint']} B as the planner predicts (plan/checkpoint.py) + run A's evidence "
+            f"{need['evidence']} B + {need['allowance'] + extra} B of metadata/records")
+    require_free(root, need["total"] + extra, what)

@@ -111,6 +111,9 @@ def judge(runs: dict[str, list[dict[str, Any]]], declared: dict[str, Any], walls
     details["params_per_rank"] = C[0]["params"]
     details["loss"] = {"A_step1": A[0]["losses"].get(1), f"A_step{n}": A[0]["losses"].get(n)}
     where = f"{ws} {pc.backend} rank{'s' if ws > 1 else ''}, {pc.train.mode}, {A[0]['precision']}"
+    if pc.model is not None:
+        details["model"] = pc.model.to_json()
+        where += f", vocab {pc.model.config.vocab_size} ({'from the data' if pc.model.vocab_from == 'data' else '--vocab-size'})"
     if not firsts:
         biggest = max((r["max_abs"] for r in rows if not math.isnan(r["max_abs"])), default=0.0)
         return Outcome(Status.PASS,

@@ -7,7 +7,9 @@ fresh processes by `trainready.dist.launch.launch`.
      K, checks each piece was restored (vs A at K), runs K→N, compares with A.
 
 Planted faults (tests / `--plant`): skip_rng (every generator), skip_rng_python,
-skip_rng_numpy (that generator only), skip_data, skip_lr leave that piece unrestored in C.  Evidence files go to `out_dir` (A's states, per rank).
+skip_rng_numpy (that generator only), skip_data, skip_lr leave that piece unrestored in C;
+fill_disk fills the checkpoint's filesystem just before B saves.  Evidence files go to
+`out_dir` (A's states, per rank).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from trainready.ckpt.save import save_checkpoint
 from trainready.data.sampler import SequenceSampler
 from trainready.data.source import open_tokens
 from trainready.dist.launch import RankContext
-from trainready.errors import CheckpointError
+from trainready.errors import CheckpointError, CheckpointWriteError
 from trainready.resume import compare
 from trainready.train import rng
 from trainready.train.loop import Trainer, TrainConfig
@@ -41,6 +43,19 @@ def _local(t: torch.Tensor) -> torch.Tensor:
 def _save_atomic(obj: dict[str, Any], path: Path) -> None:
     """A's evidence for C: written whole or not at all (C must never compare against half a file)."""
     atomic_write_stream(path, lambda fh: torch.save(obj, fh))
+
+
+def fill_disk(path: Path, leave: int = 64 << 10) -> None:
+    """Planted fault: take all but `leave` bytes of the free space of path's filesystem (after the pre-check)."""
+    import os
+
+    from trainready.util.diskspace import free_bytes
+
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.posix_fallocate(fd, 0, max(1, free_bytes(path.parent) - leave))
+    finally:
+        os.close(fd)
 
 
 def light_state(tr: Trainer, sampler: SequenceSampler) -> dict[str, Any]:
@@ -105,10 +120,16 @@ def resume_rank(
         _save_atomic(snapshot(tr, sampler), out / f"A-final-rank{r}.pt")
     elif role == "B":
         run(0, k)
+        if "fill_disk" in plants and r == 0:
+            fill_disk(ckpt.parent / "planted-filler.bin")
         ctx.stage("B: saving")
         ts = time.perf_counter()
         st = light_state(tr, sampler)
-        save_checkpoint(ckpt, k, tr.model, tr.optimizer, {"scheduler": tr.scheduler.state_dict(), **st}, r, ws)
+        try:
+            save_checkpoint(ckpt, k, tr.model, tr.optimizer, {"scheduler": tr.scheduler.state_dict(), **st}, r, ws)
+        except CheckpointWriteError as exc:  # disk full / quota / I/O error: reported whole, not as a crash
+            result["save_error"] = str(exc)
+            return result
         result["save_s"] = time.perf_counter() - ts
     elif role == "C":
         a_final = torch.load(out / f"A-final-rank{r}.pt", weights_only=True)

@@ -2,10 +2,12 @@
 
 Expectations come from two sources: the manifest (what the machine *is*: GPU
 model/count/memory, driver branch, torch/CUDA/NCCL/cuDNN/Python, image digest)
-and a node report (what it *measured*: per-GPU GEMM TFLOP/s and copy GB/s,
-collective busbw).  Measured figures become floors at `tolerance` × the
-reference's worst figure, so a node matching the reference passes and one
-20% slower (seed 003's 80% rule, the default tolerance) fails.
+and node reports (what it *measured*: per-GPU GEMM TFLOP/s and copy GB/s,
+collective busbw), one or several runs.  Each figure becomes a floor below the
+reference's low figure over the runs (spec/floors.py): GEMM/HBM at `tolerance`
+(the 80% rule), busbw at a fraction derived from the runs' measured spread and
+the backend.  Whatever could not be written is said, with the reason
+(`Derived.notes`), on screen and in the written TOML.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
 
 from trainready.errors import UsageError
+from trainready.spec.floors import Floor, comm_floor, compute_floor
 from trainready.spec.model import CommSpec, ComputeSpec, GpuSpec, NodeSpec, ResumeSpec, SoftwareSpec
 
 # Metric names written by the checks (checks/throughput.py, checks/comm_sweep.py).
@@ -40,19 +44,30 @@ def _prefix_version(v: Any, parts: int) -> str | None:
     return m.group(1) if m else None
 
 
-def _metrics(report: Mapping[str, Any] | None, name: str) -> list[dict[str, Any]]:
-    """Positive finite figures named `name`, from checks that did not fail or error:
-    a floor taken from a broken reference would hold the fleet to a broken figure."""
+def _metrics(report: Mapping[str, Any] | None, name: str, notes: list[str] | None = None,
+             run: str = "") -> list[dict[str, Any]]:
+    """Positive finite figures named `name`, from checks that did not fail or error: a floor taken from
+    a broken reference would hold the fleet to a broken figure.  What is left out is said in `notes`."""
     if not report:
         return []
     out = []
     for r in report.get("results", []):
+        found = [m for m in r.get("metrics", []) if m.get("name") == name]
         if r.get("status") in ("fail", "error"):
+            if found and notes is not None:
+                notes.append(f"{run}check '{r.get('name')}' {r.get('status')}ed ({str(r.get('message', ''))[:120]}): "
+                             f"no {name} floor from it")
             continue
-        for m in r.get("metrics", []):
+        for m in found:
             v = m.get("value")
-            if m.get("name") == name and isinstance(v, (int, float)) and math.isfinite(v) and v > 0:
+            if isinstance(v, (int, float)) and math.isfinite(v) and v > 0:
                 out.append(m)
+            elif notes is not None:
+                lab = dict(m.get("labels", {}))
+                why = ("busbw is 0 by definition at 1 rank" if v == 0 and str(lab.get("ranks")) == "1" else
+                       "no message size in the averaging window" if not isinstance(v, (int, float)) or not math.isfinite(v)
+                       else "not a positive figure")
+                notes.append(f"{run}{name} {lab.get('op', '')}@{lab.get('ranks', '?')} = {v}: {why}; no floor")
     return out
 
 
@@ -77,78 +92,182 @@ def _training_packages(found: Any) -> dict[str, str]:
     return {p: str(found[p]).split("+")[0] for p in TRAINING_PACKAGES if _known(found.get(p)) and str(found[p]).strip()}
 
 
+@dataclass(frozen=True)
+class Derived:
+    """What `spec init` writes, how each floor was derived, and what it could not write (and why)."""
+
+    spec: NodeSpec
+    floors: tuple[Floor, ...]
+    notes: tuple[str, ...]  # one line per expectation not written, with the reason
+    said: tuple[str, ...] = ()  # where other derived values came from
+
+    def comment(self) -> str:
+        """TOML comment lines for the head of the written spec."""
+        lines = [f"# floor {f.describe()}" for f in self.floors] + [f"# {x}" for x in self.said]
+        lines += [f"# NOT WRITTEN: {n}" for n in self.notes]
+        return "".join(" ".join(ln.split()) + "\n" for ln in lines)  # one line each: a message may hold newlines
+
+
 def spec_from_machine(
     manifest: Mapping[str, Any],
-    report: Mapping[str, Any] | None = None,
+    report: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
     tolerance: float = 0.8,
     name: str | None = None,
 ) -> NodeSpec:
-    ctx = report.get("context") if report is not None else None
-    # "planted_faults": what comm records written before "planted" existed called it.
-    planted = (ctx.get("planted") or ctx.get("planted_faults")) if isinstance(ctx, Mapping) else None
-    if planted:  # faults or replayed facts files (`--plant`): a test record, not a measurement of a machine
-        raise UsageError(f"--from-report: the record was made with --plant {', '.join(map(str, planted))}; "
-                         "a test record cannot be a reference (rerun `trainready node --json` without --plant)")
-    host = manifest.get("host", {}) if isinstance(manifest.get("host"), Mapping) else {}
-    gpu_sec = manifest.get("gpu", {}) if isinstance(manifest.get("gpu"), Mapping) else {}
-    nvml = gpu_sec.get("nvml", {}) if isinstance(gpu_sec.get("nvml"), Mapping) else {}
+    return derive(manifest, report, tolerance, name).spec
+
+
+def _reports(report: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None) -> list[Mapping[str, Any]]:
+    if report is None:
+        return []
+    return [report] if isinstance(report, Mapping) else list(report)
+
+
+def derive(
+    manifest: Mapping[str, Any],
+    report: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+    tolerance: float = 0.8,
+    name: str | None = None,
+) -> Derived:
+    """The spec the reference machine (`manifest`) sets, with floors from one or more of its records
+    (`report`: several runs give a robust low figure and the spread; spec/floors.py)."""
+    reports = _reports(report)
+    notes: list[str] = []
+    host = _section(manifest, "host")
+    nvml = _section(_section(manifest, "gpu"), "nvml")
     gpus = nvml.get("gpus", []) or []
+    gpu = _gpu_spec(nvml, gpus)
+    software = _software_spec(manifest, host, notes)
+    floors: list[Floor] = []
+    compute = _compute_spec(reports, tolerance, gpu.count, floors, notes)
+    comm = _comm_spec(reports, tolerance, floors, notes)
+    ranks, why = _resume_ranks(gpu.count, reports)
+    hostname = host.get("hostname", "reference")
+    runs = f"{len(reports)} run(s)" if reports else "no measurement"
+    spec = NodeSpec(
+        name=name or f"{hostname}-reference",
+        description=(
+            f"Written by `trainready spec init` from {hostname} at {manifest.get('collected_at', '?')} "
+            f"({runs}); floors at a fraction of the reference's low figure (see the comments above)."
+        ),
+        gpu=gpu,
+        software=software,
+        compute=compute,
+        comm=comm,
+        resume=dataclasses.replace(ResumeSpec(), ranks=ranks),
+    )
+    return Derived(spec, tuple(floors), tuple(notes), (f"resume.ranks = {ranks}: {why}",))
+
+
+def _resume_ranks(gpus: int, reports: list[Mapping[str, Any]]) -> tuple[int, str]:
+    """The reference's GPU count; on a CPU node, the gloo ranks its resume check ran on (a passed
+    `resume` result in a record), else the CPU default."""
+    if gpus:
+        return gpus, "the reference's GPU count"
+    for rep in reports:
+        passed = any(r.get("name") == "resume" and r.get("status") == "pass" for r in rep.get("results", []))
+        ranks = _section(_section(rep, "spec"), "resume").get("ranks")
+        if passed and isinstance(ranks, int) and ranks >= 1:
+            return ranks, "the gloo ranks the reference's resume check passed on (CPU node)"
+    default = ResumeSpec().ranks
+    return default, f"the CPU default ({default}; no passed resume result in the records)"
+
+
+def _section(d: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    v = d.get(key)
+    return v if isinstance(v, Mapping) else {}
+
+
+def _gpu_spec(nvml: Mapping[str, Any], gpus: list[dict[str, Any]]) -> GpuSpec:
     models = sorted({g.get("name", "") for g in gpus})
     mems = [g.get("memory_total_mib") for g in gpus if isinstance(g.get("memory_total_mib"), int)]
     driver = nvml.get("driver_version")
-    gpu = GpuSpec(
+    return GpuSpec(
         count=len(gpus),
         model=models[0].replace("NVIDIA ", "") if len(models) == 1 and models[0] else None,
         # Floor at 99% of the reference's smallest board: NVML totals differ by a few MiB across VBIOS versions.
         memory_gib_min=round(min(mems) / 1024 * 0.99, 1) if mems else None,
         driver_branch=str(driver).split(".")[0] if _known(driver) else None,
     )
-    sw = manifest.get("software", {}) if isinstance(manifest.get("software"), Mapping) else {}
-    cont = manifest.get("container", {}) if isinstance(manifest.get("container"), Mapping) else {}
-    software = SoftwareSpec(
+
+
+def _software_spec(manifest: Mapping[str, Any], host: Mapping[str, Any], notes: list[str]) -> SoftwareSpec:
+    sw = _section(manifest, "software")
+    cont = _section(manifest, "container")
+    digest = cont.get("image_digest") if _known(cont.get("image_digest")) else None
+    if digest is None and cont:
+        notes.append(f"software.image_digest: {cont.get('image_digest_source') or 'the image digest is unknown here'}")
+    return SoftwareSpec(
         # The whole public version ('2.13.0a0' from '2.13.0a0+8145d630e8'): a pre-release is its own version.
         torch=str(sw["torch"]).split("+")[0] if _known(sw.get("torch")) else None,
         cuda=_prefix_version(sw.get("torch_cuda"), 2),
         nccl=_prefix_version(sw.get("nccl"), 3),
         cudnn=_prefix_version(sw.get("cudnn"), 1),
         python=_prefix_version(sw.get("python"), 2),
-        image_digest=cont.get("image_digest") if _known(cont.get("image_digest")) else None,
+        image_digest=digest,
         os=str(host["os_version"]) if _known(host.get("os_version")) else "",  # os-release NAME + VERSION_ID
         packages=_training_packages(sw.get("packages")),
     )
-    gemm = [m["value"] for m in _metrics(report, GEMM_METRIC)]
-    copy = [m["value"] for m in _metrics(report, COPY_METRIC)]
-    compute = ComputeSpec(
-        gemm_tflops_min=_sig(min(gemm) * tolerance) if gemm else None,
-        hbm_gbps_min=_sig(min(copy) * tolerance) if copy else None,
-    )
-    busbw: dict[str, float] = {}
+
+
+def _compute_spec(reports: list[Mapping[str, Any]], tolerance: float, gpus: int, floors: list[Floor],
+                  notes: list[str]) -> ComputeSpec:
+    """GEMM/HBM floors: each run's worst GPU, then the low figure over runs x tolerance."""
+    out: dict[str, float] = {}
+    for metric, key, unit in ((GEMM_METRIC, "gemm_tflops_min", "TFLOP/s"), (COPY_METRIC, "hbm_gbps_min", "GB/s")):
+        per_run = [[m["value"] for m in _metrics(r, metric, notes, _run(i, reports))] for i, r in enumerate(reports)]
+        worst = [min(v) for v in per_run if v]
+        if worst:
+            f = compute_floor(f"compute.{key}", worst, tolerance, unit)
+            floors.append(f)
+            out[key] = _sig(f.floor)
+        elif reports and gpus:
+            notes.append(f"compute.{key}: no {metric} figure in the record(s) (the throughput check did not run "
+                         "or did not pass); not written")
+    return ComputeSpec(gemm_tflops_min=out.get("gemm_tflops_min"), hbm_gbps_min=out.get("hbm_gbps_min"))
+
+
+def _run(i: int, reports: list[Mapping[str, Any]]) -> str:
+    return f"run {i + 1}: " if len(reports) > 1 else ""
+
+
+def _comm_spec(reports: list[Mapping[str, Any]], tolerance: float, floors: list[Floor],
+               notes: list[str]) -> CommSpec:
+    """busbw per 'op@ranks' over the runs; one averaging window for all."""
+    values: dict[str, list[float]] = {}
+    backends: dict[str, str] = {}
     windows = set()
-    for m in _metrics(report, BUSBW_METRIC):
-        lab = dict(m.get("labels", {}))
-        op, ranks = lab.get("op"), _int_label(lab.get("ranks"))
-        if op and ranks and lab.get("dtype", "float") == "float":
+    for i, rep in enumerate(reports):
+        for m in _metrics(rep, BUSBW_METRIC, notes, _run(i, reports)):
+            lab = dict(m.get("labels", {}))
+            op, ranks = lab.get("op"), _int_label(lab.get("ranks"))
+            if not (op and ranks):
+                notes.append(f"{_run(i, reports)}busbw figure without op/ranks labels {lab}: no floor")
+                continue
+            if lab.get("dtype", "float") != "float":
+                notes.append(f"{_run(i, reports)}{op}@{ranks} in {lab.get('dtype')}: expectations are for float "
+                             "(comm.expected_busbw_gbps has no dtype); no floor")
+                continue
             # The expectation is the reference's figure at its world size ('op@N': a 2-GPU figure says
-            # nothing about 8 GPUs); the check applies comm.min_fraction.
-            busbw[f"{op}@{ranks}"] = _sig(float(m["value"]))
+            # nothing about 8 GPUs).
+            values.setdefault(f"{op}@{ranks}", []).append(float(m["value"]))
+            backends[f"{op}@{ranks}"] = str(lab.get("backend", ""))
             lo, hi = _int_label(lab.get("from_bytes")), _int_label(lab.get("to_bytes"))
             if lo and hi:
                 windows.add((lo, hi))
     if len(windows) > 1:
         raise UsageError(f"--from-report: busbw figures averaged over different sizes {sorted(windows)}; "
-                         "expected one sweep's figures (one record of `trainready node` or `trainready comm`)")
-    comm = CommSpec(min_fraction=tolerance, expected_busbw_gbps=busbw,
+                         "expected records of the same sweep (`trainready node` runs, or `trainready comm` "
+                         "runs with the same -b/-e/-f)")
+    expected: dict[str, float] = {}
+    fractions: dict[str, float] = {}
+    for key, vals in values.items():
+        f = comm_floor(key, vals, backends[key], tolerance)
+        floors.append(f)
+        expected[key] = _sig(f.low)
+        fractions[key] = f.fraction
+    if reports and not values and not any("busbw" in n for n in notes):
+        notes.append("comm.expected_busbw_gbps: no busbw figure in the record(s) (the comm check did not run); "
+                     "not written")
+    return CommSpec(min_fraction=tolerance, expected_busbw_gbps=expected, min_fraction_by_op=fractions,
                     expected_sizes_bytes=tuple(windows.pop()) if windows else ())
-    hostname = host.get("hostname", "reference")
-    return NodeSpec(
-        name=name or f"{hostname}-reference",
-        description=(
-            f"Written by `trainready spec init` from {hostname} at {manifest.get('collected_at', '?')}; "
-            f"measured floors at {tolerance:g} x the reference's worst figure."
-        ),
-        gpu=gpu,
-        software=software,
-        compute=compute,
-        comm=comm,
-        resume=dataclasses.replace(ResumeSpec(), ranks=1),
-    )

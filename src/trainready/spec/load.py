@@ -69,9 +69,11 @@ def _validate_ranges(spec: NodeSpec, path: str) -> None:
         ("comm.expected_sizes_bytes", len(c.expected_sizes_bytes) == 0 or (
             len(c.expected_sizes_bytes) == 2 and 0 < c.expected_sizes_bytes[0] <= c.expected_sizes_bytes[1]),
          "[] or [low, high] bytes with 0 < low <= high"),
-        ("compute.gemm_min_fraction", 0 < m.gemm_min_fraction <= 1, "a fraction 0 < x <= 1"),
-        ("compute.hbm_min_fraction", 0 < m.hbm_min_fraction <= 1, "a fraction 0 < x <= 1"),
-        ("compute.spread_max", 0 <= m.spread_max < 1, "a fraction 0 <= x < 1"),
+        ("compute.gemm_min_fraction", m.gemm_min_fraction is None or 0 < m.gemm_min_fraction <= 1,
+         "a fraction 0 < x <= 1"),
+        ("compute.hbm_min_fraction", m.hbm_min_fraction is None or 0 < m.hbm_min_fraction <= 1,
+         "a fraction 0 < x <= 1"),
+        ("compute.spread_max", m.spread_max is None or 0 <= m.spread_max < 1, "a fraction 0 <= x < 1"),
         ("compute.gemm_tflops_min", m.gemm_tflops_min is None or m.gemm_tflops_min > 0, "TFLOP/s > 0"),
         ("compute.hbm_gbps_min", m.hbm_gbps_min is None or m.hbm_gbps_min > 0, "GB/s > 0"),
         ("gpu.memory_gib_min", spec.gpu.memory_gib_min is None or spec.gpu.memory_gib_min > 0, "GiB > 0"),
@@ -100,3 +102,9 @@ def _validate_ranges(spec: NodeSpec, path: str) -> None:
             raise ConfigError(path, f"comm.expected_busbw_gbps.{key}", f"expected {EXPECTATION_KEY_GRAMMAR}")
         if not gbps > 0:
             raise ConfigError(path, f"comm.expected_busbw_gbps.{key}", "expected GB/s > 0")
+    for key, frac in c.min_fraction_by_op.items():
+        if key not in c.expected_busbw_gbps:
+            raise ConfigError(path, f"comm.min_fraction_by_op.{key}",
+                              "expected a key of comm.expected_busbw_gbps (a fraction of what?)")
+        if not 0 < frac <= 1:
+            raise ConfigError(path, f"comm.min_fraction_by_op.{key}", f"expected 0 < x <= 1, got {frac}")

@@ -46,21 +46,24 @@ class SoftwareSpec:
 
 @dataclass(frozen=True)
 class ComputeSpec:
-    gemm_min_fraction: float = doc_field(
+    gemm_min_fraction: float | None = doc_field(
         0.60,
         "Per-GPU BF16 GEMM TFLOP/s must reach this fraction of the GPU's table peak (dense). "
-        "0.60 is conservative: H100/H200 reach ~0.75-0.80 of dense peak on 8192^3 (device notes).",
+        "0.60 is conservative: H100/H200 reach ~0.75-0.80 of dense peak on 8192^3 (device notes). "
+        "Omitted = not judged.",
     )
-    hbm_min_fraction: float = doc_field(
+    hbm_min_fraction: float | None = doc_field(
         0.70,
-        "Per-GPU device-to-device copy bandwidth (read+write bytes) must reach this fraction of HBM peak.",
+        "Per-GPU device-to-device copy bandwidth (read+write bytes) must reach this fraction of HBM peak "
+        "(omitted = not judged).",
     )
     gemm_tflops_min: float | None = doc_field(
         None, "Absolute floor for per-GPU BF16 TFLOP/s (set by `spec init` from a reference node)."
     )
     hbm_gbps_min: float | None = doc_field(None, "Absolute floor for per-GPU copy GB/s (set by `spec init`).")
-    spread_max: float = doc_field(
-        0.10, "Largest allowed (best - worst) / best spread of a per-GPU figure across the node's GPUs."
+    spread_max: float | None = doc_field(
+        0.10, "Largest allowed (best - worst) / best spread of a per-GPU figure across the node's GPUs "
+        "(omitted = not judged)."
     )
 
 
@@ -79,6 +82,11 @@ class CommSpec:
     expected_busbw_gbps: dict[str, float] = doc_field(
         default_factory=dict,
         doc="Expected bus bandwidth per op in GB/s (1e9 B/s) at large sizes, e.g. { all_reduce = 367.0 }.",
+    )
+    min_fraction_by_op: dict[str, float] = doc_field(
+        default_factory=dict,
+        doc="Per-key override of min_fraction (keys as in expected_busbw_gbps). `spec init` writes one per floor "
+        "from the reference's measured run-to-run spread (docs/comm.md); a key not here uses min_fraction.",
     )
     expected_sizes_bytes: tuple[int, ...] = doc_field(
         (),

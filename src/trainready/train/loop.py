@@ -21,7 +21,7 @@ import torch.distributed as dist
 
 from trainready.errors import DataError, UsageError
 from trainready.train import rng
-from trainready.train.model import GPT, PRESETS, ModelConfig
+from trainready.train.model import GPT, PRESETS, ModelConfig, preset_for_vocab
 
 # cuBLAS needs a fixed workspace to be deterministic (CUDA docs, "Reproducibility":
 # CUBLAS_WORKSPACE_CONFIG=:4096:8); read when the first cuBLAS handle is made.
@@ -52,8 +52,7 @@ class TrainConfig:
     def model_config(self) -> ModelConfig:
         if self.preset not in PRESETS:
             raise UsageError(f"unknown model preset '{self.preset}' (expected one of: {', '.join(PRESETS)})")
-        base = PRESETS[self.preset]
-        return dataclasses.replace(base, vocab_size=self.vocab_size) if self.vocab_size else base
+        return preset_for_vocab(self.preset, self.vocab_size)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -119,6 +118,23 @@ def _fully_shard() -> Any:
     return fully_shard
 
 
+def per_tensor_allreduce(group, bucket):  # type: ignore[no-untyped-def]  # DDP rejects string annotations here
+    """DDP comm hook: every gradient all-reduced on its own, then averaged.
+
+    DDP rebuilds its buckets after the first iteration (in the order gradients became ready); a
+    restarted process's first step runs on the initial layout.  One all-reduce over a whole bucket
+    sums each element in an order set by its position in the bucket (ring chunks), so over more
+    than 2 ranks the resumed step differed from the uninterrupted one in the last bit (measured:
+    ~1e-8 on 4 and 8 gloo ranks).  Per tensor, the order depends on the tensor alone.
+    """
+    works = [dist.all_reduce(g, group=group, async_op=True) for g in bucket.gradients()]  # views of the buffer
+    for w in works:
+        w.wait()
+    fut = torch.futures.Future()  # type: ignore[var-annotated]
+    fut.set_result(bucket.buffer().div_(dist.get_world_size(group)))
+    return fut
+
+
 class Trainer:
     """Model + AdamW + LambdaLR on one rank. `step(x, y)` runs one optimizer step."""
 
@@ -152,6 +168,7 @@ class Trainer:
                 from torch.nn.parallel import DistributedDataParallel as DDP
 
                 model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+                model.register_comm_hook(None, per_tensor_allreduce)
         else:
             raise UsageError(f"--mode {cfg.mode}: expected ddp or fsdp")
         self.model = model

@@ -8,6 +8,7 @@ model exercises whichever SDPA backend the device selects.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -26,6 +27,7 @@ class ModelConfig:
     d_ff: int = 256  # MLP inner size (4h, GPT-2)
     dropout: float = 0.1  # on, so that resume must restore the RNG to match
     bias: bool = True
+    tie_embeddings: bool = False  # lm_head shares tok_emb's matrix (GPT-2's wte, Radford et al. 2019)
 
     def __post_init__(self) -> None:
         if self.d_model % self.n_head:
@@ -38,6 +40,29 @@ PRESETS: dict[str, ModelConfig] = {
     # ~20 M parameters: for a GPU, still seconds for 100 steps.
     "small": ModelConfig(vocab_size=8192, seq_len=256, n_layer=6, n_head=8, d_model=512, d_ff=2048),
 }
+
+# The shape a preset takes when the data needs a larger vocabulary than the preset's own.
+# The cost of a step then grows with (sequences x seq_len) x vocab: the logits, their
+# log-softmax and its backward (measured on 1 CPU thread, vocab 50,304, batch 8: ~360 ms
+# per step at seq_len 64 whatever the hidden size, ~55 ms at seq_len 16 and ~36 ms at seq_len 8, hidden 16,
+# vs ~20-27 ms for `tiny` at vocab 512).  So on the CPU preset the embedding is tied to
+# the output head (GPT-2 ties them) and the rest shrinks: hidden 16, 2 heads, seq_len 8,
+# which keeps a 50k-vocabulary run within 2x the sample corpus's wall time
+# (benchmarks/resume_vocab.py).  On GPU (`small`) only the embedding is tied.
+LARGE_VOCAB: dict[str, dict[str, int | bool]] = {
+    "tiny": {"seq_len": 8, "n_head": 2, "d_model": 16, "d_ff": 64, "tie_embeddings": True},
+    "small": {"tie_embeddings": True},
+}
+
+
+def preset_for_vocab(preset: str, vocab_size: int) -> ModelConfig:
+    """Preset `preset` with `vocab_size` (0 = the preset's own); above the preset's vocab, its LARGE_VOCAB shape."""
+    base = PRESETS[preset]
+    if not vocab_size:
+        return base
+    if vocab_size <= base.vocab_size:
+        return dataclasses.replace(base, vocab_size=vocab_size)
+    return dataclasses.replace(base, vocab_size=vocab_size, **LARGE_VOCAB.get(preset, {}))  # type: ignore[arg-type]
 
 
 class CausalSelfAttention(nn.Module):
@@ -90,6 +115,8 @@ class GPT(nn.Module):
         self.ln_f = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.apply(self._init)
+        if cfg.tie_embeddings:
+            self.lm_head.weight = self.tok_emb.weight
         # GPT-2 scaled init of residual projections: std 0.02/sqrt(2L) (Radford et al. 2019).
         for name, p in self.named_parameters():
             if name.endswith("proj.weight") or name.endswith("mlp.2.weight"):

@@ -1,0 +1,110 @@
+"""Floors from several measurements of the reference: a robust low figure, the spread, a margin.
+
+One measurement cannot tell a floor from noise: a gloo busbw floor taken from one run failed
+the very machine that wrote it 1 time in 3.  So `spec init` takes each figure from k runs
+(`--measure --repeat k` and/or several `--from-report` records) and writes
+
+    low      = the 10th percentile of the k figures (nearest rank; the minimum for k < 10):
+               robust to one lucky run, unlike the mean or the best;
+    spread   = sample standard deviation / mean of the k figures (run-to-run, coefficient of variation);
+    fraction = 1 - max(MIN_MARGIN[backend], SPREAD_Z x spread), never below MIN_FRACTION;
+    floor    = fraction x low.
+
+`low` already sits about one standard deviation below the mean for k = 5 (the expected minimum of
+5 normal draws is mean - 1.16 sd), so SPREAD_Z = 2 puts the floor about 3 sd below the mean:
+about 1 false alarm in 700 judgements if run-to-run figures are normal.  The minimum margins are
+what a quiet node still varies by: NCCL is timed with CUDA events on links no other process
+shares, so 5% (an assumption until H200 repeats are recorded: `spec init --measure --repeat 5`
+prints and writes each figure's spread); gloo shares the CPU with everything else on the host,
+so 10%.  With one figure the spread is unknown and the fraction is the caller's
+`tolerance` (the 80% rule), which a noisy backend can fail by chance; spec init says so.
+
+A floor that cannot catch a collective 20% slower than the reference's median (floor above
+median / 1.2 fails it) is written anyway, with a note saying what it can catch.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+LOW_PERCENTILE = 10  # nearest-rank percentile of the k figures taken as "low"
+SPREAD_Z = 2.0  # margin = SPREAD_Z x run-to-run coefficient of variation (see the module doc)
+MIN_MARGIN = {"nccl": 0.05, "gloo": 0.10}  # fraction below `low` a quiet node of that backend still reaches
+DEFAULT_MARGIN = 0.10  # backends not in MIN_MARGIN (compute figures use the caller's tolerance instead)
+MIN_FRACTION = 0.5  # below this the floor judges nothing useful: the spread is the finding
+SLOW_PROBE = 1.2  # the slowdown a floor is expected to catch (a collective 20% slower)
+
+
+@dataclass(frozen=True)
+class Floor:
+    """One figure's floor and how it was derived (all figures in the figure's own unit)."""
+
+    key: str  # e.g. 'all_reduce@8' or 'gemm_tflops_min'
+    values: tuple[float, ...]  # one per run, in run order
+    low: float
+    median: float
+    spread: float | None  # sample sd / mean over the runs; None with one run
+    fraction: float  # floor = fraction x low
+    unit: str
+
+    @property
+    def floor(self) -> float:
+        return self.fraction * self.low
+
+    @property
+    def catches_slowdown(self) -> bool:
+        """Whether a run SLOW_PROBE x slower than the reference's median falls below this floor."""
+        return self.floor > self.median / SLOW_PROBE
+
+    def describe(self) -> str:
+        runs = len(self.values)
+        span = f"{_g(min(self.values))}..{_g(max(self.values))}" if runs > 1 else _g(self.values[0])
+        spread = f"spread {self.spread:.1%}" if self.spread is not None else "spread unknown (1 run)"
+        text = (f"{self.key}: {runs} run(s) {span} {self.unit} (median {_g(self.median)}, {spread}); "
+                f"floor = {self.fraction:g} x low {_g(self.low)} = {_g(self.floor)} {self.unit}")
+        if not self.catches_slowdown:
+            text += (f"; too noisy to catch a {SLOW_PROBE - 1:.0%} slowdown (floor is "
+                     f"{self.floor / self.median:.0%} of the median)")
+        return text
+
+
+def _g(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def low_percentile(values: list[float], pct: float = LOW_PERCENTILE) -> float:
+    """Nearest-rank percentile: the ceil(pct/100 x k)-th smallest (the minimum for k < 100/pct)."""
+    xs = sorted(values)
+    return xs[max(0, math.ceil(pct / 100 * len(xs)) - 1)]
+
+
+def spread(values: list[float]) -> float | None:
+    """Run-to-run coefficient of variation (sample sd / mean); None for fewer than 2 runs."""
+    if len(values) < 2:
+        return None
+    mean = statistics.fmean(values)
+    return statistics.stdev(values) / mean if mean > 0 else None
+
+
+def comm_fraction(cv: float | None, backend: str, tolerance: float) -> float:
+    """1 - max(minimum margin of the backend, SPREAD_Z x cv), clamped to [MIN_FRACTION, 1 - margin];
+    with an unknown spread (one run) the caller's tolerance."""
+    if cv is None:
+        return tolerance
+    margin = max(MIN_MARGIN.get(backend, DEFAULT_MARGIN), SPREAD_Z * cv)
+    return round(max(MIN_FRACTION, 1.0 - margin), 3)
+
+
+def comm_floor(key: str, values: list[float], backend: str, tolerance: float) -> Floor:
+    cv = spread(values)
+    return Floor(key, tuple(values), low_percentile(values), statistics.median(values), cv,
+                 comm_fraction(cv, backend, tolerance), "GB/s")
+
+
+def compute_floor(key: str, values: list[float], tolerance: float, unit: str) -> Floor:
+    """GEMM/HBM: the 80% rule (tolerance) below the low figure; the spread is recorded, not applied
+    (a GPU's own run-to-run spread is ~1%, far inside the 20% the rule leaves)."""
+    return Floor(key, tuple(values), low_percentile(values), statistics.median(values), spread(values),
+                 tolerance, unit)

@@ -1,0 +1,131 @@
+"""Floors from several runs of the reference (spec/floors.py, spec init): a robust low figure, a margin from
+the measured run-to-run spread, every floor written or said why not, resume ranks = the reference's GPUs.
+
+Records here are hand-made with known busbw figures (no timing) and judged by the real comm code, so the
+assertions are exact: the reference's own runs pass the floor, a run 20% slower fails it."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from trainready.comm.evaluate import OpTable, judge_op
+from trainready.records import Status
+from trainready.spec import load_spec
+from trainready.spec.floors import SLOW_PROBE, comm_floor, low_percentile, spread
+from trainready.spec.init import derive
+from trainready.util.strict import dump_toml
+
+WINDOW = {"from_bytes": str(128 << 10), "to_bytes": str(1 << 20)}
+
+
+def _busbw(op: str, value: float, ranks: int = 8, backend: str = "gloo", dtype: str = "float") -> dict:
+    return {"name": "comm_busbw_avg", "value": value, "unit": "GB/s",
+            "labels": {"op": op, "backend": backend, "dtype": dtype, "ranks": str(ranks), **WINDOW}}
+
+
+def _record(*metrics: dict, status: str = "warn", name: str = "comm") -> dict:
+    return {"schema": "trainready.report/1", "results": [{"name": name, "status": status, "message": "m",
+                                                          "metrics": list(metrics)}]}
+
+
+def _verdict(spec, op: str, busbw: float, ranks: int = 8):  # type: ignore[no-untyped-def]
+    """judge_op on a run whose averaged busbw is `busbw`, with the spec's expectation and fractions."""
+    row = {"size": 1 << 20, "bytes": 1 << 20, "wrong": 0, "busbw_gbps": busbw, "time_us": 1.0}
+    t = OpTable(op, "float", [row], busbw, 128 << 10, 0, 1 << 20)
+    return judge_op(t, ranks, "gloo", spec.comm.expected_busbw_gbps, spec.comm.min_fraction, "spec",
+                    spec.comm.min_fraction_by_op)
+
+
+GLOO_RUNS = [0.0500, 0.0520, 0.0490, 0.0510, 0.0505]  # 5 runs of one reference, ~2% spread
+
+
+def test_floor_from_several_runs_passes_the_reference_and_fails_a_20_percent_slower_run() -> None:
+    d = derive({}, [_record(_busbw("all_reduce", v)) for v in GLOO_RUNS])
+    spec = d.spec
+    assert spec.comm.expected_busbw_gbps == {"all_reduce@8": 0.049}  # the low figure, not the mean or best
+    frac = spec.comm.min_fraction_by_op["all_reduce@8"]
+    assert frac == 0.9  # gloo's minimum margin (10%) dominates a 2% spread (2 x 0.02)
+    slow = statistics.median(GLOO_RUNS) / SLOW_PROBE
+    assert _verdict(spec, "all_reduce", slow).status == Status.FAIL  # the mismatch first
+    for v in GLOO_RUNS:  # every one of the reference's own runs passes its floor
+        assert _verdict(spec, "all_reduce", v).status == Status.PASS
+    assert _verdict(spec, "all_reduce", 0.049 * 0.91).status == Status.PASS  # a little below the lowest run
+    (f,) = d.floors
+    assert f.spread == pytest.approx(spread(GLOO_RUNS)) and f.catches_slowdown
+    assert "5 run(s) 0.049..0.052 GB/s" in f.describe() and "spread 2.2%" in f.describe()
+
+
+def test_a_noisy_backend_gets_a_wider_margin_and_says_what_it_cannot_catch() -> None:
+    noisy = [0.035, 0.059, 0.046, 0.048, 0.057]  # gloo on a loaded 2-core VM, 5 runs (cv ~20%)
+    f = comm_floor("all_reduce@8", noisy, "gloo", 0.8)
+    assert f.low == 0.035 and f.fraction == pytest.approx(1 - 2 * spread(noisy), abs=1e-3)
+    assert not f.catches_slowdown and "too noisy to catch a 20% slowdown" in f.describe()
+    quiet = comm_floor("all_reduce@8", [100.0, 100.5, 99.8, 100.2, 100.1], "nccl", 0.8)
+    assert quiet.fraction == 0.95 and quiet.catches_slowdown  # NCCL's minimum margin is 5%
+    one = comm_floor("all_reduce@8", [100.0], "nccl", 0.8)
+    assert one.fraction == 0.8 and one.spread is None and "spread unknown (1 run)" in one.describe()
+    assert low_percentile(list(range(1, 21))) == 2  # nearest-rank 10th percentile of 20 runs
+
+
+def test_every_floor_is_written_or_said_why_not(tmp_path) -> None:
+    ok = _record(_busbw("all_reduce", 0.05), _busbw("all_gather", 0.03, dtype="bfloat16"),
+                 _busbw("broadcast", 0.0, ranks=1), _busbw("sendrecv", float("nan")))
+    failed = _record(_busbw("reduce_scatter", 0.02), status="fail", name="comm")
+    manifest = {"container": {"image_digest": None, "image_digest_source": "unknown: the container runtime does "
+                              "not expose the image digest here (pass --image-digest or set TRAINREADY_IMAGE_DIGEST)"}}
+    d = derive(manifest, [ok, failed])
+    assert set(d.spec.comm.expected_busbw_gbps) == {"all_reduce@8"}
+    said = "\n".join(d.notes)
+    assert "all_gather@8 in bfloat16" in said and "busbw is 0 by definition at 1 rank" in said
+    assert "no message size in the averaging window" in said and "check 'comm' failed" in said
+    assert "software.image_digest: unknown" in said
+    text = d.comment() + dump_toml(d.spec)
+    assert text.count("# NOT WRITTEN: ") == len(d.notes) == 5
+    p = tmp_path / "fleet.toml"
+    p.write_text(text)
+    assert load_spec(str(p))[0] == d.spec  # comments and all, it loads back
+
+
+def test_resume_ranks_are_the_references_gpu_count() -> None:
+    gpus = {"gpu": {"nvml": {"gpus": [{"name": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81559}] * 4}}}
+    d = derive(gpus, [_record(_busbw("all_reduce", 300.0, ranks=4, backend="nccl"))])
+    assert d.spec.resume.ranks == 4 and d.spec.gpu.count == 4
+    assert d.said == ("resume.ranks = 4: the reference's GPU count",)
+    assert set(d.spec.comm.expected_busbw_gbps) == {"all_reduce@4"}  # a 4-GPU figure, kept (not an 8-GPU spec's)
+    cpu = dict(_record(), spec={"resume": {"ranks": 2}})
+    cpu["results"].append({"name": "resume", "status": "pass", "metrics": []})
+    assert derive({}, [cpu]).spec.resume.ranks == 2  # CPU: the gloo ranks the reference's resume passed on
+
+
+def test_measuring_judges_nothing(tmp_path) -> None:
+    """spec init --measure records, never judges: no busbw expectation (a 4-GPU node must not be held to an
+    8-GPU example), no fraction of peak, no spread limit."""
+    from trainready.checks.throughput import GpuFigures, judge
+    from trainready.commands.spec import measuring_spec
+    from trainready.hardware import lookup
+
+    spec = measuring_spec()
+    assert spec.comm.expected_busbw_gbps == {}
+    slow_gpus = [GpuFigures(0, "NVIDIA H200", 200.0, 1000.0), GpuFigures(1, "NVIDIA H200", 400.0, 2000.0)]
+    out = judge(slow_gpus, lookup("NVIDIA H200"), spec.compute)  # 20% of peak, 50% spread: recorded, not judged
+    assert out.status == Status.PASS and all(m.threshold is None for m in out.metrics)
+    assert derive({}, [{"results": [{"name": "throughput", "status": out.status.value,
+                                     "metrics": [m.to_json() for m in out.metrics]}]}]).spec.compute.gemm_tflops_min == 160.0
+
+
+@pytest.mark.slow  # two gloo sweeps of the node's comm check: ~30 s on 2 loaded cores
+def test_cli_measure_repeat_writes_every_floor_with_its_spread(cli, tmp_path) -> None:
+    out = tmp_path / "fleet.toml"
+    r = cli("spec", "init", "--measure", "--repeat", "2", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    text = out.read_text()
+    ops = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "sendrecv")
+    for op in ops:  # every op the reference measured has a floor, said on screen and in the TOML
+        assert f"# floor {op}@8: 2 run(s) " in text and f"floor {op}@8: 2 run(s) " in " ".join(r.stderr.split())
+    assert "# resume.ranks = 1: the CPU default" in text
+    spec, _ = load_spec(str(out))
+    assert set(spec.comm.expected_busbw_gbps) == set(spec.comm.min_fraction_by_op) == {f"{op}@8" for op in ops}
+    assert all(0.5 <= f <= 0.9 for f in spec.comm.min_fraction_by_op.values())  # gloo: at least a 10% margin
+    assert spec.resume.ranks == 1 and spec.gpu.count == 0
