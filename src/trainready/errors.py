@@ -75,3 +75,11 @@ def missing_dependency(exc: ModuleNotFoundError) -> str | None:
     pip = PIP_NAMES.get(top, top)
     return (f"trainready: error: the Python package '{pip}' is not installed (python: {sys.executable}); install it "
             f"with `pip install {pip}`, or every dependency with `pip install .` in the repository")
+
+
+class SlurmError(TrainreadyError):
+    """A Slurm command is missing, refused a request or failed: one line naming the command and Slurm's words.
+
+    Exit 2: like a usage error, it is about where trainready runs (no Slurm here, a bad partition), not a verdict."""
+
+    exit_code = 2
