@@ -87,6 +87,7 @@ def storage_facts(results: Path, node: str, peers: list[str], wait_s: float, nf:
         base = Path(tempfile.mkdtemp(prefix="trainready-private-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None))
     mine = storage_probe(base, node)
     try:
+        mine.parent.mkdir(parents=True, exist_ok=True)
         dev = os.stat(base).st_dev
         atomic_write_text(mine, json.dumps({"node": node, "st_dev": dev, "written_at": time.time()}))
     except OSError as exc:

@@ -79,9 +79,10 @@ def storage(cross: Mapping[str, Mapping[str, Any]]) -> tuple[CheckResult, list[F
         parts = []
         if major is not None and st.get("st_dev") != major:
             parts.append(f"--results is another filesystem here (st_dev {st.get('st_dev')} vs {major} on most nodes)")
-        if missed and len(missed) * 2 >= len(st.get("seen") or {}):
+        # a missing file is blamed on the node that misses, or is missed by, more than half of the others
+        if missed and len(missed) * 2 > len(st.get("seen") or {}):
             parts.append(f"cannot see the files of {', '.join(missed)}")
-        if unseen_by and len(unseen_by) * 2 >= max(1, len(cross) - 1):
+        if unseen_by and len(unseen_by) * 2 > max(1, len(cross) - 1):
             parts.append(f"its file is not seen by {', '.join(unseen_by)}")
         if parts:
             found.append(Finding(node, "storage", Status.FAIL, "; ".join(parts)))

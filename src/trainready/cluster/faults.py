@@ -69,12 +69,13 @@ def for_node(faults: Mapping[str, str], node: str) -> NodeFaults:
         return True if num is None else num
 
     slow = on("cluster.slow", faults.get("cluster.slow"), "FACTOR")
-    clock = on("cluster.clock", faults.get("cluster.clock"), "SECONDS")
-    nofile = on("cluster.nofile", faults.get("cluster.nofile"), "N")
+    clock_text, nofile_text = faults.get("cluster.clock"), faults.get("cluster.nofile")
+    clock = on("cluster.clock", clock_text, "SECONDS")
+    nofile = on("cluster.nofile", nofile_text, "N")
     if clock is True:
-        raise UsageError(f"--plant cluster.clock={faults.get('cluster.clock')}: expected NODE:SECONDS")
+        raise UsageError(f"--plant cluster.clock={clock_text}: expected NODE:SECONDS")
     if nofile is True:
-        raise UsageError(f"--plant cluster.nofile={faults.get('cluster.nofile')}: expected NODE:N")
+        raise UsageError(f"--plant cluster.nofile={nofile_text}: expected NODE:N")
     return NodeFaults(
         fail=bool(on("cluster.fail", faults.get("cluster.fail"))),
         drift=bool(on("cluster.drift", faults.get("cluster.drift"))),

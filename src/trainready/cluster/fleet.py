@@ -50,7 +50,8 @@ def run_fleet(opts: FleetOptions, say: run.Progress) -> FleetVerdict:
     nodes = run.select_nodes(opts)
     say(f"accepting {len(nodes)} node(s): {', '.join(nodes[:8])}{' ...' if len(nodes) > 8 else ''}")
     job = run.submit(opts, nodes)
-    states = run.wait(job, nodes, time_seconds(opts.time_limit) + run.GRACE_S, say)
+    waves = -(-len(nodes) // max(1, opts.concurrency))  # ceil: K tasks run at a time
+    states = run.wait(job, nodes, time_seconds(opts.time_limit), waves, say)
     inputs = run.gather(opts, nodes, states)
     with_record = [ni.node for ni in inputs if ni.record is not None]
     cross_results, findings = [], []

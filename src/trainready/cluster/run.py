@@ -27,7 +27,11 @@ from trainready.cluster.verdict import NodeInput
 from trainready.errors import SlurmError, UsageError
 
 POLL_S = 2.0  # squeue/scontrol poll period while waiting (seconds): light on slurmctld, quick enough for people
-GRACE_S = 60.0  # beyond the task time limit before the collector gives up on a task (Slurm kills at the limit)
+GRACE_S = 60.0  # beyond the time limit before the collector gives up on the whole array / the cross step
+# A task still RUNNING this long past its --time is cancelled by the collector itself: slurmctld checks time
+# limits only periodically (measured here: a 30 s limit was enforced after ~90 s), so waiting for its TIMEOUT
+# would stall every fleet run by up to a minute per hung node.
+TASK_GRACE_S = 10.0
 USABLE = ("idle", "mixed", "allocated", "completing")
 
 Progress = Callable[[str], None]
@@ -89,13 +93,24 @@ def submit(opts: FleetOptions, nodes: list[str]) -> str:
     return job
 
 
-def wait(job: str, nodes: list[str], deadline_s: float, say: Progress) -> dict[int, slurm.TaskState]:
-    """Poll until every task has ended or the deadline passed (then cancel the rest: hung)."""
+def wait(job: str, nodes: list[str], limit_s: float, waves: int, say: Progress) -> dict[int, slurm.TaskState]:
+    """Poll until every task has ended; a task running past limit_s + TASK_GRACE_S is cancelled (hung), and
+    after waves x limit_s + GRACE_S (K tasks at a time) whatever is left is cancelled too."""
     t0, last = time.monotonic(), ""
+    deadline_s = waves * limit_s + GRACE_S
     states: dict[int, slurm.TaskState] = {}
+    hung: set[int] = set()
     while True:
         states = slurm.task_states(job)
-        done = sum(1 for s in states.values() if s.done)
+        for i, s in states.items():
+            if s.state == "RUNNING" and s.run_s > limit_s + TASK_GRACE_S and i not in hung:
+                say(f"{nodes[i]}: task {s.job_id} still running {s.run_s:.0f} s, past its time limit: hung; cancelling")
+                slurm.cancel(s.job_id)
+                hung.add(i)
+        states = {i: (slurm.TaskState(i, s.job_id, "HUNG", s.exit_code, s.node, s.reason, s.run_s)
+                      if i in hung and s.state == "CANCELLED" else s)
+                  for i, s in states.items()}
+        done = sum(1 for s in states.values() if s.done or s.state == "HUNG")
         running = [f"{nodes[i]}({s.job_id})" for i, s in sorted(states.items()) if s.state == "RUNNING"]
         pending = len(nodes) - done - len(running)
         line = f"job {job}: {done}/{len(nodes)} done, {len(running)} running {' '.join(running)}, {pending} pending"
@@ -108,10 +123,18 @@ def wait(job: str, nodes: list[str], deadline_s: float, say: Progress) -> dict[i
             say(f"job {job}: deadline {deadline_s:.0f} s passed; cancelling the {len(nodes) - done} unfinished task(s)")
             slurm.cancel(job)
             time.sleep(3.0)
-            after = slurm.task_states(job)
-            return {i: (s if s.done else slurm.TaskState(i, s.job_id, "HUNG", s.exit_code, s.node, s.reason))
-                    for i, s in after.items()} | {i: states[i] for i in states if i not in after}
+            return _at_deadline(states, slurm.task_states(job))
         time.sleep(POLL_S)
+
+
+def _at_deadline(before: dict[int, slurm.TaskState], after: dict[int, slurm.TaskState]) -> dict[int, slurm.TaskState]:
+    """What each unfinished task was when the wait gave up: RUNNING → HUNG, else still PENDING (never started)."""
+    out = dict(after)
+    for i, p in before.items():
+        if not p.done and p.state != "HUNG":
+            out[i] = slurm.TaskState(i, p.job_id, "HUNG" if p.state == "RUNNING" else "PENDING", p.exit_code,
+                                     p.node, p.reason, p.run_s)
+    return out
 
 
 def no_result_reason(s: slurm.TaskState | None, path: Path, why: str, limit: str) -> str:
@@ -119,12 +142,14 @@ def no_result_reason(s: slurm.TaskState | None, path: Path, why: str, limit: str
         return "Slurm has no record of its task (never started)"
     rc, _, sig = s.exit_code.partition(":")
     code = f"exit code {rc}" + (f", signal {sig}" if sig and sig != "0" else "")
+    if rc.isdigit() and int(rc) > 128:  # srun (and a shell) report a task killed by signal S as 128 + S
+        code += f" = killed by signal {int(rc) - 128}"
     if s.state == "HUNG":
-        return f"task {s.job_id} still running at the deadline (--time {limit} + {GRACE_S:.0f} s): hung; cancelled"
+        return f"task {s.job_id} hung: still running {s.run_s:.0f} s after it started, past --time {limit}; cancelled"
     if s.state == "TIMEOUT":
         return f"task {s.job_id} TIMEOUT: hung past --time {limit}; killed by Slurm"
     if s.state in ("PENDING", "CONFIGURING"):
-        return f"task {s.job_id} never started (PENDING: {s.reason})"
+        return f"task {s.job_id} never started (PENDING: {s.reason}); cancelled at the end of the wait"
     if s.state == "COMPLETED":
         return f"task {s.job_id} COMPLETED ({code}) but wrote no record ({why}); is --results shared?"
     return f"task {s.job_id} {s.state} ({code}){'; ' + s.reason if s.reason not in ('', 'None') else ''}"

@@ -132,6 +132,7 @@ class TaskState:
     exit_code: str  # "rc:signal", as Slurm reports it
     node: str
     reason: str  # Slurm's Reason= (why pending, or why it ended)
+    run_s: float = 0.0  # RunTime: seconds since it started
 
     @property
     def done(self) -> bool:
@@ -156,8 +157,18 @@ def task_states(job: str) -> dict[int, TaskState]:
             continue  # the still-unsplit pending rest of the array ("3-9%4")
         nodes_ = kv.get("NodeList", "")
         out[int(idx)] = TaskState(int(idx), kv.get("JobId", ""), kv.get("JobState", "UNKNOWN"),
-                                  kv.get("ExitCode", ""), "" if nodes_ == "(null)" else nodes_, kv.get("Reason", ""))
+                                  kv.get("ExitCode", ""), "" if nodes_ == "(null)" else nodes_, kv.get("Reason", ""),
+                                  _seconds(kv.get("RunTime", "")))
     return out
+
+
+def _seconds(text: str) -> float:
+    """Slurm's [D-]HH:MM:SS → seconds (0 when absent)."""
+    m = re.match(r"^(?:(\d+)-)?(\d+):(\d+):(\d+)$", text)
+    if not m:
+        return 0.0
+    d, h, mi, se = (int(x or 0) for x in m.groups())
+    return float(((d * 24 + h) * 60 + mi) * 60 + se)
 
 
 def _from_sacct(job: str) -> dict[int, TaskState]:

@@ -98,8 +98,8 @@ def throughput_values(inputs: Sequence[NodeInput]) -> dict[str, list[tuple[str, 
         for r in (ni.record.get("report") or {}).get("results", []):
             for m in r.get("metrics", []):
                 name, value = m.get("name"), m.get("value")
+                lab = m.get("labels") or {}
                 if name in out and isinstance(value, (int, float)):
-                    lab = m.get("labels") or {}
                     where = f"GPU {lab['gpu']}" if "gpu" in lab else str(lab.get("device", "node"))
                     out[name].append((ni.node, where, float(value)))
     return out

@@ -124,7 +124,8 @@ class FleetSpec:
         0.95,
         "Fleet floor of a throughput metric (GEMM TFLOP/s, HBM GB/s, training tokens/s) as a fraction of the fleet "
         "median: a GPU below it AND below the robust bound median - outlier_k x 1.4826 x MAD is slow. 0.95 catches a "
-        "10%-slow GPU while healthy H100/H200s of one model differ by ~1-2% (device notes).",
+        "10%-slow GPU; it is 5 sigma below the median for GPUs of one model whose spread is sigma ~1% (an H200 node "
+        "measured 741-777 TFLOP/s over its GPUs and repeats, docs/measured-h200.md), so a healthy fleet flags nobody.",
     )
     outlier_k: float = doc_field(
         3.0,
