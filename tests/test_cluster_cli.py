@@ -24,8 +24,9 @@ def test_pyxis_flags_and_the_batch_script_are_exact():
                                  "--no-container-mount-home"]
     opts = FleetOptions(results=RES, count=640, partition="gpu", spec="example:h200-8x", level=Level.STANDARD,
                         time_limit="45:00", concurrency=64, container=c)
-    assert run.batch_script(opts).splitlines()[-1] == (
-        "exec srun --ntasks=1 --nodes=1 '--container-image=nvcr.io#nvidia/pytorch:25.01-py3' "
+    assert run.batch_script(opts, gpus=8).splitlines()[-1] == (
+        "exec srun --ntasks=1 --nodes=1 --gpus-per-node=8 --cpus-per-task=\"$SLURM_CPUS_ON_NODE\" "
+        "'--container-image=nvcr.io#nvidia/pytorch:25.01-py3' "
         "--container-mounts=/lustre/data:/data:ro,/lustre/acc/2026-12-03:/lustre/acc/2026-12-03 "
         "--no-container-mount-home trainready cluster node-task --results /lustre/acc/2026-12-03 "
         "--level standard --spec example:h200-8x --image 'nvcr.io#nvidia/pytorch:25.01-py3'")  # '#': quoted for bash
@@ -34,15 +35,16 @@ def test_pyxis_flags_and_the_batch_script_are_exact():
 
 
 def test_sbatch_and_srun_command_lines():
-    assert slurm.sbatch_argv("/r/job/accept.sbatch", 640, 64, "45:00", "/r/logs/accept_%A_%a.out", "gpu") == [
+    assert slurm.sbatch_argv("/r/job/accept.sbatch", 640, 64, "45:00", "/r/logs/accept_%A_%a.out", "gpu",
+                             gpus=8) == [
         "sbatch", "--parsable", "--hold", "--array=0-639%64", "--nodes=1", "--ntasks=1", "--exclusive", "--mem=0",
-        "--time=45:00", "--job-name=trainready-accept", "--output=/r/logs/accept_%A_%a.out", "--partition=gpu",
-        "/r/job/accept.sbatch"]
+        "--time=45:00", "--job-name=trainready-accept", "--output=/r/logs/accept_%A_%a.out", "--gpus-per-node=8",
+        "--partition=gpu", "/r/job/accept.sbatch"]
     assert slurm.sbatch_argv("s", 3, 64, "5:00", "o", None)[3] == "--array=0-2%3"  # %K never above N
     argv = slurm.srun_argv("gpu[001-640]", 640, "45:00", "gpu", ["--container-image=img"], ["trainready", "x"],
-                           tasks_per_node=8)
+                           tasks_per_node=8, gpus=8)
     assert argv == ["srun", "--nodes=640", "--ntasks-per-node=8", "--nodelist=gpu[001-640]", "--time=45:00",
-                    "--job-name=trainready-cross", "--kill-on-bad-exit=0", "--partition=gpu",
+                    "--job-name=trainready-cross", "--kill-on-bad-exit=0", "--gpus-per-node=8", "--partition=gpu",
                     "--container-image=img", "trainready", "x"]
 
 

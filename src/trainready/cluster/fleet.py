@@ -49,7 +49,7 @@ def run_fleet(opts: FleetOptions, say: run.Progress) -> FleetVerdict:
     spec, source = load_spec(opts.spec)
     nodes = run.select_nodes(opts)
     say(f"accepting {len(nodes)} node(s): {', '.join(nodes[:8])}{' ...' if len(nodes) > 8 else ''}")
-    job = run.submit(opts, nodes)
+    job = run.submit(opts, nodes, spec.gpu.count)
     waves = -(-len(nodes) // max(1, opts.concurrency))  # ceil: K tasks run at a time
     states = run.wait(job, nodes, time_seconds(opts.time_limit), waves, say)
     inputs = run.gather(opts, nodes, states)

@@ -68,16 +68,17 @@ def task_command(opts: FleetOptions) -> list[str]:
     return cmd
 
 
-def batch_script(opts: FleetOptions) -> str:
+def batch_script(opts: FleetOptions, gpus: int = 0) -> str:
+    """The array task: one step with every CPU (a step gets one CPU per task unless it asks) and GPU of the node."""
     flags = opts.container.srun_flags(opts.results) if opts.container else []
-    step = ["srun", "--ntasks=1", "--nodes=1"] + flags + task_command(opts)
+    head = ["srun", "--ntasks=1", "--nodes=1"] + ([f"--gpus-per-node={gpus}"] if gpus else [])
     return ("#!/bin/bash\n"
             "# trainready cluster run: array task $SLURM_ARRAY_TASK_ID is one node's acceptance (pinned with\n"
             "# ReqNodeList); it writes RESULTS/nodes/$SLURMD_NODENAME.json.\n"
-            f"exec {shlex.join(step)}\n")
+            f'exec {shlex.join(head)} --cpus-per-task="$SLURM_CPUS_ON_NODE" {shlex.join(flags + task_command(opts))}\n')
 
 
-def submit(opts: FleetOptions, nodes: list[str]) -> str:
+def submit(opts: FleetOptions, nodes: list[str], gpus: int = 0) -> str:
     from trainready.util.atomic import atomic_write_text
 
     for sub in ("nodes", "cross", "logs", "job"):
@@ -85,10 +86,10 @@ def submit(opts: FleetOptions, nodes: list[str]) -> str:
     for n in nodes:  # an earlier run's record must never stand in for this run's
         node_record(opts.results, n).unlink(missing_ok=True)
     script = opts.results / "job" / "accept.sbatch"
-    atomic_write_text(script, batch_script(opts))
+    atomic_write_text(script, batch_script(opts, gpus))
     job = slurm.submit(slurm.sbatch_argv(str(script), len(nodes), opts.concurrency, opts.time_limit,
                                          str(opts.results / "logs" / "accept_%A_%a.out"), opts.partition,
-                                         reservation=opts.reservation))
+                                         reservation=opts.reservation, gpus=gpus))
     slurm.pin(job, nodes)
     return job
 
@@ -184,7 +185,7 @@ def cross_phase(opts: FleetOptions, nodes: list[str], spec_gpus: int, say: Progr
         cmd += ["--plant", f"{k}={v}"]
     flags = opts.container.srun_flags(opts.results) if opts.container else []
     argv = slurm.srun_argv(slurm.hostlist(nodes), len(nodes), opts.time_limit, opts.partition, flags, cmd,
-                           tasks_per_node=max(1, spec_gpus), reservation=opts.reservation)
+                           tasks_per_node=max(1, spec_gpus), reservation=opts.reservation, gpus=spec_gpus)
     log = opts.results / "logs" / "cross.out"
     with ClockServer() as server:
         env = dict(os.environ, MASTER_ADDR=first.addr if first else nodes[0],

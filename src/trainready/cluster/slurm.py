@@ -81,13 +81,14 @@ def nodes(names: Sequence[str] | None = None, partition: str | None = None) -> d
 
 
 def sbatch_argv(script: str, n: int, concurrency: int, time_limit: str, log_pattern: str, partition: str | None,
-                job_name: str = "trainready-accept", reservation: str | None = None) -> list[str]:
+                job_name: str = "trainready-accept", reservation: str | None = None, gpus: int = 0) -> list[str]:
     """One held array job, task i for node i; `pin` then points each task at its node and releases it.
 
-    --exclusive --mem=0: the task gets the whole node (every GPU, core and byte), as acceptance must."""
+    --exclusive --mem=0: the task gets the whole node (every core and byte), as acceptance must; GPUs are
+    generic resources that --exclusive does not allocate, so they are asked for (--gpus-per-node)."""
     argv = ["sbatch", "--parsable", "--hold", f"--array=0-{n - 1}%{max(1, min(concurrency, n))}", "--nodes=1",
             "--ntasks=1", "--exclusive", "--mem=0", f"--time={time_limit}", f"--job-name={job_name}",
-            f"--output={log_pattern}"]
+            f"--output={log_pattern}"] + ([f"--gpus-per-node={gpus}"] if gpus else [])
     if partition:
         argv.append(f"--partition={partition}")
     if reservation:
@@ -97,10 +98,10 @@ def sbatch_argv(script: str, n: int, concurrency: int, time_limit: str, log_patt
 
 def srun_argv(nodelist: str, n: int, time_limit: str, partition: str | None, container_flags: Sequence[str],
               command: Sequence[str], job_name: str = "trainready-cross", tasks_per_node: int = 1,
-              reservation: str | None = None) -> list[str]:
+              reservation: str | None = None, gpus: int = 0) -> list[str]:
     """One step over `nodelist` (the cross-node phase): one task per GPU (tasks_per_node), one per CPU node."""
     argv = ["srun", f"--nodes={n}", f"--ntasks-per-node={tasks_per_node}", f"--nodelist={nodelist}", f"--time={time_limit}",
-            f"--job-name={job_name}", "--kill-on-bad-exit=0"]
+            f"--job-name={job_name}", "--kill-on-bad-exit=0"] + ([f"--gpus-per-node={gpus}"] if gpus else [])
     if partition:
         argv.append(f"--partition={partition}")
     if reservation:
