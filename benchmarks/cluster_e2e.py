@@ -47,8 +47,8 @@ def main() -> None:
         took, rc, v = one(root / f"run{i}", a.only)
         times.append(took)
         verdicts.append(v)
-        print(f"run {i + 1}/{a.repeats}: {took:.1f} s  exit {rc}  {' '.join(f'{n}={'accept' if ok else 'REJECT'}' for n, ok in v.items())}",
-              flush=True)
+        marks = " ".join(f"{n}={'accept' if ok else 'REJECT'}" for n, ok in v.items())
+        print(f"run {i + 1}/{a.repeats}: {took:.1f} s  exit {rc}  {marks}", flush=True)
     worst = max(times)
     print(f"cluster run, 3 nodes, level quick{' --only ' + a.only if a.only else ''}: median {sorted(times)[len(times) // 2]:.1f} s, "
           f"slowest {worst:.1f} s   target {TARGET_S:.0f} s   ratio {worst / TARGET_S:.2f} "

@@ -109,3 +109,20 @@ def test_usage_errors_before_anything_is_submitted(kw, words):
 def test_usage_error_through_the_cli_is_one_line_exit_2():
     p = run_cli("cluster", "run", "-N", "2", "-w", "node[1-2]", "--results", "/tmp/x")
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "--nodes and --nodelist" in p.stderr
+
+
+def test_task_states_parse_scontrol_and_fall_back_to_sacct(monkeypatch):
+    line = ("JobId=115 ArrayJobId=114 ArrayTaskId=1 ArrayTaskThrottle=3 JobName=trainready-accept JobState=FAILED "
+            "Reason=NonZeroExitCode Dependency=(null) ExitCode=137:0 RunTime=00:00:34 NodeList=node2 BatchHost=node2")
+    monkeypatch.setattr(slurm, "call", lambda argv, timeout=0: line + "\n")
+    assert slurm.task_states("114") == {1: slurm.TaskState(1, "115", "FAILED", "137:0", "node2", "NonZeroExitCode", 34.0)}
+
+    def gone(argv, timeout=0):  # the record aged out of slurmctld; no slurmdbd; the job-completion log answers
+        if argv[:2] == ["scontrol", "show"] or "-c" not in argv:
+            raise slurm.SlurmError("gone")
+        assert argv[argv.index("-j") + 1] == "114,115"
+        return "115|FAILED|137:0|node2\n114|COMPLETED|0:0|node3\n"
+
+    monkeypatch.setattr(slurm, "call", gone)
+    got = slurm.task_states("114", {1: "115", 2: "114"})
+    assert got[1].state == "FAILED" and got[1].exit_code == "137:0" and got[2].state == "COMPLETED"

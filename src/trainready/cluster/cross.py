@@ -122,8 +122,9 @@ def run(opts: CrossOptions) -> int:
     spec, source = load_spec(opts.spec)
     node = node_name()
     nf = fl.for_node(opts.plants, node)
-    first_on_node = os.environ.get("SLURM_LOCALID", "0") == "0"
-    doc: dict[str, Any] = {"schema": CROSS_SCHEMA, "node": node, "rank": int(os.environ.get("SLURM_PROCID", "0"))}
+    first_on_node = os.environ.get("SLURM_LOCALID", os.environ.get("LOCAL_RANK", "0")) == "0"  # srun, or torchrun
+    doc: dict[str, Any] = {"schema": CROSS_SCHEMA, "node": node,
+                           "rank": int(os.environ.get("SLURM_PROCID", os.environ.get("RANK", "0")))}
     if first_on_node:
         peers = [p for p in step_nodes() if p != node]
         doc.update(clock=clock_facts(nf), limits=limit_facts(nf), hosts=hosts_facts(),

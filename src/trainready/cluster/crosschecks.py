@@ -58,8 +58,9 @@ def clock(cross: Mapping[str, Mapping[str, Any]], spec: FleetSpec) -> tuple[Chec
         if isinstance(daemons, list) and not daemons:
             found.append(Finding(node, "clock", Status.WARN, "no time-sync daemon running (chronyd, ntpd, "
                                  "systemd-timesyncd, ptp4l): the clock will drift"))
+    worst = max((m.value for m in metrics), default=float("nan"))
     return _result("cluster.clock", "clock offset against the submitting host", found,
-                   f"{len(metrics)} node(s) within {limit:g} s", metrics,
+                   f"{len(metrics)} node(s) within {limit:g} s (largest |offset| {worst:.4f} s)", metrics,
                    "Run chronyd (or ntpd/ptp4l) on every node against the same servers; `chronyc tracking` shows "
                    "the offset."), found
 

@@ -102,7 +102,7 @@ def wait(job: str, nodes: list[str], limit_s: float, waves: int, say: Progress) 
     states: dict[int, slurm.TaskState] = {}
     hung: set[int] = set()
     while True:
-        states = slurm.task_states(job)
+        states = slurm.task_states(job, {i: s.job_id for i, s in states.items()}) or states
         for i, s in states.items():
             if s.state == "RUNNING" and s.run_s > limit_s + TASK_GRACE_S and i not in hung:
                 say(f"{nodes[i]}: task {s.job_id} still running {s.run_s:.0f} s, past its time limit: hung; cancelling")
@@ -114,7 +114,8 @@ def wait(job: str, nodes: list[str], limit_s: float, waves: int, say: Progress) 
         done = sum(1 for s in states.values() if s.done or s.state == "HUNG")
         running = [f"{nodes[i]}({s.job_id})" for i, s in sorted(states.items()) if s.state == "RUNNING"]
         pending = len(nodes) - done - len(running)
-        line = f"job {job}: {done}/{len(nodes)} done, {len(running)} running {' '.join(running)}, {pending} pending"
+        line = f"job {job}: {done}/{len(nodes)} done, {len(running)} running{' ' + ' '.join(running[:8]) if running else ''}" \
+               f"{' ...' if len(running) > 8 else ''}, {pending} pending"
         if line != last:
             say(line)
             last = line
@@ -124,7 +125,7 @@ def wait(job: str, nodes: list[str], limit_s: float, waves: int, say: Progress) 
             say(f"job {job}: deadline {deadline_s:.0f} s passed; cancelling the {len(nodes) - done} unfinished task(s)")
             slurm.cancel(job)
             time.sleep(3.0)
-            return _at_deadline(states, slurm.task_states(job))
+            return _at_deadline(states, slurm.task_states(job, {i: s.job_id for i, s in states.items()}))
         time.sleep(POLL_S)
 
 

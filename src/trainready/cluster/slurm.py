@@ -143,13 +143,14 @@ class TaskState:
 _KV = re.compile(r"(\w+)=(\S*)")
 
 
-def task_states(job: str) -> dict[int, TaskState]:
+def task_states(job: str, known: dict[int, str] | None = None) -> dict[int, TaskState]:
     """Each array task's state from slurmctld (`scontrol show job -o`; records live MinJobAge s after the end),
-    else from the job-completion log (`sacct -c`, no slurmdbd needed)."""
+    else from accounting (`sacct`; with only a job-completion log, `sacct -c`, whose records carry each
+    task's own job id, mapped back through `known` = {task index: its job id} from earlier polls)."""
     try:
         text = call(["scontrol", "show", "job", "-o", job])
     except SlurmError:
-        return _from_sacct(job)
+        return _from_sacct(job, known or {})
     out: dict[int, TaskState] = {}
     for line in text.splitlines():
         kv = dict(_KV.findall(line))
@@ -172,14 +173,23 @@ def _seconds(text: str) -> float:
     return float(((d * 24 + h) * 60 + mi) * 60 + se)
 
 
-def _from_sacct(job: str) -> dict[int, TaskState]:
-    text = call(["sacct", "-c", "-n", "-P", "-j", job, "-o", "JobID,State,ExitCode,NodeList"])
+def _from_sacct(job: str, known: dict[int, str]) -> dict[int, TaskState]:
+    fields = ["-n", "-P", "-o", "JobID,State,ExitCode,NodeList"]
+    try:
+        text = call(["sacct", "-j", job, *fields])  # slurmdbd: array tasks as JOB_INDEX
+    except SlurmError:
+        ids = ",".join(sorted(set(known.values()) | {job}))
+        text = call(["sacct", "-c", "-j", ids, *fields])  # jobcomp/filetxt: each task under its own job id
+    by_id = {v: k for k, v in known.items()}
     out: dict[int, TaskState] = {}
     for line in text.splitlines():
         parts = line.split("|")
-        m = re.match(r"^\d+_(\d+)$", parts[0]) if len(parts) >= 4 else None
-        if m:
-            out[int(m.group(1))] = TaskState(int(m.group(1)), parts[0], parts[1].split()[0], parts[2], parts[3], "")
+        if len(parts) < 4:
+            continue
+        m = re.match(r"^\d+_(\d+)$", parts[0])
+        idx = int(m.group(1)) if m else by_id.get(parts[0])
+        if idx is not None and parts[1]:
+            out[idx] = TaskState(idx, parts[0], parts[1].split()[0], parts[2], parts[3], "")
     return out
 
 
