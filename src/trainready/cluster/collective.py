@@ -3,7 +3,7 @@ through the comm module (trainready comm's sweep, one rank per srun task, env://
 node): NCCL on GPU nodes, gloo on CPU nodes.  Rank 0 writes RESULTS/cross/comm.json (a trainready.report/1).
 
 Judged against the spec's fleet.expected_busbw_gbps (inter-node figures, not the node-local
-comm.expected_busbw_gbps) with comm.min_fraction (seed 003: >= 80% of expected).
+comm.expected_busbw_gbps) with comm.min_fraction (0.80: 20% below expectation fails).
 """
 
 from __future__ import annotations

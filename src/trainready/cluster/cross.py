@@ -63,7 +63,7 @@ def limit_facts(nf: fl.NodeFaults) -> dict[str, Any]:
 
 def hosts_facts(etc_hosts: str = "/etc/hosts") -> dict[str, Any]:
     """What this host's name resolves to, and whether /etc/hosts maps it to 127.0.1.1 (Debian's installer
-    default, which makes NCCL/gloo bind to loopback: seed 003)."""
+    default, which makes NCCL/gloo bind to loopback)."""
     from trainready.probe.host import resolve
 
     name = socket.gethostname()

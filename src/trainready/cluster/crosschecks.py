@@ -2,12 +2,12 @@
 
 Each check returns one fleet-level result (metrics + remedy) and per-node findings: a FAIL finding rejects
 its node, a WARN one is reported.  Rules and their sources:
-  clock    |offset| within fleet.clock_offset_max_s (seed 003: 1 s); FAIL only when even offset − rtt/2
+  clock    |offset| within fleet.clock_offset_max_s (1 s: the step threshold of chrony's usual `makestep 1 3`); FAIL only when even offset − rtt/2
            exceeds it, WARN when the round trip leaves it undecided or nothing could be measured;
            no time-sync daemon running (chronyd, ntpd, systemd-timesyncd, ptp4l, ...) is a WARN;
   storage  every node sees every other node's file under --results, on one filesystem (same st_dev);
-  limits   ulimit -n >= fleet.nofile_min (seed 003: 65535);
-  hosts    the host name must not resolve to loopback (Debian's 127.0.1.1 line, seed 003): FAIL on a fleet of
+  limits   ulimit -n >= fleet.nofile_min (65535: every rank holds sockets to its peers);
+  hosts    the host name must not resolve to loopback (Debian's installer writes a 127.0.1.1 line): FAIL on a fleet of
            several hosts; on one host (the local test cluster) loopback is all there is, so WARN.
 """
 
@@ -46,7 +46,7 @@ def clock(cross: Mapping[str, Mapping[str, Any]], spec: FleetSpec) -> tuple[Chec
             found.append(Finding(node, "clock", Status.WARN, f"clock offset not measured: {c.get('error', 'no data')}"))
         else:
             off, rtt = float(c["offset_s"]), float(c["rtt_s"])
-            thr = Threshold("<=", limit, "s", "spec fleet.clock_offset_max_s (seed 003: clocks within 1 s)")
+            thr = Threshold("<=", limit, "s", "spec fleet.clock_offset_max_s (1 s: chrony's usual makestep threshold)")
             metrics.append(Metric.of("clock_offset_abs", abs(off), "s", thr, node=node, rtt_s=f"{rtt:.6f}"))
             if abs(off) - rtt / 2 > limit:
                 found.append(Finding(node, "clock", Status.FAIL, f"clock off by {off:+.3f} s ± {rtt / 2:.3f} s "
@@ -96,7 +96,7 @@ def storage(cross: Mapping[str, Mapping[str, Any]]) -> tuple[CheckResult, list[F
 def limits(cross: Mapping[str, Mapping[str, Any]], spec: FleetSpec) -> tuple[CheckResult, list[Finding]]:
     found: list[Finding] = []
     metrics: list[Metric] = []
-    thr = Threshold(">=", spec.nofile_min, "files", "spec fleet.nofile_min (seed 003: ulimit -n >= 65535)")
+    thr = Threshold(">=", spec.nofile_min, "files", "spec fleet.nofile_min (ulimit -n)")
     for node, doc in cross.items():
         soft = int((doc.get("limits") or {}).get("nofile_soft", 0))
         value = float("inf") if soft < 0 else float(soft)

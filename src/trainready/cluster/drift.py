@@ -1,6 +1,6 @@
 """Drift: each node's versions against the reference node's, as a readable per-node diff.
 
-The versions are the ones seed 003 wants identical across the fleet: GPU driver, CUDA (torch's build),
+The versions a fleet must have identical on every node: GPU driver, CUDA (torch's build),
 torch, NCCL, cuDNN, the container image digest, the hash of the installed package set, kernel and OS.
 A fact a node could not read ("unavailable: ...") is compared as text like any other: a node that cannot
 say its NCCL version where the reference can is drift too.

@@ -18,7 +18,7 @@ from trainready.cluster.crosschecks import Finding
 from trainready.cluster.layout import FLEET_SCHEMA
 from trainready.cluster.stats import RobustBound, robust_bound
 from trainready.cluster.task import THROUGHPUT
-from trainready.records import CheckResult, Status, _jsonable
+from trainready.records import PLANTED_EXIT, CheckResult, Status, _jsonable
 from trainready.spec.model import NodeSpec
 
 BAD = ("fail", "error")
@@ -67,6 +67,9 @@ class FleetVerdict:
 
     @property
     def exit_code(self) -> int:
+        """0 all accepted, 1 any rejected (or a fleet-level failure), PLANTED_EXIT (3) for any planted run."""
+        if self.planted:
+            return PLANTED_EXIT
         return 1 if self.rejected or self.fleet_failures else 0
 
     def to_json(self) -> dict[str, Any]:

@@ -90,7 +90,7 @@ def run_cmd(
     Then one srun step over the nodes checks clocks, shared storage, ulimit -n, /etc/hosts and a
     multi-node all_reduce.  A node is rejected for a failed check, no result, drift from the reference,
     a slow GPU (below both fleet.slow_fraction x median and median - k x 1.4826 x MAD), or a cross-node
-    failure.  Exit 0 all accepted, 1 any rejected, 2 usage.
+    failure.  Exit 0 all accepted, 1 any rejected, 2 usage or Slurm error, 3 a run with --plant (a test).
 
     Examples:\n
       trainready cluster run -p gpu -N 640 --results /lustre/acc/$(date +%F) --spec h200.toml\n

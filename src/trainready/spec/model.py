@@ -115,10 +115,10 @@ class ResumeSpec:
 @dataclass(frozen=True)
 class FleetSpec:
     clock_offset_max_s: float = doc_field(
-        1.0, "Largest clock offset of a node against the submitting host, in seconds (seed 003: clocks within 1 s)."
+        1.0, "Largest clock offset of a node against the submitting host, in seconds (1.0: the step threshold of chrony's usual `makestep 1 3`)."
     )
     nofile_min: int = doc_field(
-        65535, "Smallest allowed open-files limit (ulimit -n) of a job's task on every node (seed 003: >= 65535)."
+        65535, "Smallest allowed open-files limit (ulimit -n) of a job's task on every node (each NCCL/gloo rank holds sockets to its peers)."
     )
     slow_fraction: float = doc_field(
         0.95,
@@ -135,7 +135,7 @@ class FleetSpec:
     expected_busbw_gbps: dict[str, float] = doc_field(
         default_factory=dict,
         doc="Expected bus bandwidth of the multi-node collective per op in GB/s (keys as comm.expected_busbw_gbps, "
-        "e.g. { all_reduce = 360.0 } for 8x400 Gb/s IB); judged with comm.min_fraction (seed 003: >= 80%).",
+        "e.g. { all_reduce = 360.0 } for 8x400 Gb/s IB); judged with comm.min_fraction.",
     )
     storage_wait_s: float = doc_field(
         30.0, "Seconds a node waits for the other nodes' files under --results before naming the missing ones."
