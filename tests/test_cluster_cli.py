@@ -3,6 +3,9 @@ usage errors (one line, exit 2, before anything is submitted)."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -126,3 +129,13 @@ def test_task_states_parse_scontrol_and_fall_back_to_sacct(monkeypatch):
     monkeypatch.setattr(slurm, "call", gone)
     got = slurm.task_states("114", {1: "115", 2: "114"})
     assert got[1].state == "FAILED" and got[1].exit_code == "137:0" and got[2].state == "COMPLETED"
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("su"), reason="needs root to run the script as another user")
+def test_local_slurm_says_why_it_cannot_start():
+    from conftest import SLURM_SCRIPT
+
+    p = subprocess.run(["su", "nobody", "-s", "/bin/bash", "-c", f"bash {SLURM_SCRIPT} up"], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 3 and p.stdout.strip() == (
+        "local-slurm: cannot start: needs root (to install slurm-wlm/munge and run slurmd); run as root or in CI")

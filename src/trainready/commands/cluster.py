@@ -11,8 +11,18 @@ from trainready.commands.common import JSON_HELP, SPEC_HELP, check_out_path, par
 from trainready.errors import UsageError
 from trainready.records import Level
 
-app = typer.Typer(help="The fleet on Slurm: per-node acceptance as a job array, cross-node checks, fleet verdict, "
-                       "NHC-style drain and resume.", no_args_is_help=True)
+app = typer.Typer(
+    help=(
+        "The fleet on Slurm: per-node acceptance as a job array, cross-node checks, fleet verdict, NHC-style "
+        "drain and resume (docs/cluster.md).\n\n"
+        "Examples:\n\n\b\n"
+        "  trainready cluster run -p gpu -N 640 --results /lustre/acc --drain\n"
+        "  trainready cluster resume --results /lustre/acc\n"
+        "  trainready node --health-check      # Slurm HealthCheckProgram"
+    ),
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 
 RESULTS_HELP = "Directory on a filesystem every node mounts at the same path: records, logs, ledger, fleet.json."
 TIME_HELP = "Slurm time limit of each node's task and of the cross-node step (sbatch --time: M, M:S, H:M:S, D-H:M)."
@@ -92,10 +102,17 @@ def run_cmd(
     a slow GPU (below both fleet.slow_fraction x median and median - k x 1.4826 x MAD), or a cross-node
     failure.  Exit 0 all accepted, 1 any rejected, 2 usage or Slurm error, 3 a run with --plant (a test).
 
-    Examples:\n
-      trainready cluster run -p gpu -N 640 --results /lustre/acc/$(date +%F) --spec h200.toml\n
-      trainready cluster run -w gpu[001-008] --results /shared/acc --container-image nvcr.io#nvidia/pytorch:25.01-py3 --drain\n
-      trainready cluster run -N 3 --results /tmp/acc --spec example:local-slurm --level quick --time 5:00
+    Examples:
+
+    \b
+      trainready cluster run -p gpu -N 640 --results /lustre/acc/$(date +%F) \\
+        --spec h200.toml --container-image nvcr.io#nvidia/pytorch:25.01-py3 \\
+        --drain
+      trainready cluster run -w gpu[001-008] --results /shared/acc \\
+        --reference gpu001
+      # the local test cluster (scripts/local-slurm.sh up):
+      trainready cluster run -N 3 --results /tmp/acc --spec example:local-slurm \\
+        --level quick --time 5:00
     """
     from trainready.cluster.fleet import run_fleet
 
@@ -128,9 +145,12 @@ def resume_cmd(
     other reason) is never undone nor overwritten.  The node is reserved, resumed, accepted inside the
     reservation, and drained again if it still fails.  Exit 0 all resumed, 1 any still failing.
 
-    Examples:\n
-      trainready cluster resume --results /shared/acc              # every node trainready drained\n
-      trainready cluster resume gpu017 gpu233 --results /shared/acc --spec h200.toml
+    Examples:
+
+    \b
+      trainready cluster resume --results /shared/acc  # all trainready drained
+      trainready cluster resume gpu017 gpu233 --results /shared/acc \\
+        --spec h200.toml
     """
     from trainready.cluster.fleet import resume_fleet
 
