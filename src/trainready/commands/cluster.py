@@ -202,4 +202,5 @@ def cross_task(
 
 
 def register(root: typer.Typer) -> None:
-    root.add_typer(app, name="cluster")
+    root.add_typer(app, name="cluster", short_help="The fleet on Slurm: every node's acceptance as a job array, "
+                   "cross-node checks, fleet verdict, drain and resume.")
