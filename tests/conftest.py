@@ -100,3 +100,22 @@ def trained_cpu(steps: int, batch: int = 4, seq: int = 64):  # type: ignore[no-u
 def params(tr) -> dict:  # type: ignore[no-untyped-def, type-arg]
     """A detached copy of the model's state dict (name -> tensor)."""
     return {k: v.clone() for k, v in tr.model.state_dict().items()}
+
+
+SLURM_SCRIPT = REPO / "scripts" / "local-slurm.sh"
+
+
+@pytest.fixture(scope="session")
+def local_slurm():
+    """The local 3-node Slurm cluster (scripts/local-slurm.sh), up for the session; skipped with the script's
+    own reason when it cannot start here (not root, no apt-get).  Taken down afterwards only if this
+    session brought it up."""
+    was_up = subprocess.run(["bash", str(SLURM_SCRIPT), "status"], capture_output=True, text=True).returncode == 0
+    p = subprocess.run(["bash", str(SLURM_SCRIPT), "up"], capture_output=True, text=True, timeout=900)
+    line = (p.stdout.strip() or p.stderr.strip() or f"exit {p.returncode}").splitlines()[-1]
+    if p.returncode == 3:  # "local-slurm: cannot start: <what is missing>"
+        pytest.skip(line)
+    assert p.returncode == 0, f"scripts/local-slurm.sh up failed: {p.stdout}{p.stderr}"
+    yield ["node1", "node2", "node3"]
+    if not was_up:
+        subprocess.run(["bash", str(SLURM_SCRIPT), "down"], capture_output=True, text=True, timeout=120)

@@ -27,6 +27,7 @@ LIGHT = (
     ["env", "--help"],
     ["spec", "show"],
     ["spec", "check", "example:h200-8x"],
+    ["cluster", "run", "--help"],
     ["plan", "--preset", "llama3-8b", "--gpus", "8", "--json", "-"],
 )
 
@@ -68,7 +69,8 @@ def test_the_probe_sees_torch_when_a_command_imports_it() -> None:
 
 HELP_PAGES = (["--help"], ["node", "--help"], ["env", "--help"], ["comm", "--help"], ["resume", "--help"],
               ["plan", "--help"], ["spec", "--help"], ["spec", "init", "--help"], ["spec", "show", "--help"],
-              ["spec", "check", "--help"])
+              ["spec", "check", "--help"], ["cluster", "--help"], ["cluster", "run", "--help"],
+              ["cluster", "resume", "--help"])
 
 
 def _help(args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> str:

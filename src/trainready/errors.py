@@ -110,3 +110,11 @@ class Interrupted(BaseException):
     @property
     def exit_code(self) -> int:
         return 128 + self.signum
+
+
+class SlurmError(TrainreadyError):
+    """A Slurm command is missing, refused a request or failed: one line naming the command and Slurm's words.
+
+    Exit 2: like a usage error, it is about where trainready runs (no Slurm here, a bad partition), not a verdict."""
+
+    exit_code = 2

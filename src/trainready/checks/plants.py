@@ -57,13 +57,26 @@ RESUME_PLANTS: dict[str, str] = {
     "resume.fill_disk": "1: fill the --dir filesystem (all but 64 KiB) after the free-space check, just before B saves",
 }
 
-PLANTS: dict[str, str] = {**CHECK_PLANTS, **COMM_PLANTS, **RESUME_PLANTS}
+# Read by `trainready cluster run/resume` (cluster/faults.py): each names the node it plants on.
+CLUSTER_PLANTS: dict[str, str] = {
+    "cluster.fail": "NODE: that node's matmul check gets a corrupted element (matmul.corrupt=0), so a check fails",
+    "cluster.drift": "NODE: that node's manifest reports torch '0.0.0+planted' (a different software version)",
+    "cluster.slow": "NODE[:FACTOR]: that node's throughput metrics (tokens/s, GEMM, HBM) are multiplied by FACTOR (default 0.5)",
+    "cluster.hang": "NODE: that node's acceptance task sleeps until Slurm's time limit or the wait deadline ends it",
+    "cluster.kill": "NODE: that node's acceptance task kills itself with SIGKILL",
+    "cluster.clock": "NODE:SECONDS: that node's clock readings in the clock exchange are SECONDS ahead",
+    "cluster.storage": "NODE: that node writes and reads a private directory on another filesystem instead of --results",
+    "cluster.nofile": "NODE:N: that node lowers its open-files limit to N before the limits check",
+}
 
-# Which names each command's checks read: `node` runs every check (incl. comm and resume).
+PLANTS: dict[str, str] = {**CHECK_PLANTS, **COMM_PLANTS, **RESUME_PLANTS, **CLUSTER_PLANTS}
+
+# Which names each command's checks read: `node` runs every check (incl. comm and resume); `cluster` its own.
 BY_COMMAND: dict[str, dict[str, str]] = {
-    "node": PLANTS,
+    "node": {**CHECK_PLANTS, **COMM_PLANTS, **RESUME_PLANTS},
     "comm": COMM_PLANTS,
     "resume": RESUME_PLANTS,
+    "cluster": CLUSTER_PLANTS,
 }
 
 

@@ -236,7 +236,8 @@ def sweep_rank(
     dist.all_gather(parts, mine, group=group)
     ctx.stage("pairwise send/recv")
     t_pairs = time.perf_counter()
-    pairs = pair_matrix_rank(ctx, group, pair_bytes, pair_iters, slow_s)
+    # pair_iters 0: no pairwise matrix (a fleet-wide collective: n-1 rounds over thousands of ranks is too long)
+    pairs = pair_matrix_rank(ctx, group, pair_bytes, pair_iters, slow_s) if pair_iters > 0 else None
     out: dict[str, Any] = {"rank": r, "host": socket.gethostname(), "device": str(ctx.device)}
     if r == 0:
         every = [p.cpu().tolist() for p in parts]  # [rank][entry][time, wrong, bytes, count, iters, wall]

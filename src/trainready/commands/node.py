@@ -32,6 +32,9 @@ def node(
     list_checks: bool = typer.Option(False, "--list", help="List the checks and exit."),
     timeout: list[str] = typer.Option(None, "--timeout", metavar="CHECK=SECONDS", help=TIMEOUT_HELP),
     plant: list[str] = typer.Option(None, "--plant", hidden=True, help="Plant a fault NAME=VALUE (tests)."),
+    health_check: bool = typer.Option(False, "--health-check", help="Slurm HealthCheckProgram mode: quick checks "
+                                      "(gpus, versions, matmul) in seconds; on failure drain this node with a "
+                                      "'trainready:' reason (docs/cluster.md)."),
 ) -> None:
     """Accept this machine: GPUs visible, compute right, GPUs exchange results, training resumes.
 
@@ -53,9 +56,15 @@ def node(
       trainready node --level quick --skip throughput
       trainready node --timeout comm=1200 --timeout resume=1800
       trainready node --spec fleet.toml --image-digest sha256:<64 hex>
+      trainready node --health-check   # Slurm HealthCheckProgram
     """
     import os
     from pathlib import Path
+
+    if health_check:
+        from trainready.cluster.health import run_health
+
+        raise typer.Exit(run_health(spec, parse_plants(plant, "node"), typer.echo))
 
     from trainready.checks import REGISTRY, CheckContext, select  # imports torch: only when the command runs
     from trainready.spec import load_spec

@@ -3,6 +3,7 @@
 from trainready.spec.model import (
     CommSpec,
     ComputeSpec,
+    FleetSpec,
     GpuSpec,
     NodeSpec,
     ResumeSpec,
@@ -13,6 +14,7 @@ from trainready.spec.load import default_spec, example_path, load_spec
 __all__ = [
     "CommSpec",
     "ComputeSpec",
+    "FleetSpec",
     "GpuSpec",
     "NodeSpec",
     "ResumeSpec",

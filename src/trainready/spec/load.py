@@ -12,7 +12,7 @@ from trainready.errors import ConfigError, UsageError
 from trainready.spec.model import NodeSpec
 from trainready.util.strict import load_dataclass, read_toml
 
-EXAMPLES = ("cpu-default", "h200-8x", "b200-reference")
+EXAMPLES = ("cpu-default", "h200-8x", "b200-reference", "local-slurm")
 
 
 def example_path(name: str) -> Path:
@@ -78,6 +78,11 @@ def _validate_ranges(spec: NodeSpec, path: str) -> None:
         ("compute.hbm_gbps_min", m.hbm_gbps_min is None or m.hbm_gbps_min > 0, "GB/s > 0"),
         ("gpu.memory_gib_min", spec.gpu.memory_gib_min is None or spec.gpu.memory_gib_min > 0, "GiB > 0"),
         ("resume.ranks", spec.resume.ranks >= 1, "an integer >= 1"),
+        ("fleet.clock_offset_max_s", spec.fleet.clock_offset_max_s > 0, "seconds > 0"),
+        ("fleet.nofile_min", spec.fleet.nofile_min >= 0, "an integer >= 0"),
+        ("fleet.slow_fraction", 0 < spec.fleet.slow_fraction <= 1, "a fraction 0 < x <= 1"),
+        ("fleet.outlier_k", spec.fleet.outlier_k > 0, "a number > 0"),
+        ("fleet.storage_wait_s", spec.fleet.storage_wait_s > 0, "seconds > 0"),
     ]
     for key, ok, expected in checks:
         if not ok:

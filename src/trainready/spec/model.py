@@ -113,6 +113,36 @@ class ResumeSpec:
 
 
 @dataclass(frozen=True)
+class FleetSpec:
+    clock_offset_max_s: float = doc_field(
+        1.0, "Largest clock offset of a node against the submitting host, in seconds (1.0: the step threshold of chrony's usual `makestep 1 3`)."
+    )
+    nofile_min: int = doc_field(
+        65535, "Smallest allowed open-files limit (ulimit -n) of a job's task on every node (each NCCL/gloo rank holds sockets to its peers)."
+    )
+    slow_fraction: float = doc_field(
+        0.95,
+        "Fleet floor of a throughput metric (GEMM TFLOP/s, HBM GB/s, training tokens/s) as a fraction of the fleet "
+        "median: a GPU below it AND below the robust bound median - outlier_k x 1.4826 x MAD is slow. 0.95 catches a "
+        "10%-slow GPU; it is 5 sigma below the median for GPUs of one model whose spread is sigma ~1% (an H200 node "
+        "measured 741-777 TFLOP/s over its GPUs and repeats, docs/measured-h200.md), so a healthy fleet flags nobody.",
+    )
+    outlier_k: float = doc_field(
+        3.0,
+        "k of the robust outlier bound median - k x 1.4826 x MAD (1.4826 x MAD estimates sigma for normal data; "
+        "k = 3 is the 'very conservative' cut-off of Leys et al. 2013, J. Exp. Soc. Psychol. 49:764).",
+    )
+    expected_busbw_gbps: dict[str, float] = doc_field(
+        default_factory=dict,
+        doc="Expected bus bandwidth of the multi-node collective per op in GB/s (keys as comm.expected_busbw_gbps, "
+        "e.g. { all_reduce = 360.0 } for 8x400 Gb/s IB); judged with comm.min_fraction.",
+    )
+    storage_wait_s: float = doc_field(
+        30.0, "Seconds a node waits for the other nodes' files under --results before naming the missing ones."
+    )
+
+
+@dataclass(frozen=True)
 class NodeSpec:
     name: str = doc_field("unnamed", "Short name of this node profile.")
     description: str = doc_field("", "What this spec describes and where its numbers come from.")
@@ -121,3 +151,4 @@ class NodeSpec:
     compute: ComputeSpec = doc_field(default_factory=ComputeSpec, doc="Compute thresholds.")
     comm: CommSpec = doc_field(default_factory=CommSpec, doc="Collective-communication thresholds.")
     resume: ResumeSpec = doc_field(default_factory=ResumeSpec, doc="Resume-equivalence protocol.")
+    fleet: FleetSpec = doc_field(default_factory=FleetSpec, doc="Cross-node checks and fleet verdicts (trainready cluster).")

@@ -1,0 +1,113 @@
+"""The multi-node collective of the cross-node step: all_reduce correctness and busbw across every node,
+through the comm module (trainready comm's sweep, one rank per srun task, env:// rendezvous on the first
+node): NCCL on GPU nodes, gloo on CPU nodes.  Rank 0 writes RESULTS/cross/comm.json (a trainready.report/1).
+
+Judged against the spec's fleet.expected_busbw_gbps (inter-node figures, not the node-local
+comm.expected_busbw_gbps) with comm.min_fraction (0.80: 20% below expectation fails).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from trainready.spec.model import NodeSpec
+
+OPS = ["all_reduce"]
+
+
+def fleet_spec(spec: NodeSpec) -> NodeSpec:
+    """The spec the collective is judged with: the fleet's inter-node expectations in place of the node's."""
+    comm = dataclasses.replace(spec.comm, expected_busbw_gbps=dict(spec.fleet.expected_busbw_gbps),
+                               expected_sizes_bytes=())
+    return dataclasses.replace(spec, comm=comm)
+
+
+def run_collective(spec: NodeSpec, source: str, results: Path) -> tuple[int, dict[str, Any]]:
+    """Join, sweep, and (rank 0) write the comm record; (exit code, short summary for this node's record)."""
+    from trainready.cluster.cross import SIZES_CPU, SIZES_GPU
+    from trainready.comm.external import leave
+    from trainready.comm.ops import size_steps
+    from trainready.comm.run import CommOptions, build_report, sweep_external
+    from trainready.commands.common import write_json_doc
+    from trainready.dist.env import detect
+    from trainready.records import Outcome
+    from trainready.util.devices import cuda_count
+
+    ext = detect()
+    if ext is None:
+        return 0, {"skipped": "a world of one task: no multi-node collective"}
+    backend = "nccl" if cuda_count() else "gloo"
+    lo, hi = SIZES_GPU if backend == "nccl" else SIZES_CPU
+    judged = fleet_spec(spec)
+    opts = CommOptions(ops=list(OPS), sizes=size_steps(lo, hi, 4), warmup=5 if backend == "nccl" else 2,
+                       iters=20 if backend == "nccl" else 10, world_size=ext.world_size, backend=backend,
+                       timeout_s=spec.comm.timeout_s, pair_iters=0,
+                       step_budget_s=None if backend == "nccl" else 0.5)
+    out = str(results / "cross" / "comm.json")
+    context = {"spec_source": source, "launcher": ext.source, "fleet": True}
+    t0 = time.perf_counter()
+
+    def report_failure(fail: Outcome) -> int:
+        if ext.rank == 0:
+            write_json_doc(build_report(opts, judged, source, None, fail, time.perf_counter() - t0, context).to_json(),
+                           out, None)
+        else:
+            sys.stderr.write(f"trainready cluster: collective FAIL: {fail.message}\n")
+        return 1
+
+    data, fail = sweep_external(opts, ext, report_failure)
+    if fail is not None:
+        leave(ext, report_failure(fail))
+    if ext.rank == 0:
+        rep = build_report(opts, judged, source, data, None, time.perf_counter() - t0, context)
+        write_json_doc(rep.to_json(), out, None)
+        return 0, {"rank": 0, "world_size": ext.world_size, "backend": backend, "status": rep.status.value}
+    return 0, {"rank": ext.rank, "world_size": ext.world_size, "backend": backend}
+
+
+def rank_nodes(cross: dict[str, dict[str, Any]]) -> dict[int, str]:
+    """Global rank → node, from each node's first task's rank (srun's block distribution: a node's tasks
+    hold consecutive ranks)."""
+    firsts = sorted((int(d.get("rank", 0)), n) for n, d in cross.items())
+    out: dict[int, str] = {}
+    for i, (first, node) in enumerate(firsts):
+        end = firsts[i + 1][0] if i + 1 < len(firsts) else first + 1
+        for r in range(first, max(end, first + 1)):
+            out[r] = node
+    return out
+
+
+def judge(results: Path, cross: dict[str, dict[str, Any]]) -> tuple[Any, list[Any]]:
+    """(fleet-level CheckResult, node findings) from RESULTS/cross/comm.json."""
+    import re
+
+    from trainready.cluster.crosschecks import Finding
+    from trainready.cluster.layout import read_json
+    from trainready.records import SCHEMA_VERSION, CheckResult, Level, Metric, Status
+
+    title = "multi-node all_reduce: correct results, bus bandwidth"
+    doc, why = read_json(results / "cross" / "comm.json", SCHEMA_VERSION)
+    if doc is None:
+        return CheckResult("cluster.collective", title, Level.STANDARD, Status.ERROR, f"no collective record: {why}",
+                           "See RESULTS/logs/cross.out for the srun step's output.", (), 0.0), []
+    res = doc.get("results") or []
+    bad = [r for r in res if r.get("status") in ("fail", "error") and r.get("name") != "comm.pairs"]
+    ranks = rank_nodes(cross)
+    findings = []
+    for r in bad:
+        named = {int(x) for x in re.findall(r"rank (\d+)", r.get("message", ""))}
+        for node in sorted({ranks[k] for k in named if k in ranks}):
+            findings.append(Finding(node, "collective", Status.FAIL, f"named by the all_reduce: {r.get('message')}"))
+    metrics = tuple(Metric(m["name"], float(m["value"]) if isinstance(m["value"], (int, float)) else float("nan"),
+                           m["unit"], tuple(sorted((m.get("labels") or {}).items())))
+                    for r in res for m in r.get("metrics", []) if m.get("name") == "comm_busbw_avg")
+    main = next((r for r in res if r.get("name") != "comm.pairs"), {})
+    status = Status(bad[0]["status"]) if bad else Status(main.get("status", "warn"))
+    msg = bad[0].get("message", "") if bad else main.get("message", "")
+    return CheckResult("cluster.collective", title, Level.STANDARD, status, msg,
+                       (bad[0].get("remedy", "") if bad else main.get("remedy", "")), metrics, 0.0,
+                       {"record": str(results / "cross" / "comm.json")}), findings

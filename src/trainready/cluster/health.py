@@ -1,0 +1,55 @@
+"""`trainready node --health-check`: quick checks for Slurm's HealthCheckProgram, NHC-style.
+
+Slurm runs the program on every node each HealthCheckInterval seconds and kills it after 60 s (before
+Slurm 26.05, slurm.conf(5)); this mode runs only seconds-long checks, each bounded by CHECK_TIMEOUT_S, and
+on a failure drains its own node (`scontrol update nodename=$SLURMD_NODENAME state=drain reason="trainready:
+health check: ..."`), never over an administrator's drain.  A healthy node is left as it is (resuming is
+`trainready cluster resume`'s job, after full acceptance).  Exit 0 healthy, 1 unhealthy (3: planted).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Callable, Mapping
+
+CHECKS = ("gpus", "versions", "matmul")  # seconds each: devices visible, version chain, known-answer matmul
+CHECK_TIMEOUT_S = 15.0  # per check; the three together stay well inside Slurm's 60 s kill
+
+
+def run_health(spec_arg: str | None, plants: Mapping[str, str], say: Callable[[str], None]) -> int:
+    import shutil
+
+    from trainready.checks import CheckContext, select
+    from trainready.cluster import ledger, slurm
+    from trainready.cluster.layout import node_name
+    from trainready.errors import SlurmError
+    from trainready.records import PLANTED_EXIT, Level
+    from trainready.runner import run_checks
+    from trainready.spec import load_spec
+
+    spec, source = load_spec(spec_arg)
+    work = Path(tempfile.mkdtemp(prefix="trainready-health-"))
+    try:
+        ctx = CheckContext(spec, work, dict(plants), {f"timeout.{c}": CHECK_TIMEOUT_S for c in CHECKS})
+        report = run_checks("node", select(list(CHECKS), None, Level.QUICK), ctx, context={"spec_source": source})
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    node = node_name()
+    bad = [r for r in report.results if r.status.value in ("fail", "error")]
+    if not bad:
+        say(f"trainready health check: {node}: OK ({', '.join(r.name for r in report.results)}; "
+            f"{report.duration_s:.1f} s)")
+        return 0
+    why = "; ".join(f"{r.name}: {r.message}" for r in bad)
+    say(f"trainready health check: {node}: FAIL: {why}")
+    try:
+        info = slurm.nodes([node]).get(node)
+        if info is not None and info.drained and not info.ours:
+            say(f"{node}: already drained by an administrator ({info.reason or 'no reason'}); left alone")
+        else:
+            slurm.drain(node, ledger.reason_text([f"health check: {why}"]))
+            say(f"{node}: drained")
+    except SlurmError as exc:
+        say(f"{node}: could not drain: {exc}")
+    return PLANTED_EXIT if plants else 1  # a planted run is a test, never evidence (records.PLANTED_EXIT)

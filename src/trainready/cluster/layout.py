@@ -1,0 +1,60 @@
+"""Where a fleet run keeps its files under --results (a directory every node sees), and their schemas.
+
+Every per-node file is named by the Slurm node name ($SLURMD_NODENAME), never the hostname: several
+Slurm nodes may share a host (the local test cluster), and a node name is what `scontrol` acts on.
+
+    RESULTS/nodes/NODE.json     node record (trainready.fleetnode/1): the node report + manifest
+    RESULTS/cross/NODE.json     cross-node record of NODE (trainready.fleetcross/1)
+    RESULTS/cross/storage/NODE  the shared-storage probe file NODE wrote
+    RESULTS/cross/comm.json     the multi-node collective's report (rank 0)
+    RESULTS/fleet.json          the fleet verdict (trainready.fleet/1)
+    RESULTS/drain-ledger.jsonl  who drained / resumed which node, when, why, with which record
+    RESULTS/logs/               Slurm's output of each task and of the cross-node step
+    RESULTS/job/                the batch script as submitted
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+NODE_SCHEMA = "trainready.fleetnode/1"
+CROSS_SCHEMA = "trainready.fleetcross/1"
+FLEET_SCHEMA = "trainready.fleet/1"
+LEDGER = "drain-ledger.jsonl"
+
+
+def node_name() -> str:
+    """This task's Slurm node name ($SLURMD_NODENAME), else the short host name (outside Slurm)."""
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+
+
+def node_record(results: Path, node: str) -> Path:
+    return results / "nodes" / f"{node}.json"
+
+
+def cross_record(results: Path, node: str) -> Path:
+    return results / "cross" / f"{node}.json"
+
+
+def storage_probe(results: Path, node: str) -> Path:
+    return results / "cross" / "storage" / node
+
+
+def read_json(path: Path, schema: str) -> tuple[dict[str, Any] | None, str]:
+    """(document, '') or (None, why not): missing, unreadable, not JSON, or another schema."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None, f"no record at {path}"
+    except OSError as exc:
+        return None, f"{path}: unreadable ({exc.strerror})"
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return None, f"{path}: not JSON ({str(exc).splitlines()[0]})"
+    if not isinstance(doc, dict) or doc.get("schema") != schema:
+        got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
+        return None, f"{path}: schema {got!r}, expected {schema!r}"
+    return doc, ""

@@ -1,0 +1,114 @@
+"""Drain and resume, NHC-style, with a ledger: RESULTS/drain-ledger.jsonl, one JSON object per action.
+
+* drain: `scontrol update nodename=X state=drain reason="trainready: <first reason>"` for rejected nodes
+  only.  A node an administrator drained (a reason without the `trainready:` prefix) is left alone: its
+  reason is never overwritten.
+* resume: a node is returned to service only if its current reason starts with `trainready:` AND it passes
+  acceptance again.  So that no other job lands on it while it is re-validated, it is first reserved
+  (`scontrol create reservation ... Flags=MAINT,IGNORE_JOBS`), then resumed, accepted inside the
+  reservation, drained again if it fails, and the reservation is deleted.
+Every entry: action, node, when (UTC), who (user@host), why, the record that caused it, Slurm's reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import getpass
+import json
+import socket
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from trainready.cluster import slurm
+from trainready.cluster.layout import LEDGER
+from trainready.cluster.verdict import FleetVerdict
+
+REASON_MAX = 200  # characters of the drain reason (Slurm keeps it as given; sinfo -R shows it)
+
+
+def who() -> str:
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+def append(results: Path, entry: dict[str, Any]) -> None:
+    """Add one entry; the ledger is rewritten atomically (a crash leaves the old or the new one, whole)."""
+    from trainready.util.atomic import atomic_write_text
+
+    path = results / LEDGER
+    old = path.read_text(encoding="utf-8") if path.exists() else ""
+    stamp = {"when": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "who": who()}
+    atomic_write_text(path, old + json.dumps({**stamp, **entry}, sort_keys=False) + "\n")
+
+
+def read(results: Path) -> list[dict[str, Any]]:
+    path = results / LEDGER
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def reason_text(reasons: Sequence[str]) -> str:
+    first = " ".join(reasons[0].split()) if reasons else "rejected"
+    more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
+    text = f"{slurm.PREFIX} {first}"
+    return (text[: REASON_MAX - len(more) - 3] + "..." if len(text) + len(more) > REASON_MAX else text) + more
+
+
+def drain_rejected(results: Path, verdict: FleetVerdict, say: Callable[[str], None]) -> list[str]:
+    """Drain each rejected node (never over an administrator's drain); the nodes drained."""
+    rejected = [n for n in verdict.nodes if not n.accepted]
+    info = slurm.nodes([n.node for n in rejected]) if rejected else {}
+    drained = []
+    for nv in rejected:
+        i = info.get(nv.node)
+        base = {"node": nv.node, "why": list(nv.reasons), "record": nv.record, "planted": dict(verdict.planted)}
+        if i is not None and i.drained and not i.ours:
+            say(f"{nv.node}: already drained by an administrator ({i.reason or 'no reason'}); left alone")
+            append(results, {"action": "left-alone", **base, "slurm_reason": i.reason})
+            continue
+        reason = reason_text(nv.reasons)
+        slurm.drain(nv.node, reason)
+        append(results, {"action": "drain", **base, "slurm_reason": reason})
+        say(f"{nv.node}: drained ({reason})")
+        drained.append(nv.node)
+    return drained
+
+
+@dataclasses.dataclass(frozen=True)
+class ResumePlan:
+    revalidate: tuple[str, ...]
+    left: tuple[tuple[str, str], ...]  # (node, why it is not touched)
+
+
+def plan_resume(nodes: Sequence[str] | None, partition: str | None) -> ResumePlan:
+    """Which nodes may be re-validated: drained by trainready.  Given none: every such node of the partition."""
+    info = slurm.nodes(list(nodes) if nodes else None, partition)
+    todo, left = [], []
+    for name in nodes or list(info):
+        i = info.get(name)
+        if i is None:
+            left.append((name, "not a node Slurm knows"))
+        elif not i.drained:
+            if nodes:
+                left.append((name, f"not drained ({i.state}): nothing to resume"))
+        elif not i.ours:
+            left.append((name, f"drained by an administrator ({i.reason or 'no reason'}): left alone"))
+        else:
+            todo.append(name)
+    return ResumePlan(tuple(todo), tuple(left))
+
+
+def reserve(nodes: Sequence[str], minutes: int) -> str:
+    name = f"trainready-revalidate-{dt.datetime.now().strftime('%Y%m%d%H%M%S')}"
+    slurm.call(["scontrol", "create", "reservation", f"ReservationName={name}", f"Nodes={','.join(nodes)}",
+                "StartTime=now", f"Duration={minutes}", f"Users={getpass.getuser()}", "Flags=MAINT,IGNORE_JOBS"])
+    return name
+
+
+def unreserve(name: str) -> None:
+    slurm.call(["scontrol", "delete", f"ReservationName={name}"])

@@ -1,0 +1,40 @@
+"""The fleet verdict for people: one row per node, the cross-node checks, the robust statistics."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from trainready.cluster.verdict import FleetVerdict
+
+STYLE = {"pass": "green", "warn": "yellow", "skip": "dim", "fail": "red", "error": "red"}
+
+
+def print_verdict(v: FleetVerdict, console: Console) -> None:
+    if v.planted:
+        console.print(f"[bold yellow]PLANTED FAULTS ({', '.join(f'{k}={x}' for k, x in v.planted.items())}): "
+                      "a test run, not evidence about these nodes[/]")
+    t = Table(title=f"trainready cluster: {len(v.nodes)} node(s), reference {v.reference}")
+    t.add_column("node")
+    t.add_column("verdict")
+    t.add_column("job")
+    t.add_column("reasons / warnings", overflow="fold")
+    for n in v.nodes:
+        verdict = "[green]ACCEPT[/]" if n.accepted else "[red]REJECT[/]"
+        text = "; ".join(n.reasons) if n.reasons else ("; ".join(n.warnings) or "all checks passed")
+        t.add_row(n.node, verdict, str(n.slurm.get("job_id", "")), text)
+    console.print(t)
+    if v.cross:
+        c = Table(title="cross-node checks")
+        c.add_column("check")
+        c.add_column("status")
+        c.add_column("result", overflow="fold")
+        for r in v.cross:
+            c.add_row(r.name, f"[{STYLE[r.status.value]}]{r.status.value.upper()}[/]", r.message)
+        console.print(c)
+    for s in v.stats:
+        judged = f"floor {s.floor:.4g}, robust bound {s.bound:.4g}" if s.judged else "too few figures to judge"
+        console.print(f"{s.metric}: {s.n} figure(s), median {s.median:.4g} {s.unit}, MAD {s.mad:.3g}; {judged}")
+    drain = ", ".join(v.rejected) or "none"
+    status = "FAIL" if v.exit_code else "PASS"
+    console.print(f"fleet: {status}: {len(v.nodes) - len(v.rejected)}/{len(v.nodes)} accepted; drain list: {drain}")

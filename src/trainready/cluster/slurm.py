@@ -1,0 +1,206 @@
+"""Slurm's own commands, and nothing else: every sbatch/srun/squeue/scontrol/sacct/scancel call goes through here.
+
+No home-made remote launcher, no ssh: Slurm places the work and reports what became of it.  The
+command lines are built by pure functions (`sbatch_argv`, `srun_argv`) so tests can assert them
+exactly; `call` runs one and turns every failure into one `SlurmError` line.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+from dataclasses import dataclass
+from typing import Sequence
+
+from trainready.errors import SlurmError
+
+CALL_TIMEOUT_S = 60.0  # a loaded slurmctld answers in seconds; no answer in a minute means it is not answering
+# Slurm job states after which a job or array task will not run again (squeue(1) "JOB STATE CODES").
+TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
+                      "DEADLINE", "PREEMPTED", "REVOKED", "SPECIAL_EXIT"})
+PREFIX = "trainready:"  # every drain reason trainready sets starts with this; anything else is an admin's
+
+
+def call(argv: Sequence[str], timeout: float = CALL_TIMEOUT_S) -> str:
+    """Run one Slurm command; its stdout, or one SlurmError line (missing, no answer, non-zero exit)."""
+    try:
+        p = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        raise SlurmError(f"{argv[0]}: not found (run on a Slurm login node; for a test cluster on this host: "
+                         "scripts/local-slurm.sh up)") from None
+    except subprocess.TimeoutExpired:
+        raise SlurmError(f"{shlex.join(argv[:3])}: no answer within {timeout:.0f} s (is slurmctld up? `sinfo`)") from None
+    if p.returncode != 0:
+        words = " ".join((p.stderr or p.stdout).split()) or f"exit code {p.returncode}"
+        raise SlurmError(f"{shlex.join(argv[:3])}: {words[:300]}")
+    return p.stdout
+
+
+def hostnames(expr: str) -> list[str]:
+    """Slurm's own expansion of a hostlist expression (`scontrol show hostnames`)."""
+    return call(["scontrol", "show", "hostnames", expr]).split()
+
+
+def hostlist(names: Sequence[str]) -> str:
+    """Slurm's own compression of node names into a hostlist expression (`scontrol show hostlist`)."""
+    return call(["scontrol", "show", "hostlist", ",".join(names)]).strip()
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    name: str
+    state: str  # sinfo %T, lower case: idle, mixed, allocated, drained, draining, down, ... ('*': not responding)
+    addr: str  # NodeAddr: where a rendezvous on this node listens
+    reason: str  # "" when none
+
+    @property
+    def drained(self) -> bool:
+        return self.state.rstrip("*~#!%$@^-").startswith(("drain", "drained", "draining"))
+
+    @property
+    def ours(self) -> bool:
+        """Drained by trainready (reason starts with 'trainready:'), as opposed to by an administrator."""
+        return self.reason.startswith(PREFIX)
+
+
+def nodes(names: Sequence[str] | None = None, partition: str | None = None) -> dict[str, NodeInfo]:
+    """State, address and reason of nodes (`sinfo -N`), in Slurm's order; a node in two partitions once."""
+    argv = ["sinfo", "-h", "-N", "-o", "%N\t%T\t%o\t%E"]
+    if partition:
+        argv += ["-p", partition]
+    if names:
+        argv += ["-n", ",".join(names)]
+    out: dict[str, NodeInfo] = {}
+    for line in call(argv).splitlines():
+        parts = line.split("\t", 3)
+        if len(parts) == 4 and parts[0] not in out:
+            reason = "" if parts[3].strip() in ("none", "(null)") else parts[3].strip()
+            out[parts[0]] = NodeInfo(parts[0], parts[1].strip(), parts[2].strip(), reason)
+    return out
+
+
+def sbatch_argv(script: str, n: int, concurrency: int, time_limit: str, log_pattern: str, partition: str | None,
+                job_name: str = "trainready-accept", reservation: str | None = None, gpus: int = 0) -> list[str]:
+    """One held array job, task i for node i; `pin` then points each task at its node and releases it.
+
+    --exclusive --mem=0: the task gets the whole node (every core and byte), as acceptance must; GPUs are
+    generic resources that --exclusive does not allocate, so they are asked for (--gpus-per-node)."""
+    argv = ["sbatch", "--parsable", "--hold", f"--array=0-{n - 1}%{max(1, min(concurrency, n))}", "--nodes=1",
+            "--ntasks=1", "--exclusive", "--mem=0", f"--time={time_limit}", f"--job-name={job_name}",
+            f"--output={log_pattern}"] + ([f"--gpus-per-node={gpus}"] if gpus else [])
+    if partition:
+        argv.append(f"--partition={partition}")
+    if reservation:
+        argv.append(f"--reservation={reservation}")
+    return argv + [script]
+
+
+def srun_argv(nodelist: str, n: int, time_limit: str, partition: str | None, container_flags: Sequence[str],
+              command: Sequence[str], job_name: str = "trainready-cross", tasks_per_node: int = 1,
+              reservation: str | None = None, gpus: int = 0) -> list[str]:
+    """One step over `nodelist` (the cross-node phase): one task per GPU (tasks_per_node), one per CPU node."""
+    argv = ["srun", f"--nodes={n}", f"--ntasks-per-node={tasks_per_node}", f"--nodelist={nodelist}", f"--time={time_limit}",
+            f"--job-name={job_name}", "--kill-on-bad-exit=0"] + ([f"--gpus-per-node={gpus}"] if gpus else [])
+    if partition:
+        argv.append(f"--partition={partition}")
+    if reservation:
+        argv.append(f"--reservation={reservation}")
+    return argv + list(container_flags) + list(command)
+
+
+def submit(argv: Sequence[str]) -> str:
+    """`sbatch --parsable ...` → the job id ("123" or "123;cluster" → "123")."""
+    out = call(argv).strip()
+    job = out.split(";", 1)[0]
+    if not job.isdigit():
+        raise SlurmError(f"sbatch --parsable printed {out!r}, expected a job id")
+    return job
+
+
+def pin(job: str, nodes_in_order: Sequence[str]) -> None:
+    """Array task i runs on nodes_in_order[i] only (ReqNodeList), then the held array is released."""
+    for i, node in enumerate(nodes_in_order):
+        call(["scontrol", "update", f"JobId={job}_{i}", f"ReqNodeList={node}"])
+    call(["scontrol", "release", job])
+
+
+@dataclass(frozen=True)
+class TaskState:
+    index: int
+    job_id: str  # this task's own job id (Slurm gives array tasks their own)
+    state: str  # PENDING, RUNNING, COMPLETED, FAILED, TIMEOUT, CANCELLED, ...
+    exit_code: str  # "rc:signal", as Slurm reports it
+    node: str
+    reason: str  # Slurm's Reason= (why pending, or why it ended)
+    run_s: float = 0.0  # RunTime: seconds since it started
+
+    @property
+    def done(self) -> bool:
+        return self.state in TERMINAL
+
+
+_KV = re.compile(r"(\w+)=(\S*)")
+
+
+def task_states(job: str, known: dict[int, str] | None = None) -> dict[int, TaskState]:
+    """Each array task's state from slurmctld (`scontrol show job -o`; records live MinJobAge s after the end),
+    else from accounting (`sacct`; with only a job-completion log, `sacct -c`, whose records carry each
+    task's own job id, mapped back through `known` = {task index: its job id} from earlier polls)."""
+    try:
+        text = call(["scontrol", "show", "job", "-o", job])
+    except SlurmError:
+        return _from_sacct(job, known or {})
+    out: dict[int, TaskState] = {}
+    for line in text.splitlines():
+        kv = dict(_KV.findall(line))
+        idx = kv.get("ArrayTaskId", "")
+        if not idx.isdigit():
+            continue  # the still-unsplit pending rest of the array ("3-9%4")
+        nodes_ = kv.get("NodeList", "")
+        out[int(idx)] = TaskState(int(idx), kv.get("JobId", ""), kv.get("JobState", "UNKNOWN"),
+                                  kv.get("ExitCode", ""), "" if nodes_ == "(null)" else nodes_, kv.get("Reason", ""),
+                                  _seconds(kv.get("RunTime", "")))
+    return out
+
+
+def _seconds(text: str) -> float:
+    """Slurm's [D-]HH:MM:SS → seconds (0 when absent)."""
+    m = re.match(r"^(?:(\d+)-)?(\d+):(\d+):(\d+)$", text)
+    if not m:
+        return 0.0
+    d, h, mi, se = (int(x or 0) for x in m.groups())
+    return float(((d * 24 + h) * 60 + mi) * 60 + se)
+
+
+def _from_sacct(job: str, known: dict[int, str]) -> dict[int, TaskState]:
+    fields = ["-n", "-P", "-o", "JobID,State,ExitCode,NodeList"]
+    try:
+        text = call(["sacct", "-j", job, *fields])  # slurmdbd: array tasks as JOB_INDEX
+    except SlurmError:
+        ids = ",".join(sorted(set(known.values()) | {job}))
+        text = call(["sacct", "-c", "-j", ids, *fields])  # jobcomp/filetxt: each task under its own job id
+    by_id = {v: k for k, v in known.items()}
+    out: dict[int, TaskState] = {}
+    for line in text.splitlines():
+        parts = line.split("|")
+        if len(parts) < 4:
+            continue
+        m = re.match(r"^\d+_(\d+)$", parts[0])
+        idx = int(m.group(1)) if m else by_id.get(parts[0])
+        if idx is not None and parts[1]:
+            out[idx] = TaskState(idx, parts[0], parts[1].split()[0], parts[2], parts[3], "")
+    return out
+
+
+def cancel(job: str) -> None:
+    call(["scancel", job])
+
+
+def drain(node: str, reason: str) -> None:
+    """Take `node` out of service with `reason` (which callers prefix with PREFIX)."""
+    call(["scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}"])
+
+
+def undrain(node: str) -> None:
+    call(["scontrol", "update", f"nodename={node}", "state=resume"])

@@ -1,0 +1,141 @@
+"""`trainready cluster`: the exact Slurm and Pyxis command lines it builds, Slurm's formats it reads, and its
+usage errors (one line, exit 2, before anything is submitted)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from trainready.cluster import ledger, run, slurm
+from trainready.cluster.options import Container, FleetOptions, parse_mounts, time_seconds
+from trainready.errors import UsageError
+from trainready.records import Level
+
+RES = Path("/lustre/acc/2026-12-03")
+
+
+def test_pyxis_flags_and_the_batch_script_are_exact():
+    c = Container("nvcr.io#nvidia/pytorch:25.01-py3", ("/lustre/data:/data:ro",))
+    assert c.srun_flags(RES) == ["--container-image=nvcr.io#nvidia/pytorch:25.01-py3",
+                                 "--container-mounts=/lustre/data:/data:ro,/lustre/acc/2026-12-03:/lustre/acc/2026-12-03",
+                                 "--no-container-mount-home"]
+    opts = FleetOptions(results=RES, count=640, partition="gpu", spec="example:h200-8x", level=Level.STANDARD,
+                        time_limit="45:00", concurrency=64, container=c)
+    assert run.batch_script(opts, gpus=8).splitlines()[-1] == (
+        "exec srun --ntasks=1 --nodes=1 --gpus-per-node=8 --cpus-per-task=\"$SLURM_CPUS_ON_NODE\" "
+        "'--container-image=nvcr.io#nvidia/pytorch:25.01-py3' "
+        "--container-mounts=/lustre/data:/data:ro,/lustre/acc/2026-12-03:/lustre/acc/2026-12-03 "
+        "--no-container-mount-home trainready cluster node-task --results /lustre/acc/2026-12-03 "
+        "--level standard --spec example:h200-8x --image 'nvcr.io#nvidia/pytorch:25.01-py3'")  # '#': quoted for bash
+    plain = FleetOptions(results=RES, level=Level.QUICK)
+    assert run.task_command(plain)[:3] == [sys.executable, "-m", "trainready"]  # no image: this interpreter
+
+
+def test_sbatch_and_srun_command_lines():
+    assert slurm.sbatch_argv("/r/job/accept.sbatch", 640, 64, "45:00", "/r/logs/accept_%A_%a.out", "gpu",
+                             gpus=8) == [
+        "sbatch", "--parsable", "--hold", "--array=0-639%64", "--nodes=1", "--ntasks=1", "--exclusive", "--mem=0",
+        "--time=45:00", "--job-name=trainready-accept", "--output=/r/logs/accept_%A_%a.out", "--gpus-per-node=8",
+        "--partition=gpu", "/r/job/accept.sbatch"]
+    assert slurm.sbatch_argv("s", 3, 64, "5:00", "o", None)[3] == "--array=0-2%3"  # %K never above N
+    argv = slurm.srun_argv("gpu[001-640]", 640, "45:00", "gpu", ["--container-image=img"], ["trainready", "x"],
+                           tasks_per_node=8, gpus=8)
+    assert argv == ["srun", "--nodes=640", "--ntasks-per-node=8", "--nodelist=gpu[001-640]", "--time=45:00",
+                    "--job-name=trainready-cross", "--kill-on-bad-exit=0", "--gpus-per-node=8", "--partition=gpu",
+                    "--container-image=img", "trainready", "x"]
+
+
+def test_slurm_formats_read():
+    assert [time_seconds(t) for t in ("5", "0:30", "1:00:00", "2-3", "1-0:10", "1-0:0:5")] == \
+        [300, 30, 3600, 2 * 86400 + 3 * 3600, 86400 + 600, 86400 + 5]
+    with pytest.raises(UsageError, match="--time 'soon'"):
+        time_seconds("soon")
+    assert slurm._seconds("1-02:03:04") == 93784.0 and slurm._seconds("") == 0.0
+    with pytest.raises(UsageError, match="SRC"):
+        parse_mounts(["/a:/b:ro:extra"])
+
+
+def test_no_result_reasons_say_what_slurm_said():
+    p = Path("/r/nodes/node2.json")
+    killed = slurm.TaskState(1, "13", "FAILED", "137:0", "node2", "NonZeroExitCode")
+    assert run.no_result_reason(killed, p, "", "5:00") == \
+        "task 13 FAILED (exit code 137 = killed by signal 9); NonZeroExitCode"
+    hung = slurm.TaskState(2, "14", "HUNG", "0:0", "node3", "None", 41.0)
+    assert "hung: still running 41 s" in run.no_result_reason(hung, p, "", "0:30")
+    done = slurm.TaskState(0, "12", "COMPLETED", "0:0", "node1", "None")
+    assert "wrote no record" in run.no_result_reason(done, p, "no record at /r/nodes/node2.json", "5:00")
+    assert "never started" in run.no_result_reason(None, p, "", "5:00")
+    out = run._at_deadline({0: slurm.TaskState(0, "5", "PENDING", "", "", "Resources"),
+                            1: slurm.TaskState(1, "6", "RUNNING", "", "node2", "None")},
+                           {0: slurm.TaskState(0, "5", "CANCELLED", "", "", ""),
+                            1: slurm.TaskState(1, "6", "CANCELLED", "", "node2", "")})
+    assert out[0].state == "PENDING" and out[1].state == "HUNG"
+
+
+def test_drain_reason_has_the_prefix_and_a_bounded_length():
+    r = ledger.reason_text(["check matmul: FAIL: " + "x" * 500, "drift: torch"])
+    assert r.startswith("trainready: check matmul") and r.endswith("(+1 more)") and len(r) <= ledger.REASON_MAX
+    assert slurm.NodeInfo("n", "drained", "h", "trainready: slow").ours
+    assert not slurm.NodeInfo("n", "drained", "h", "admin: fan").ours
+
+
+def _opts(**kw):  # type: ignore[no-untyped-def]
+    from trainready.commands.cluster import _options
+
+    base = dict(results="/tmp/x", nodes=None, nodelist=None, partition=None, spec=None, level=Level.QUICK, only=None,
+                skip=None, time_limit="5:00", concurrency=64, reference=None, drain=False, image=None, mounts=None,
+                mount_home=False, plant=None)
+    return _options(**{**base, **kw})
+
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(nodes=2, nodelist="node[1-2]"), "--nodes and --nodelist"),
+    (dict(time_limit="soon"), "--time 'soon'"),
+    (dict(plant=["cluster.slow=node3:fast"]), "cluster.slow=node3:fast"),
+    (dict(plant=["cluster.slw=node3"]), "did you mean cluster.slow"),
+    (dict(mounts=["/a:/b"]), "needs --container-image"),
+    (dict(results="/no/such/dir/r"), "does not exist"),
+    (dict(spec="/no/such.toml"), "/no/such.toml"),
+])
+def test_usage_errors_before_anything_is_submitted(kw, words):
+    with pytest.raises(UsageError, match=words.replace("[", r"\[").replace("(", r"\(")):
+        _opts(**kw)
+    assert _opts(nodes=3).count == 3  # the same call, valid
+
+
+def test_usage_error_through_the_cli_is_one_line_exit_2():
+    p = run_cli("cluster", "run", "-N", "2", "-w", "node[1-2]", "--results", "/tmp/x")
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "--nodes and --nodelist" in p.stderr
+
+
+def test_task_states_parse_scontrol_and_fall_back_to_sacct(monkeypatch):
+    line = ("JobId=115 ArrayJobId=114 ArrayTaskId=1 ArrayTaskThrottle=3 JobName=trainready-accept JobState=FAILED "
+            "Reason=NonZeroExitCode Dependency=(null) ExitCode=137:0 RunTime=00:00:34 NodeList=node2 BatchHost=node2")
+    monkeypatch.setattr(slurm, "call", lambda argv, timeout=0: line + "\n")
+    assert slurm.task_states("114") == {1: slurm.TaskState(1, "115", "FAILED", "137:0", "node2", "NonZeroExitCode", 34.0)}
+
+    def gone(argv, timeout=0):  # the record aged out of slurmctld; no slurmdbd; the job-completion log answers
+        if argv[:2] == ["scontrol", "show"] or "-c" not in argv:
+            raise slurm.SlurmError("gone")
+        assert argv[argv.index("-j") + 1] == "114,115"
+        return "115|FAILED|137:0|node2\n114|COMPLETED|0:0|node3\n"
+
+    monkeypatch.setattr(slurm, "call", gone)
+    got = slurm.task_states("114", {1: "115", 2: "114"})
+    assert got[1].state == "FAILED" and got[1].exit_code == "137:0" and got[2].state == "COMPLETED"
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("su"), reason="needs root to run the script as another user")
+def test_local_slurm_says_why_it_cannot_start():
+    from conftest import SLURM_SCRIPT
+
+    p = subprocess.run(["su", "nobody", "-s", "/bin/bash", "-c", f"bash {SLURM_SCRIPT} up"], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 3 and p.stdout.strip() == (
+        "local-slurm: cannot start: needs root (to install slurm-wlm/munge and run slurmd); run as root or in CI")

@@ -1,0 +1,145 @@
+"""`trainready cluster` end to end on the local 3-node Slurm cluster (scripts/local-slurm.sh; skipped with the
+script's reason where it cannot start).  Each run is shared by the assertions about it; planted faults are
+asserted (rejected, with the right reason) before the healthy nodes of the same run (accepted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from conftest import run_cli
+
+pytestmark = pytest.mark.slow
+
+SPEC = "example:local-slurm"
+CHECKS = "versions,matmul,train_step"  # the quick node checks that carry a throughput figure (tokens/s)
+
+
+def cluster(results, *extra: str, checks: str = CHECKS, limit: str = "5:00", timeout: float = 600):
+    p = run_cli("cluster", "run", "-N", "3", "--results", str(results), "--spec", SPEC, "--only", checks,
+                "--time", limit, "--json", str(results) + ".json", *extra, timeout=timeout)
+    doc = json.loads(open(str(results) + ".json").read()) if (p.returncode in (0, 1, 3)) else None
+    return p, doc
+
+
+def by_node(doc):
+    return {n["node"]: n for n in doc["nodes"]}
+
+
+def sinfo_reason(node: str) -> tuple[str, str]:
+    out = subprocess.run(["sinfo", "-h", "-N", "-n", node, "-o", "%T|%E"], capture_output=True, text=True).stdout
+    state, _, reason = out.strip().splitlines()[0].partition("|")
+    return state, reason
+
+
+VERDICTS: list[dict[str, bool]] = []  # every run's verdict on its unplanted nodes (stability, last test)
+
+
+def unplanted(doc) -> dict[str, bool]:
+    planted = {v.partition(":")[0] for v in doc.get("planted", {}).values()}
+    return {n["node"]: n["accepted"] for n in doc["nodes"] if n["node"] not in planted}
+
+
+@pytest.fixture(scope="module")
+def healthy(local_slurm, tmp_path_factory):
+    p, doc = cluster(tmp_path_factory.mktemp("healthy") / "r")
+    assert doc is not None, p.stderr[-2000:]
+    VERDICTS.append(unplanted(doc))
+    return p, doc
+
+
+@pytest.fixture(scope="module")
+def faulty(local_slurm, tmp_path_factory):
+    """fail + drift on node2, slow on node3, with --drain."""
+    res = tmp_path_factory.mktemp("faulty") / "r"
+    p, doc = cluster(res, "--drain", "--plant", "cluster.fail=node2", "--plant", "cluster.drift=node2",
+                     "--plant", "cluster.slow=node3:0.02", "--reference", "node1")
+    assert doc is not None, p.stderr[-2000:]
+    VERDICTS.append(unplanted(doc))
+    return res, p, doc
+
+
+def test_faulty_nodes_rejected_with_their_reasons_healthy_accepted(faulty):
+    _, p, doc = faulty
+    v = by_node(doc)
+    assert p.returncode == 3  # records.PLANTED_EXIT: a planted run's exit code is never a verdict
+    assert not v["node2"]["accepted"] and not v["node3"]["accepted"]
+    assert any(r.startswith("check matmul: FAIL") for r in v["node2"]["reasons"])
+    assert any(r.startswith("drift: torch") and "0.0.0+planted" in r for r in v["node2"]["reasons"])
+    assert any(r.startswith("slow: cpu train_tokens_per_s") for r in v["node3"]["reasons"])
+    assert not any(r.startswith(("slow", "drift", "check")) for r in v["node2"]["reasons"] + v["node3"]["reasons"]
+                   if not r.startswith(("check matmul", "drift: torch", "slow: cpu train_tokens_per_s")))
+    assert doc["drain_list"] == ["node2", "node3"]
+    assert doc["summary"]["evidence"] is False and doc["planted"]  # a planted run is never evidence
+    assert v["node1"]["accepted"], v["node1"]["reasons"]
+
+
+def test_drain_only_rejected_then_resume_restores_ours_and_leaves_admin_drain(faulty, local_slurm):
+    res, _, _ = faulty
+    assert sinfo_reason("node2")[1].startswith("trainready: check matmul")
+    assert sinfo_reason("node3")[1].startswith("trainready: slow")
+    assert "drain" not in sinfo_reason("node1")[0]
+    ledger = [json.loads(x) for x in (res / "drain-ledger.jsonl").read_text().splitlines()]
+    assert [(e["action"], e["node"]) for e in ledger] == [("drain", "node2"), ("drain", "node3")]
+    assert all(e["who"] and e["when"] and e["record"].endswith(f"{e['node']}.json") for e in ledger)
+    subprocess.run(["scontrol", "update", "nodename=node1", "state=drain", "reason=admin: fan"], check=True)
+    try:
+        p = run_cli("cluster", "resume", "node1", "node2", "node3", "--results", str(res), "--spec", SPEC,
+                    "--only", "versions,matmul", "--time", "5:00", "--json", str(res / "resume.json"), timeout=600)
+        assert p.returncode == 0, p.stderr[-2000:]
+        VERDICTS.append(unplanted(json.loads((res / "resume.json").read_text())))
+        assert sinfo_reason("node1") == ("drained", "admin: fan")  # an administrator's drain: untouched
+        assert "drain" not in sinfo_reason("node2")[0] and "drain" not in sinfo_reason("node3")[0]
+        actions = [(e["action"], e["node"]) for e in
+                   (json.loads(x) for x in (res / "drain-ledger.jsonl").read_text().splitlines())]
+        assert ("resume", "node2") in actions and ("resume", "node3") in actions
+    finally:
+        subprocess.run(["scontrol", "update", "nodename=node1", "state=resume"], check=False)
+
+
+def test_killed_and_hung_tasks_are_no_result_with_slurms_reason(local_slurm, tmp_path):
+    p, doc = cluster(tmp_path / "r", "--plant", "cluster.kill=node2", "--plant", "cluster.hang=node3",
+                     checks="versions", limit="0:30")
+    assert doc is not None, p.stderr[-2000:]
+    VERDICTS.append(unplanted(doc))
+    v = by_node(doc)
+    assert p.returncode == 3 and doc["drain_list"] == ["node2", "node3"]
+    assert v["node2"]["reasons"][0].startswith("no result: task") and "killed by signal 9" in v["node2"]["reasons"][0]
+    assert "no result" in v["node3"]["reasons"][0] and ("TIMEOUT" in v["node3"]["reasons"][0]
+                                                         or "hung" in v["node3"]["reasons"][0])
+    assert v["node1"]["accepted"], v["node1"]["reasons"]
+
+
+def test_healthy_fleet_accepts_every_node(healthy):
+    p, doc = healthy
+    assert p.returncode == 0, [n["reasons"] for n in doc["nodes"]]
+    assert doc["schema"] == "trainready.fleet/1" and doc["drain_list"] == [] and doc["summary"]["evidence"]
+    assert {c["name"]: c["status"] for c in doc["cross"]}["cluster.storage"] == "pass"
+    assert by_node(doc).keys() == {"node1", "node2", "node3"}
+
+
+def test_health_check_drains_its_own_node_never_an_admin_drain(local_slurm, monkeypatch):
+    from trainready.cluster.health import run_health
+
+    try:
+        p = run_cli("node", "--health-check", "--plant", "matmul.corrupt=0", env={"SLURMD_NODENAME": "node2"})
+        assert p.returncode == 3, p.stdout + p.stderr  # unhealthy, and planted: records.PLANTED_EXIT
+        state, reason = sinfo_reason("node2")
+        assert "drain" in state and reason.startswith("trainready: health check: matmul")
+        subprocess.run(["scontrol", "update", "nodename=node3", "state=drain", "reason=admin: psu"], check=True)
+        monkeypatch.setenv("SLURMD_NODENAME", "node3")  # the same run in-process: no second interpreter start
+        said: list[str] = []
+        assert run_health(None, {"matmul.corrupt": "0"}, said.append) == 3
+        assert any("left alone" in x for x in said) and sinfo_reason("node3")[1] == "admin: psu"
+    finally:
+        for n in ("node2", "node3"):
+            subprocess.run(["scontrol", "update", f"nodename={n}", "state=resume"], check=False)
+
+
+def test_verdicts_are_stable_across_runs():
+    """Every unplanted node of every run above (healthy, faulty, resume, kill/hang: 4 runs, 7 node verdicts)
+    was accepted; benchmarks/cluster_e2e.py repeats the healthy run 10 times."""
+    assert len(VERDICTS) >= 3, "runs above did not record"
+    assert all(all(v.values()) and v for v in VERDICTS), VERDICTS

@@ -1,0 +1,149 @@
+"""Fleet verdict, robust statistics, drift and the cross-node judges: each shown failing on a planted fault
+before the healthy case passes."""
+
+from __future__ import annotations
+
+import dataclasses
+import resource
+
+import pytest
+
+from trainready.cluster import crosschecks, drift, synthetic
+from trainready.cluster.clock import ClockServer, measure, ntp
+from trainready.cluster.cross import hosts_facts, limit_facts, storage_facts
+from trainready.cluster.faults import NodeFaults, for_node, validate
+from trainready.cluster.stats import robust_bound
+from trainready.cluster.verdict import NodeInput, decide
+from trainready.errors import UsageError
+from trainready.records import Status
+from trainready.spec import load_spec
+
+SPEC = load_spec("example:h200-8x")[0]
+
+
+def verdicts(inputs, **kw):
+    return {n.node: n for n in decide(inputs, SPEC, [], [], **kw).nodes}
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_ten_percent_slow_gpu_is_caught_and_healthy_fleet_flags_nobody(seed):
+    slow = synthetic.fleet(640, 8, seed=seed, slow={"gpu0123": {5: 0.90}})
+    v = verdicts(slow)
+    assert not v["gpu0123"].accepted
+    assert any(r.startswith("slow: GPU 5 gemm_bf16") for r in v["gpu0123"].reasons)
+    assert [n for n, x in v.items() if not x.accepted] == ["gpu0123"]
+    healthy = verdicts(synthetic.fleet(640, 8, seed=seed))
+    assert all(x.accepted for x in healthy.values())
+
+
+def test_robust_bound_needs_both_floor_and_outlier():
+    tight = robust_bound("m", "u", [100.0, 100.0, 100.0, 99.0], 0.95, 3.0)  # MAD 0: bound = median
+    assert tight.slow(90.0) and not tight.slow(99.0)  # 99 is an outlier of a tight fleet but above the floor
+    noisy = robust_bound("m", "u", [100.0, 60.0, 140.0, 100.0, 100.0, 80.0, 120.0], 0.95, 3.0)
+    assert not noisy.slow(90.0)  # below the floor but within the fleet's own spread
+    assert not robust_bound("m", "u", [100.0, 50.0], 0.95, 3.0).slow(50.0)  # two figures: nothing judged
+
+
+def test_no_result_failed_check_and_drift_reject_with_reasons():
+    inputs = synthetic.fleet(4, 2)
+    dead = NodeInput("gpu0002", None, "task 12 FAILED (exit code 137 = killed by signal 9)")
+    bad = dataclasses.replace(inputs[2], record={**inputs[2].record, "report": {"results": [
+        {"name": "matmul", "status": "fail", "message": "1 wrong element", "metrics": []}]}})
+    drifted = dataclasses.replace(inputs[3], record={**inputs[3].record,
+                                                     "versions": {**inputs[3].record["versions"], "nccl": "2.21.5"}})
+    v = verdicts([inputs[0], dead, bad, drifted], reference="gpu0001")
+    assert v["gpu0002"].reasons == ("no result: task 12 FAILED (exit code 137 = killed by signal 9)",)
+    assert v["gpu0003"].reasons[0].startswith("check matmul: FAIL: 1 wrong element")
+    assert v["gpu0004"].reasons == ("drift: nccl 2.27.7 (gpu0001) ≠ 2.21.5",)
+    assert v["gpu0001"].accepted
+
+
+def test_drift_against_spec_pins_and_majority():
+    node = dict(synthetic.VERSIONS)
+    assert drift.diff_pins({"torch": "2.9"}, node) == []
+    assert drift.diff_pins({"torch": "2.10"}, node) == [("torch", "2.10", "2.9.0")]
+    inputs = synthetic.fleet(3, 1)
+    odd = dataclasses.replace(inputs[1], record={**inputs[1].record, "versions": {**node, "kernel": "6.1"}})
+    unpinned = dataclasses.replace(SPEC, software=dataclasses.replace(SPEC.software, cuda=None))
+    v = {n.node: n for n in decide([inputs[0], odd, inputs[2]], unpinned, [], []).nodes}  # no pins: the majority
+    assert v["gpu0002"].reasons == ("drift: kernel 6.8.0-60-generic (fleet majority) ≠ 6.1",)
+
+
+def test_planted_run_is_never_evidence():
+    doc = decide(synthetic.fleet(3, 1), SPEC, [], [], planted={"cluster.fail": "gpu0002"}).to_json()
+    assert doc["summary"]["evidence"] is False and doc["schema"] == "trainready.fleet/1"
+
+
+def test_ntp_arithmetic_and_a_real_exchange():
+    s = ntp(t1=100.0, t2=105.0, t3=105.0, t4=100.2)  # host 5 s ahead, 0.2 s round trip
+    assert s.offset_s == pytest.approx(4.9) and s.rtt_s == pytest.approx(0.2)
+    with ClockServer("127.0.0.1") as srv:
+        ahead = measure(f"127.0.0.1:{srv.port}", clock=lambda: __import__("time").time() + 5.0)
+        same = measure(f"127.0.0.1:{srv.port}")
+    assert ahead.offset_s == pytest.approx(-5.0, abs=0.1)
+    assert abs(same.offset_s) < 0.1 and same.rtt_s < 0.5
+
+
+def test_clock_judge():
+    spec = SPEC.fleet
+    c = {"a": {"clock": {"offset_s": -5.0, "rtt_s": 0.001, "daemons": ["chronyd"]}},
+         "b": {"clock": {"offset_s": 0.9, "rtt_s": 0.4, "daemons": ["chronyd"]}},
+         "c": {"clock": {"error": "cannot reach", "daemons": []}},
+         "d": {"clock": {"offset_s": 0.001, "rtt_s": 0.001, "daemons": ["chronyd"]}}}
+    res, found = crosschecks.clock(c, spec)
+    got = {(f.node, f.status) for f in found}
+    assert ("a", Status.FAIL) in got and ("b", Status.WARN) in got and ("c", Status.WARN) in got
+    assert not any(f.node == "d" for f in found) and res.status == Status.FAIL
+
+
+def _probe_all(root, planted: str | None, wait_s: float):
+    """Every node's storage probe at once (threads), as the srun step runs them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    peers = ["n1", "n2", "n3"]
+    with ThreadPoolExecutor(len(peers)) as ex:
+        futs = {n: ex.submit(storage_facts, root, n, [p for p in peers if p != n], wait_s,
+                             NodeFaults(storage=(n == planted))) for n in peers}
+    return {n: {"storage": f.result()} for n, f in futs.items()}
+
+
+def test_storage_judge_names_the_node_on_another_filesystem(tmp_path):
+    res, found = crosschecks.storage(_probe_all(tmp_path / "a", "n2", 2.0))
+    assert res.status == Status.FAIL and {f.node for f in found if f.status == Status.FAIL} == {"n2"}
+    assert "another filesystem" in next(f.text for f in found if f.node == "n2")
+    assert crosschecks.storage(_probe_all(tmp_path / "b", None, 10.0))[0].status == Status.PASS
+
+
+def test_limits_judge_on_a_really_lowered_limit():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        low = limit_facts(NodeFaults(nofile=512))
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert low["nofile_soft"] == 512
+    res, found = crosschecks.limits({"n1": {"limits": low}, "n2": {"limits": {"nofile_soft": 1 << 20}}}, SPEC.fleet)
+    assert [(f.node, f.status) for f in found] == [("n1", Status.FAIL)]
+
+
+def test_hosts_trap(tmp_path):
+    hosts = tmp_path / "hosts"
+    name = __import__("socket").gethostname()
+    hosts.write_text(f"127.0.0.1 localhost\n127.0.1.1 {name}.example {name}\n")
+    facts = hosts_facts(str(hosts))
+    assert facts["etc_hosts_loopback_lines"] == [f"127.0.1.1 {name}.example {name}"]
+    multi = {"a": {"hosts": {**facts, "hostname": "a"}}, "b": {"hosts": {**facts, "hostname": "b"}}}
+    assert crosschecks.hosts(multi)[0].status == Status.FAIL
+    one = {"a": {"hosts": facts}, "b": {"hosts": facts}}
+    assert crosschecks.hosts(one)[0].status == Status.WARN  # every node on one host: loopback is harmless
+    ok = {"a": {"hosts": {"hostname": "a", "resolves_to": {"loopback": False}, "etc_hosts_loopback_lines": []}}}
+    assert crosschecks.hosts(ok)[0].status == Status.PASS
+
+
+def test_plants_are_keyed_by_node():
+    p = {"cluster.slow": "node3:0.9", "cluster.fail": "node2", "cluster.clock": "node2:5"}
+    assert for_node(p, "node3") == NodeFaults(slow_factor=0.9)
+    assert for_node(p, "node2") == NodeFaults(fail=True, clock_ahead_s=5.0)
+    assert not for_node(p, "node1").any
+    for bad in ({"cluster.slow": "node3:x"}, {"cluster.clock": "node2"}, {"cluster.fail": "node2:1"}):
+        with pytest.raises(UsageError):
+            validate(bad)
