@@ -15,6 +15,7 @@ PTX JIT for newer features → warn.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata as md
 import os
 import re
@@ -22,12 +23,12 @@ from typing import Mapping
 
 from trainready.checks.base import Check, CheckContext, register
 from trainready.checks.gpu_visible import node_facts
-from trainready.probe import is_unavailable, unavailable, why
+from trainready.probe import guarded, is_unavailable, unavailable, why
 from trainready.probe.container import DIGEST_ENV, image_digest
 from trainready.probe.facts import NodeFacts
 from trainready.probe.host import name_version, os_release_fields
 from trainready.probe.libraries import disagreements
-from trainready.probe.software import Versions
+from trainready.probe.software import Versions, package_set
 from trainready.records import Level, Outcome, Status
 from trainready.spec.model import NodeSpec
 
@@ -169,7 +170,7 @@ def judge_versions(
         _judge_packages(sw.packages, pkgs, said, fails)
 
     details = {"versions": v.to_json(), "driver": nv.driver_version, "cuda_driver_version": nv.cuda_driver_version,
-               "os": os_now, "packages": pkgs}
+               "os": os_now, "packages": pkgs, "image_digest": image_digest}
     if fails:
         remedy = " ".join(dict.fromkeys(r for _, r in fails if r))
         return Outcome(Status.FAIL, "; ".join(m for m, _ in fails if m), remedy=remedy, details=details)
@@ -243,6 +244,12 @@ class VersionsCheck(Check):
         digest, digest_source = image_digest(ctx.options.get("image_digest"), os.environ)
         pins = ctx.spec.software.packages
         replayed = ctx.fault("versions.facts") is not None
-        return judge_versions(ctx.spec, node_facts(ctx, "versions.facts"), digest, None if replayed else os_release_fields(),
-                              None if replayed else {n: installed_version(n) for n in pins}, replayed,
-                              digest_source)
+        out = judge_versions(ctx.spec, node_facts(ctx, "versions.facts"), digest, None if replayed else os_release_fields(),
+                             None if replayed else {n: installed_version(n) for n in pins}, replayed,
+                             digest_source)
+        if replayed:
+            return out
+        # The image's key packages and the hash of its whole package set, for `trainready compare`.
+        pk = guarded(package_set)
+        extra = {"key_packages": pk[0], "package_set_sha256": pk[1]} if not isinstance(pk, str) else {"package_set_sha256": pk}
+        return dataclasses.replace(out, details={**out.details, **extra})

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from trainready.errors import ConfigError, UsageError
-from trainready.spec.model import NodeSpec
+from trainready.spec.model import CompareSpec, NodeSpec
 from trainready.util.strict import load_dataclass, read_toml
 
 EXAMPLES = ("cpu-default", "h200-8x", "b200-reference", "local-slurm")
@@ -54,6 +54,7 @@ def _validate(spec: NodeSpec, path: str) -> None:
         raise ConfigError(path, "comm.backend", f"expected one of auto, nccl, gloo, got '{spec.comm.backend}'")
     if not 0 < spec.comm.min_fraction <= 1:
         raise ConfigError(path, "comm.min_fraction", f"expected 0 < x <= 1, got {spec.comm.min_fraction}")
+    _validate_compare(spec, path)
 
 
 def spec_to_json(spec: NodeSpec) -> dict[str, Any]:
@@ -113,3 +114,38 @@ def _validate_ranges(spec: NodeSpec, path: str) -> None:
                               "expected a key of comm.expected_busbw_gbps (a fraction of what?)")
         if not 0 < frac <= 1:
             raise ConfigError(path, f"comm.min_fraction_by_op.{key}", f"expected 0 < x <= 1, got {frac}")
+
+
+VERSION_KEYS = ("python", "torch", "cuda", "cudnn", "nccl", "driver", "driver_cuda", "os", "image_digest", "packages")
+
+
+def compare_table(recorded: Any, where: str) -> tuple["CompareSpec", str]:
+    """The [compare] table recorded in a record's spec (strictly loaded and validated), else the defaults."""
+    from trainready.spec.model import CompareSpec
+
+    if recorded is None:
+        return CompareSpec(), "defaults (the baseline record carries no [compare] table)"
+    table = load_dataclass(CompareSpec, recorded, where, prefix="spec.compare.")
+    _validate_compare(dataclasses.replace(NodeSpec(), compare=table), where)
+    return table, f"{where}: its recorded spec's [compare]"
+
+
+def _validate_compare(spec: NodeSpec, path: str) -> None:
+    """[compare]: tolerances >= 0, known directions, known version keys (one line, file + key)."""
+    from trainready.spec.model import DIRECTIONS
+
+    c = spec.compare
+    if not 0 <= c.rate_rel_tol < 1:
+        raise ConfigError(path, "compare.rate_rel_tol", "expected a fraction 0 <= x < 1")
+    if not c.time_rel_tol >= 0:
+        raise ConfigError(path, "compare.time_rel_tol", "expected a fraction >= 0")
+    for i, name in enumerate(c.allow_changes):
+        if name.split(".", 1)[0] not in VERSION_KEYS or name.endswith("."):
+            raise ConfigError(path, f"compare.allow_changes[{i}]", f"expected one of {', '.join(VERSION_KEYS)} or packages.NAME, got '{name}'")
+    for name, tol in c.metrics.items():
+        if tol.direction not in DIRECTIONS:
+            raise ConfigError(path, f"compare.metrics.{name}.direction", f"expected one of {', '.join(DIRECTIONS)}, got '{tol.direction}'")
+        for key in ("rel", "abs"):
+            v = getattr(tol, key)
+            if v is not None and not v >= 0:
+                raise ConfigError(path, f"compare.metrics.{name}.{key}", "expected a number >= 0")

@@ -112,6 +112,36 @@ class ResumeSpec:
     seed: int = doc_field(1234, "Seed of model init, dropout and the data order.")
 
 
+DIRECTIONS = ("auto", "higher", "lower", "exact", "info")
+
+
+@dataclass(frozen=True)
+class MetricTolerance:
+    rel: float | None = doc_field(None, "Relative tolerance (fraction of the baseline value, e.g. 0.05 = 5%); unset = the kind's default.")
+    abs: float | None = doc_field(None, "Absolute tolerance in the metric's own unit; unset = 0.")
+    direction: str = doc_field(
+        "auto", "Which way is worse: higher (throughput), lower (time, error), exact (counts), info (never judged); "
+        "auto = from the metric's recorded threshold, else its unit and name."
+    )
+
+
+@dataclass(frozen=True)
+class CompareSpec:
+    rate_rel_tol: float = doc_field(
+        0.10, "`trainready compare`: a throughput metric (unit …/s, fraction of peak, MFU) may drop this fraction "
+        "below the baseline before it is a regression. 0.10: repeated runs of one healthy GPU node vary a few % "
+        "(nccl-tests busbw, GEMM TFLOP/s), so 10% leaves room for that noise.",
+    )
+    time_rel_tol: float = doc_field(0.10, "Likewise for a time metric (s, ms, us): it may rise by this fraction.")
+    allow_changes: tuple[str, ...] = doc_field(
+        (), "Version keys the upgrade under test is meant to change (torch, cuda, nccl, cudnn, driver, python, os, "
+        "image_digest, packages or packages.NAME); any other changed version fails the comparison.",
+    )
+    metrics: dict[str, MetricTolerance] = doc_field(
+        default_factory=dict, doc="Per-metric overrides by metric name, e.g. { comm_busbw_avg = { rel = 0.05 } }."
+    )
+
+
 @dataclass(frozen=True)
 class FleetSpec:
     clock_offset_max_s: float = doc_field(
@@ -152,3 +182,4 @@ class NodeSpec:
     comm: CommSpec = doc_field(default_factory=CommSpec, doc="Collective-communication thresholds.")
     resume: ResumeSpec = doc_field(default_factory=ResumeSpec, doc="Resume-equivalence protocol.")
     fleet: FleetSpec = doc_field(default_factory=FleetSpec, doc="Cross-node checks and fleet verdicts (trainready cluster).")
+    compare: CompareSpec = doc_field(default_factory=CompareSpec, doc="Tolerances of `trainready compare` (upgrade gate).")

@@ -136,6 +136,8 @@ def _fmt(v: Any) -> str:
         return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_fmt(x) for x in v) + "]"
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return _fmt({f.name: getattr(v, f.name) for f in dataclasses.fields(v) if getattr(v, f.name) is not None})
     if isinstance(v, dict):
         return "{ " + ", ".join(f"{_key(k)} = {_fmt(x)}" for k, x in v.items()) + " }"
     raise TypeError(type(v))

@@ -1,0 +1,1 @@
+"""`trainready compare`: judge a new image's record against the reference's (the upgrade gate)."""
