@@ -67,8 +67,8 @@ def test_table_is_exactly_what_the_code_reads() -> None:
     assert {f"comm.{k}" for k in COMM_CLI} == set(COMM_PLANTS)  # the sweep's own parser (comm.run.sweep_faults)
     assert {f"resume.{k}" for k in RESUME_PROTOCOL} == set(RESUME_PLANTS)
     assert set(BY_COMMAND["comm"]) == {n for n in read if n.startswith("comm.")}
-    assert set(BY_COMMAND["resume"]) == {n for n in read if n.startswith("resume.")}
-    assert set(BY_COMMAND["node"]) == {n for n in read if not n.startswith("cluster.")}  # node runs every check
+    assert set(BY_COMMAND["resume"]) == {n for n in read if n.startswith(("resume.", "compat."))}
+    assert set(BY_COMMAND["node"]) == {n for n in read if not n.startswith(("cluster.", "compat."))}  # every check
     assert set(BY_COMMAND["cluster"]) == {n for n in read if n.startswith("cluster.")}
     assert all(doc.strip() and "\n" not in doc for doc in PLANTS.values())
 

@@ -69,7 +69,14 @@ CLUSTER_PLANTS: dict[str, str] = {
     "cluster.nofile": "NODE:N: that node lowers its open-files limit to N before the limits check",
 }
 
-PLANTS: dict[str, str] = {**CHECK_PLANTS, **COMM_PLANTS, **RESUME_PLANTS, **CLUSTER_PLANTS}
+# Read by `trainready resume --save-only` (resume/compat.py): a checkpoint "from another environment".
+COMPAT_PLANTS: dict[str, str] = {
+    "compat.dtype": "PARAM: save this model parameter as bfloat16 (any other value: the first one)",
+    "compat.missing": "PARAM: leave this model parameter out of the checkpoint (any other value: the first one)",
+    "compat.rng": "1: save torch's CPU generator state in another format (a CUDA generator's 16 bytes)",
+}
+
+PLANTS: dict[str, str] = {**CHECK_PLANTS, **COMM_PLANTS, **RESUME_PLANTS, **COMPAT_PLANTS, **CLUSTER_PLANTS}
 
 # Which names each command's checks read: `node` runs every check (incl. comm and resume); `cluster` its own.
 BY_COMMAND: dict[str, dict[str, str]] = {
@@ -77,6 +84,13 @@ BY_COMMAND: dict[str, dict[str, str]] = {
     "comm": COMM_PLANTS,
     "resume": RESUME_PLANTS,
     "cluster": CLUSTER_PLANTS,
+
+# Read by `trainready resume --save-only` (resume/compat.py): a checkpoint "from another environment".
+COMPAT_PLANTS: dict[str, str] = {
+    "compat.dtype": "PARAM: save this model parameter as bfloat16 (any other value: the first one)",
+    "compat.missing": "PARAM: leave this model parameter out of the checkpoint (any other value: the first one)",
+    "compat.rng": "1: save torch's CPU generator state in another format (a CUDA generator's 16 bytes)",
+}
 }
 
 

@@ -37,6 +37,8 @@ def resume(
     throughput: bool = typer.Option(False, "--throughput", help="Also measure checkpoint save/load GB/s vs a raw write+fsync in --dir."),
     spec: str = typer.Option(None, "--spec", "-s", help=SPEC_HELP),
     json_path: str = typer.Option(None, "--json", help=JSON_HELP),
+    save_only: str = typer.Option(None, "--save-only", help="Checkpoint compatibility, old environment: train to --checkpoint-step, save into DIR with a manifest of this environment and the continuation to --steps, then stop."),
+    load_from: str = typer.Option(None, "--load-from", help="Checkpoint compatibility, new environment: load DIR (from --save-only elsewhere), continue it and compare with the saver's continuation; names every difference."),
     plant: list[str] = typer.Option(None, "--plant", hidden=True, help="Plant a fault NAME=VALUE (tests)."),
 ) -> None:
     """Does training resume? Train A 0→N; train B 0→K and save; start a FRESH process C
@@ -52,6 +54,8 @@ def resume(
       trainready resume --data /data/tok/my_text_document \\
           --dir /shared/ckpt --ranks 8
       trainready resume --ranks 2 --mode fsdp --json resume.json
+      trainready resume --save-only /shared/compat     # old image
+      trainready resume --load-from /shared/compat     # new image
     """
     from trainready.checks.base import CheckContext
     from trainready.checks.resume import ResumeCheck
@@ -65,6 +69,12 @@ def resume(
              "mode": mode, "preset": preset, "batch_size": batch_size}
     r = dataclasses.replace(node_spec.resume, **{k: v for k, v in given.items() if v is not None})
     node_spec = dataclasses.replace(node_spec, resume=r)
+    if save_only or load_from:
+        from trainready.resume.compat_cli import run_compat
+
+        compat_opts = {"data": data, "dtype": dtype, "cpu": cpu, "precision": precision, "deterministic": deterministic,
+                       "vocab_size": vocab_size, **{k: v for k, v in (("atol", atol), ("rtol", rtol)) if v is not None}}
+        raise typer.Exit(run_compat(node_spec, source, save_only, load_from, compat_opts, faults, json_path))
     wd = workdir(Path(directory) if directory else None, flag="--dir")
     opts: dict[str, Any] = {"data": data, "dtype": dtype, "dir": str(wd), "cpu": cpu, "precision": precision,
                             "deterministic": deterministic, "vocab_size": vocab_size}
