@@ -8,7 +8,7 @@ import json
 import pytest
 
 from trainready.compare.result import compare
-from trainready.compare.sides import fleet_side, node_side, read_side
+from trainready.compare.sides import node_side, read_side
 from trainready.errors import UsageError
 from trainready.records import CheckResult, Level, Metric, Report, Status, Threshold
 from trainready.spec.model import CompareSpec, MetricTolerance
@@ -112,13 +112,30 @@ def test_missing_metric_and_failed_check_fail():
     assert c.exit_code == 1
 
 
-def test_fleet_records_fold_to_medians_and_mixed_versions():
-    nodes = [{"node": f"n{i}", "record": record(tps=t, host=f"n{i}")} for i, t in enumerate((1000.0, 990.0, 10.0))]
-    base = fleet_side({"schema": "trainready.fleet/1", "nodes": nodes}, "f.json", "BASELINE")
+def fleet(tmp_path, tag: str, records: list[dict], **top: object) -> str:
+    """A trainready.fleet/1 record as `cluster run` writes it: nodes name their fleetnode/1 records by path."""
+    (tmp_path / tag / "nodes").mkdir(parents=True)
+    entries = []
+    for i, rep in enumerate(records):
+        p = tmp_path / tag / "nodes" / f"node{i}.json"
+        p.write_text(json.dumps({"schema": "trainready.fleetnode/1", "node": f"node{i}", "report": rep,
+                                 "versions": {"kernel": "6.1.0", "torch": rep["results"][0]["details"]["versions"]["torch"]}}))
+        entries.append({"node": f"node{i}", "accepted": True, "reasons": [], "record": str(p)})
+    doc = {"schema": "trainready.fleet/1", "nodes": entries, "planted": {}, **top}
+    (tmp_path / tag / "fleet.json").write_text(json.dumps(doc))
+    return str(tmp_path / tag / "fleet.json")
+
+
+def test_fleet_records_fold_to_medians_and_mixed_versions(tmp_path):
+    base = read_side(fleet(tmp_path, "a", [record(tps=t) for t in (1000.0, 990.0, 10.0)]), "BASELINE")
     assert base.metrics[("train_tokens_per_s", (("device", "cuda"),))].value == 990.0  # one slow node: median holds
-    nodes[2]["record"] = record(torch="2.11.0", host="n2")
-    mixed = fleet_side({"schema": "trainready.fleet/1", "nodes": nodes}, "f.json", "NEW")
-    assert mixed.versions["torch"].startswith("mixed: ") and base.nodes == 3
+    assert base.nodes == 3 and base.versions["kernel"] == "6.1.0"
+    mixed = read_side(fleet(tmp_path, "b", [record(), record(), record(torch="2.11.0")]), "NEW")
+    assert mixed.versions["torch"].startswith("mixed: ")
+    c = compare(base, mixed, CompareSpec(), "test", ())
+    assert [v.key for v in c.versions] == ["torch"] and c.exit_code == 1
+    with pytest.raises(UsageError, match="planted faults: cluster.slow=node1"):
+        read_side(fleet(tmp_path, "c", [record()], planted={"cluster.slow": "node1"}), "NEW")
 
 
 def test_planted_and_non_records_refused(tmp_path):

@@ -77,7 +77,8 @@ def _read_any(path: str, where: str) -> dict[str, Any]:
 
 
 def _refuse_planted(doc: Mapping[str, Any], where: str) -> None:
-    planted = (doc.get("context") or {}).get("planted") if isinstance(doc.get("context"), dict) else None
+    ctx = doc.get("context") if isinstance(doc.get("context"), dict) else {}
+    planted = doc.get("planted") or ctx.get("planted")  # fleet/fleetnode records: top level; node records: context
     if planted:
         what = ", ".join(f"{k}={v}" for k, v in planted.items()) if isinstance(planted, dict) else str(planted)
         raise UsageError(f"{where}: a test record (planted faults: {what}), not evidence; compare judges real runs only")
@@ -129,20 +130,46 @@ def metrics_of(results: Iterable[Mapping[str, Any]], where: str) -> Iterable[tup
 
 
 def fleet_side(doc: Mapping[str, Any], path: str, where: str) -> Side:
-    """A fleet record: its node records (embedded under "nodes"[*]["record"] or as paths) folded into one side."""
+    """A fleet record: each node's record (RESULTS/nodes/NODE.json, trainready.fleetnode/1, as the fleet record
+    names it) folded into one side; a node without a record is left out and counted in the host line."""
     _refuse_planted(doc, where)
     nodes = doc.get("nodes")
     if not isinstance(nodes, list) or not nodes:
         raise UsageError(f"{where}: '{FLEET_SCHEMA}' record without a 'nodes' list ({EXPECTED})")
     sides = []
     for n in nodes:
-        rec = n.get("record") if isinstance(n, dict) else None
-        if isinstance(rec, dict):
-            _refuse_planted(rec, f"{where} node {n.get('node', '?')}")
-            sides.append(node_side(rec, path, where))
+        rec = _node_record(n, Path(path).parent) if isinstance(n, dict) else None
+        if rec is None:
+            continue
+        label = f"{where} node {n.get('node', '?')}"
+        _refuse_planted(rec, label)
+        if isinstance(rec.get("report"), dict):
+            side = node_side(rec["report"], path, label)
+            extra = {("packages" if k == "packages_sha256" else k): str(v) for k, v in (rec.get("versions") or {}).items()
+                     if v not in (None, "")}  # the fleet's drift fields (kernel too); the versions check's win
+            sides.append(Side(side.path, side.schema, side.host, side.started_at, {**extra, **side.versions},
+                              side.checks, side.metrics, spec_compare=side.spec_compare))
     if not sides:
-        raise UsageError(f"{where}: no node in this fleet record carries its node record")
-    return fold(sides, path, str(doc.get("schema")), str(doc.get("started_at", "?")), f"fleet of {len(nodes)}")
+        raise UsageError(f"{where}: none of its {len(nodes)} node(s) has a readable node record")
+    return fold(sides, path, str(doc.get("schema")), str((doc.get("context") or {}).get("started_at", "?")),
+                f"fleet of {len(sides)}/{len(nodes)} node records")
+
+
+def _node_record(entry: Mapping[str, Any], base: Path) -> dict[str, Any] | None:
+    """The node's trainready.fleetnode/1 record, from the path the fleet record gives (absolute, or beside it)."""
+    rec = entry.get("record")
+    if isinstance(rec, dict):
+        return rec
+    if not isinstance(rec, str) or not rec:
+        return None
+    for p in (Path(rec), base / rec, base / "nodes" / Path(rec).name):
+        try:
+            doc = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            continue
+        if isinstance(doc, dict) and doc.get("schema") == "trainready.fleetnode/1":
+            return doc
+    return None
 
 
 def fold(sides: list[Side], path: str, schema: str, started_at: str, host: str) -> Side:

@@ -116,7 +116,7 @@ def _validate_ranges(spec: NodeSpec, path: str) -> None:
             raise ConfigError(path, f"comm.min_fraction_by_op.{key}", f"expected 0 < x <= 1, got {frac}")
 
 
-VERSION_KEYS = ("python", "torch", "cuda", "cudnn", "nccl", "driver", "driver_cuda", "os", "image_digest", "packages")
+VERSION_KEYS = ("python", "torch", "cuda", "cudnn", "nccl", "driver", "driver_cuda", "os", "kernel", "image_digest", "packages")
 
 
 def compare_table(recorded: Any, where: str) -> tuple["CompareSpec", str]:
