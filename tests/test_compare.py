@@ -164,8 +164,8 @@ def test_cli_exit_codes_and_json(cli, tmp_path):
     assert r.returncode == 0 and "PASS" in r.stdout, r.stdout + r.stderr
     r = cli("compare", str(base), str(tmp_path / "nope.json"))
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "NEW" in r.stderr
-    r = cli("compare", str(base), str(new), "--allow-change", "kernel")
-    assert r.returncode == 2 and "--allow-change kernel" in r.stderr
+    r = cli("compare", str(base), str(new), "--allow-change", "firmware")
+    assert r.returncode == 2 and "--allow-change firmware" in r.stderr
     spec = tmp_path / "s.toml"
     spec.write_text("[compare.metrics.comm_busbw_avg]\nrel = -1\n")
     r = cli("compare", str(base), str(new), "--spec", str(spec))
