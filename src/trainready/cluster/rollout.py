@@ -1,0 +1,195 @@
+"""`trainready cluster rollout`: a new image or driver reaches the fleet wave by wave, never all at once.
+
+    --waves 1,8,64,all   wave 1 is the canary (the reference server); each wave is `cluster run` over its
+                         nodes (RESULTS/waves/wave-K/); a node of a later wave is also rejected for drift
+                         from the canary's versions
+    --max-reject R       a wave whose rejected fraction exceeds R stops the rollout, with the reasons
+    --drain              rejected nodes are drained ('trainready: <reason>'); without it Slurm is untouched
+    --revalidate         first, nodes trainready drained are accepted again and resumed if they pass
+
+The ledger RESULTS/rollout.json (trainready.rollout/1, written atomically after every state change) makes it
+resumable: killed mid-rollout, the next invocation with the same nodes and waves skips every finished wave
+and re-runs the interrupted one; a stopped wave runs again (after the operator's repair / --revalidate).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from trainready.cluster.options import FleetOptions
+from trainready.errors import UsageError
+
+SCHEMA = "trainready.rollout/1"
+LEDGER = "rollout.json"
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class RolloutOptions:
+    fleet: FleetOptions
+    waves: tuple[int | None, ...]  # wave sizes; None = all the rest
+    max_reject: float
+    revalidate: bool = False
+
+
+def parse_waves(text: str) -> tuple[int | None, ...]:
+    """'1,8,64,all' → (1, 8, 64, None); 'all' only last; sizes >= 1."""
+    out: list[int | None] = []
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    for i, p in enumerate(parts):
+        if p == "all" and i == len(parts) - 1:
+            out.append(None)
+        elif p.isdigit() and int(p) >= 1:
+            out.append(int(p))
+        else:
+            raise UsageError(f"--waves {text}: '{p}' is not a wave size (expected N >= 1, and 'all' only last)")
+    if not out:
+        raise UsageError(f"--waves {text}: expected sizes such as 1,8,64,all")
+    return tuple(out)
+
+
+def plan(nodes: Sequence[str], sizes: Sequence[int | None]) -> list[list[str]]:
+    """Consecutive slices of `nodes`; empty waves dropped; every node in exactly one wave."""
+    waves, at = [], 0
+    for size in sizes:
+        take = nodes[at:] if size is None else nodes[at:at + size]
+        if take:
+            waves.append(list(take))
+        at += len(take)
+    if at < len(nodes):
+        raise UsageError(f"--waves: the waves cover {at} of {len(nodes)} nodes; end them with 'all'")
+    return waves
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def load_ledger(results: Path, nodes: list[str], waves: list[list[str]], max_reject: float) -> dict[str, Any]:
+    """The existing ledger for this very rollout, or a new one; another rollout's ledger → UsageError."""
+    import json
+
+    path = results / LEDGER
+    want = {"nodes": nodes, "waves": waves}
+    if path.is_file():
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"--results {results}: {LEDGER} unreadable ({exc}); move it away to start over") from None
+        if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or doc.get("plan") != want:
+            raise UsageError(f"--results {results}: {LEDGER} is another rollout's (other nodes or waves); "
+                             "use a new --results, or the same nodes and --waves to continue it")
+        doc["max_reject"] = max_reject
+        return doc  # type: ignore[no-any-return]
+    return {"schema": SCHEMA, "plan": want, "max_reject": max_reject, "status": "running", "started_at": _now(),
+            "waves": [{"index": i + 1, "nodes": w, "state": "pending"} for i, w in enumerate(waves)], "events": []}
+
+
+def save(results: Path, doc: dict[str, Any]) -> None:
+    from trainready.records import _jsonable
+    from trainready.util.atomic import atomic_write_json
+
+    atomic_write_json(results / LEDGER, _jsonable(doc))
+
+
+def canary_drift(verdict: Any, canary: str, canary_versions: dict[str, str]) -> Any:
+    """The wave's verdict with 'drift from the canary' added to every node whose versions differ from it."""
+    from trainready.cluster import drift
+    from trainready.cluster.layout import NODE_SCHEMA, read_json
+
+    nodes = []
+    for nv in verdict.nodes:
+        doc, _ = read_json(Path(nv.record), NODE_SCHEMA) if nv.record else (None, "")
+        rows = drift.diff(canary_versions, dict(doc.get("versions") or {})) if doc is not None else []
+        if rows and not any(r.startswith("drift") for r in nv.reasons):
+            nv = dataclasses.replace(nv, accepted=False,
+                                     reasons=nv.reasons + (f"drift from the canary: {drift.describe(rows, canary)}",))
+        nodes.append(nv)
+    return dataclasses.replace(verdict, nodes=tuple(nodes))
+
+
+def run_wave(opts: RolloutOptions, wave: dict[str, Any], canary: tuple[str, dict[str, str]] | None, say: Say) -> Any:
+    from trainready.cluster import ledger
+    from trainready.cluster.fleet import run_fleet, write_verdict
+
+    root = opts.fleet.results
+    sub = dataclasses.replace(opts.fleet, results=root / "waves" / f"wave-{wave['index']}", nodelist=",".join(wave["nodes"]),
+                              count=None, drain=False)
+    sub.results.mkdir(parents=True, exist_ok=True)
+    verdict = run_fleet(sub, say)
+    if canary is not None:
+        verdict = canary_drift(verdict, *canary)
+    write_verdict(verdict, sub.results)
+    if opts.fleet.drain:
+        ledger.drain_rejected(root, verdict, say)
+    return verdict
+
+
+def canary_of(results: Path, doc: dict[str, Any]) -> tuple[str, dict[str, str]] | None:
+    """(canary node, its recorded versions) once wave 1 is done and accepted its node."""
+    from trainready.cluster.layout import NODE_SCHEMA, node_record, read_json
+
+    first = doc["waves"][0]
+    if first.get("state") != "done" or not first.get("accepted"):
+        return None
+    node = first["accepted"][0]
+    rec, _ = read_json(node_record(results / "waves" / "wave-1", node), NODE_SCHEMA)
+    return (node, dict(rec.get("versions") or {})) if rec else None
+
+
+def revalidate(opts: RolloutOptions, doc: dict[str, Any], say: Say) -> None:
+    from trainready.cluster.fleet import resume_fleet
+    from trainready.cluster.ledger import plan_resume
+
+    ours = list(plan_resume(doc["plan"]["nodes"], opts.fleet.partition).revalidate)
+    if not ours:
+        say("revalidate: no node of this rollout is drained by trainready")
+        return
+    sub = dataclasses.replace(opts.fleet, results=opts.fleet.results / "revalidate", nodelist=None, count=None)
+    sub.results.mkdir(parents=True, exist_ok=True)
+    verdict, _ = resume_fleet(sub, ours, say)
+    back = [n.node for n in verdict.nodes if n.accepted] if verdict else []
+    doc["events"].append({"at": _now(), "action": "revalidate", "nodes": ours, "resumed": back})
+    save(opts.fleet.results, doc)
+
+
+def run_rollout(opts: RolloutOptions, nodes: list[str], say: Say) -> dict[str, Any]:
+    root = opts.fleet.results
+    root.mkdir(parents=True, exist_ok=True)
+    doc = load_ledger(root, nodes, plan(nodes, opts.waves), opts.max_reject)
+    save(root, doc)
+    if opts.revalidate:
+        revalidate(opts, doc, say)
+    doc["status"] = "running"
+    for wave in doc["waves"]:
+        k, total = wave["index"], len(doc["waves"])
+        if wave["state"] == "done":
+            say(f"wave {k}/{total}: done earlier ({len(wave['nodes'])} node(s)); not redone")
+            continue
+        say(f"wave {k}/{total}{' (canary)' if k == 1 else ''}: {len(wave['nodes'])} node(s): {', '.join(wave['nodes'][:8])}")
+        wave.update(state="running", started_at=_now())
+        save(root, doc)
+        verdict = run_wave(opts, wave, canary_of(root, doc) if k > 1 else None, say)
+        rejected = {n.node: list(n.reasons) for n in verdict.nodes if not n.accepted}
+        rate = len(rejected) / len(wave["nodes"])
+        wave.update(accepted=[n.node for n in verdict.nodes if n.accepted], rejected=rejected, reject_rate=rate,
+                    verdict=str(root / "waves" / f"wave-{k}" / "fleet.json"), finished_at=_now())
+        if rate > opts.max_reject:
+            why = "; ".join(f"{n}: {r[0] if r else '?'}" for n, r in rejected.items())
+            wave["state"] = "stopped"
+            doc.update(status="stopped", stopped_reason=f"wave {k}: {len(rejected)}/{len(wave['nodes'])} rejected "
+                       f"({rate:.0%} > --max-reject {opts.max_reject:.0%}): {why}")
+            save(root, doc)
+            say(doc["stopped_reason"])
+            return doc
+        wave["state"] = "done"
+        save(root, doc)
+        say(f"wave {k}/{total}: {len(wave['accepted'])} accepted, {len(rejected)} rejected ({rate:.0%})")
+    doc.update(status="done", finished_at=_now())
+    doc.pop("stopped_reason", None)
+    save(root, doc)
+    return doc
