@@ -94,7 +94,7 @@ def test_pairs_names_the_planted_slow_node_only(cli, tmp_path):
 
 
 ROLL = ("cluster", "rollout", "-w", "node[1-3]", "--waves", "1,2,all", "--max-reject", "0.4", "--spec",
-        "example:local-slurm", "--level", "quick", "--only", "versions", "--time", "5:00")
+        "example:local-slurm", "--level", "quick", "--only", "versions,matmul", "--time", "5:00")
 
 
 @slurm
@@ -122,3 +122,24 @@ def test_rollout_stops_on_reject_rate_and_resumes_from_its_ledger(cli, tmp_path)
     assert doc["waves"][0]["finished_at"] == first["finished_at"]  # not redone
     assert r.returncode == 1 and doc["status"] == "stopped" and doc["waves"][1]["state"] == "stopped"
     assert list(doc["waves"][1]["rejected"]) == ["node2"] and "50%" in doc["stopped_reason"]
+    assert "node2: check matmul: FAIL" in doc["stopped_reason"]
+
+
+@slurm
+def test_rollout_drains_then_revalidates_the_repaired_node(cli, tmp_path):
+    from trainready.cluster import slurm as sl
+
+    res = tmp_path / "roll"
+    r = cli(*ROLL, "--results", str(res), "--drain", "--plant", "cluster.fail=node2", timeout=900)
+    assert r.returncode == 1, r.stderr
+    try:
+        info = sl.nodes(["node2"])["node2"]
+        assert info.drained and info.reason.startswith("trainready:") and "matmul" in info.reason
+        r = cli(*ROLL, "--results", str(res), "--drain", "--revalidate", timeout=900)  # node2 "repaired": no plant
+        doc = json.loads((res / "rollout.json").read_text())
+        assert r.returncode == 0 and doc["status"] == "done", r.stderr
+        assert doc["events"][-1]["action"] == "revalidate" and doc["events"][-1]["resumed"] == ["node2"]
+        assert not sl.nodes(["node2"])["node2"].drained
+    finally:
+        if sl.nodes(["node2"])["node2"].ours:
+            sl.undrain("node2")
