@@ -28,7 +28,7 @@ def test_pair_step_is_one_srun_over_the_two_nodes(tmp_path):
     fo = FleetOptions(results=tmp_path, partition="gpu", time_limit="5:00", plants={"cluster.slow": "node2"})
     argv = pair_argv(PairsOptions(fo, PairingOptions(), gpus_per_node=8), 2, "node1", "node2")
     assert argv[:4] == ["srun", "--nodes=2", "--ntasks-per-node=8", "--nodelist=node1,node2"]
-    assert "--partition=gpu" in argv and "--time=5:00" in argv
+    assert "--partition=gpu" in argv and "--time=5:00" in argv and "--gpus-per-node=8" in argv
     tail = argv[argv.index("pair-task") + 1:]
     assert tail == ["--results", str(tmp_path), "--round", "2", "--pair", "node1,node2", "--plant", "cluster.slow=node2"]
 
@@ -71,20 +71,7 @@ def test_ledger_belongs_to_one_rollout(tmp_path):
         load_ledger(tmp_path, ["a", "b", "c"], [["a"], ["b", "c"]], 0.1)
 
 
-def _slurm_up() -> str:
-    script = REPO / "scripts" / "local-slurm.sh"
-    if not script.is_file():
-        return "scripts/local-slurm.sh missing"
-    p = subprocess.run(["bash", str(script), "status"], capture_output=True, text=True)
-    return "" if p.returncode == 0 else (p.stdout + p.stderr).strip().splitlines()[-1:][0] if (p.stdout + p.stderr).strip() else "not up"
-
-
-slurm = pytest.mark.skipif(bool(os.environ.get("TRAINREADY_NO_SLURM")) or bool(_slurm_up()),
-                           reason=f"local Slurm cluster not up: {_slurm_up()}")
-
-
-@slurm
-def test_pairs_names_the_planted_slow_node_only(cli, tmp_path):
+def test_pairs_names_the_planted_slow_node_only(cli, tmp_path, local_slurm):
     r = cli("cluster", "pairs", "-w", "node[1-3]", "--results", str(tmp_path / "acc"), "--spec", "example:local-slurm",
             "--plant", "cluster.slow=node2", "--json", str(tmp_path / "p.json"), timeout=900)
     doc = json.loads((tmp_path / "p.json").read_text())
@@ -97,8 +84,7 @@ ROLL = ("cluster", "rollout", "-w", "node[1-3]", "--waves", "1,2,all", "--max-re
         "example:local-slurm", "--level", "quick", "--only", "versions,matmul", "--time", "5:00")
 
 
-@slurm
-def test_rollout_stops_on_reject_rate_and_resumes_from_its_ledger(cli, tmp_path):
+def test_rollout_stops_on_reject_rate_and_resumes_from_its_ledger(cli, tmp_path, local_slurm):
     res = tmp_path / "roll"
     env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
     p = subprocess.Popen([sys.executable, "-m", "trainready", *ROLL, "--results", str(res), "--plant",
@@ -125,8 +111,7 @@ def test_rollout_stops_on_reject_rate_and_resumes_from_its_ledger(cli, tmp_path)
     assert "node2: check matmul: FAIL" in doc["stopped_reason"]
 
 
-@slurm
-def test_rollout_drains_then_revalidates_the_repaired_node(cli, tmp_path):
+def test_rollout_drains_then_revalidates_the_repaired_node(cli, tmp_path, local_slurm):
     from trainready.cluster import slurm as sl
 
     res = tmp_path / "roll"

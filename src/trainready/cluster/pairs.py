@@ -46,7 +46,8 @@ def pair_argv(opts: PairsOptions, rnd: int, a: str, b: str) -> list[str]:
         cmd += ["--plant", f"{k}={v}"]
     flags = f.container.srun_flags(f.results) if f.container else []
     return slurm.srun_argv(f"{a},{b}", 2, f.time_limit, f.partition, flags, cmd, job_name="trainready-pair",
-                           tasks_per_node=max(1, opts.gpus_per_node), reservation=f.reservation)
+                           tasks_per_node=max(1, opts.gpus_per_node), reservation=f.reservation,
+                           gpus=opts.gpus_per_node)
 
 
 def busbw_of(path: Path) -> tuple[float | None, str]:

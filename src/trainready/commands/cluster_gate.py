@@ -49,9 +49,13 @@ def pairs_cmd(
     first measured round-robin.  Writes RESULTS/pairs/pairs.json.  Exit 0 nobody named, 1 culprits or
     undecided nodes, 2 usage.
 
-    Examples:\n
-      trainready cluster pairs -p gpu -N 640 --results /lustre/acc/pairs --spec h200.toml\n
-      trainready cluster pairs -w node[1-3] --results /tmp/acc --spec example:local-slurm
+    Examples:
+
+    \b
+      trainready cluster pairs -p gpu -N 640 --results /lustre/acc \\
+          --spec h200.toml
+      trainready cluster pairs -w node[1-3] --results /tmp/acc \\
+          --spec example:local-slurm
     """
     from trainready.cluster import pairs as pr
     from trainready.cluster.pairing import PairingOptions
@@ -147,9 +151,14 @@ def rollout_cmd(
     with the reasons.  The ledger RESULTS/rollout.json makes it resumable: run the same command again
     and finished waves are not redone.  Exit 0 every wave done, 1 stopped, 2 usage.
 
-    Examples:\n
-      trainready cluster rollout -p gpu --waves 1,8,64,all --max-reject 0.05 --results /lustre/rollout/img-25.03 --container-image nvcr.io#nvidia/pytorch:25.03-py3 --drain\n
-      trainready cluster rollout -w node[1-3] --waves 1,2,all --max-reject 0.4 --results /tmp/roll --spec example:local-slurm --level quick
+    Examples:
+
+    \b
+      trainready cluster rollout -p gpu --waves 1,8,64,all \\
+          --max-reject 0.05 --drain --results /lustre/rollout/25.03 \\
+          --container-image nvcr.io#nvidia/pytorch:25.03-py3
+      trainready cluster rollout -w node[1-3] --waves 1,2,all \\
+          --max-reject 0.4 --results /tmp/roll --spec example:local-slurm
     """
     from trainready.cluster.rollout import RolloutOptions, parse_waves, run_rollout
     from trainready.cluster.run import select_nodes

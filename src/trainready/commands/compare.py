@@ -26,10 +26,13 @@ def compare(
     Exit 0: no regression and every changed version declared; 1: a regression, a missing
     metric or check, or an undeclared version change; 2: usage (a planted test record is refused).
 
-    Examples:\n
-      trainready compare ref-node.json new-node.json\n
-      trainready compare ref-node.json new-node.json --allow-change torch,nccl --spec node.toml\n
-      trainready compare fleet-old.json fleet-new.json --json compare.json
+    Examples:
+
+    \b
+      trainready compare ref-node.json new-node.json
+      trainready compare ref-node.json new-node.json \\
+          --allow-change torch,nccl --spec node.toml
+      trainready compare old/fleet.json new/fleet.json --json cmp.json
     """
     from trainready.compare.result import compare as run_compare
     from trainready.compare.result import print_comparison
