@@ -141,8 +141,8 @@ def test_fleet_records_fold_to_medians_and_mixed_versions(tmp_path):
 def test_planted_and_non_records_refused(tmp_path):
     p = tmp_path / "planted.json"
     p.write_text(json.dumps(record(planted={"train.slow": "1"})))
-    with pytest.raises(UsageError, match="planted faults: train.slow=1"):
-        read_side(str(p), "NEW")
+    with pytest.raises(UsageError, match="made with --plant train.slow; a test record is not evidence"):
+        read_side(str(p), "NEW")  # refused by the one reader of records (records.read_report)
     q = tmp_path / "other.json"
     q.write_text(json.dumps({"schema": "trainready.env/1"}))
     with pytest.raises(UsageError, match="expected 'trainready.report/1'"):

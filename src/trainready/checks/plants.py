@@ -82,15 +82,8 @@ PLANTS: dict[str, str] = {**CHECK_PLANTS, **COMM_PLANTS, **RESUME_PLANTS, **COMP
 BY_COMMAND: dict[str, dict[str, str]] = {
     "node": {**CHECK_PLANTS, **COMM_PLANTS, **RESUME_PLANTS},
     "comm": COMM_PLANTS,
-    "resume": RESUME_PLANTS,
+    "resume": {**RESUME_PLANTS, **COMPAT_PLANTS},
     "cluster": CLUSTER_PLANTS,
-
-# Read by `trainready resume --save-only` (resume/compat.py): a checkpoint "from another environment".
-COMPAT_PLANTS: dict[str, str] = {
-    "compat.dtype": "PARAM: save this model parameter as bfloat16 (any other value: the first one)",
-    "compat.missing": "PARAM: leave this model parameter out of the checkpoint (any other value: the first one)",
-    "compat.rng": "1: save torch's CPU generator state in another format (a CUDA generator's 16 bytes)",
-}
 }
 
 
