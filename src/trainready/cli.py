@@ -16,6 +16,7 @@ import typer
 
 from trainready import __version__
 from trainready.commands import register_all
+from trainready.commands.common import set_invocation
 from trainready.errors import Interrupted, TrainreadyError, UsageError, missing_dependency
 from trainready.util.signals import exit_after_interrupt, handled, interrupts_raise, raise_pending
 
@@ -83,6 +84,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def _run(argv: list[str] | None) -> None:
     click_exc = _click_exception_class()
+    set_invocation(list(sys.argv[1:] if argv is None else argv))  # recorded in each record (context.argv)
     try:
         raise_pending()  # a signal while modules loaded, swallowed by an `except:` in a library
         rc = app(args=argv, prog_name="trainready", standalone_mode=False)

@@ -251,20 +251,25 @@ def planted_of(context: Any) -> dict[str, Any]:
     return {"?": str(found)} if found else {}
 
 
+def read_json(path: str, where: str, expected: str) -> Any:
+    """The parsed JSON of `path`; a missing/unreadable/non-JSON file → one UsageError line (exit 2)."""
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"{where}: no such file (expected {expected})")
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"{where}: unreadable ({exc.strerror}); expected {expected}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"{where}: not JSON ({str(exc).splitlines()[0]}); expected {expected}") from None
+
+
 def read_report(path: str, where: str, expected: str) -> dict[str, Any]:
     """A `trainready.report/1` JSON record from `path`, as a dict; anything else → one UsageError line
     `{where}: <what is wrong> ... {expected}` (exit 2).  The ONE reader of records (spec init,
     plan --mfu-from, and every later consumer): a record made with `--plant` is refused here, since
     planted faults / replayed facts are a test of trainready, not a measurement of a machine."""
-    p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"{where}: no such file (expected {expected})")
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"{where}: unreadable ({exc.strerror}); expected {expected}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{where}: not JSON ({str(exc).splitlines()[0]}); expected {expected}") from None
+    doc = read_json(path, where, expected)
     schema = doc.get("schema") if isinstance(doc, dict) else None
     if schema != SCHEMA_VERSION or not isinstance(doc.get("results"), list):
         raise UsageError(f"{where}: schema {schema!r}, expected '{SCHEMA_VERSION}' with a results list ({expected})")

@@ -142,4 +142,6 @@ def _buffer(op: str) -> str:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("comm")(comm)
+    from trainready.commands.common import evidence_outputs  # --junit, --prometheus
+
+    app.command("comm")(evidence_outputs(comm))

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import inspect
 import json
 import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
+
+import typer
 
 from rich.console import Console
 
@@ -149,10 +154,74 @@ def write_json_doc(doc: dict[str, Any], path: str, console: Console | None, what
         console.print(f"{what} written to {path}")
 
 
+@dataclasses.dataclass(frozen=True)
+class EvidenceOutputs:
+    """Where a command also writes its record for CI (JUnit XML) and monitoring (Prometheus textfile)."""
+
+    junit: str | None = None
+    prometheus: str | None = None
+
+
+_OUTPUTS: list[EvidenceOutputs] = [EvidenceOutputs()]  # set by `evidence_outputs` for the running command
+_INVOCATION: list[str] = []  # the command line as given (cli.main), recorded in every record (context.argv)
+
+
+def set_invocation(argv: list[str]) -> None:
+    _INVOCATION[:] = ["trainready", *argv]
+
+
+def evidence_outputs(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Give a command that ends in `emit` the `--junit PATH` and `--prometheus PATH` options
+    (report/junit.py, report/prometheus.py).  Paths are checked before any work."""
+    sig = inspect.signature(command, eval_str=True)
+    extra = [
+        inspect.Parameter("junit_path", inspect.Parameter.KEYWORD_ONLY, annotation=str, default=typer.Option(
+            None, "--junit", help="Also write the checks as JUnit XML (one testcase per check) for CI.")),
+        inspect.Parameter("prometheus_path", inspect.Parameter.KEYWORD_ONLY, annotation=str, default=typer.Option(
+            None, "--prometheus", help="Also write node_exporter textfile-collector metrics (*.prom) here.")),
+    ]
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, junit_path: str | None = None, prometheus_path: str | None = None, **kw: Any) -> Any:
+        check_out_path(junit_path, "--junit")
+        check_out_path(prometheus_path, "--prometheus")
+        _OUTPUTS[0] = EvidenceOutputs(junit_path, prometheus_path)
+        try:
+            return command(*args, **kw)
+        finally:
+            _OUTPUTS[0] = EvidenceOutputs()
+
+    wrapper.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *extra])  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {**command.__annotations__, "junit_path": "str", "prometheus_path": "str"}
+    return wrapper
+
+
+def write_evidence_outputs(doc: dict[str, Any], outputs: EvidenceOutputs | None = None) -> None:
+    """The --junit / --prometheus files of this record (scrubbed like the JSON), each atomically."""
+    from trainready.probe.envvars import scrub
+    from trainready.report.kinds import record_of
+
+    out = outputs or _OUTPUTS[0]
+    if not (out.junit or out.prometheus):
+        return
+    rec = record_of(scrub(doc))
+    for flag, path, write in (("--junit", out.junit, "write_junit"), ("--prometheus", out.prometheus, "write_prometheus")):
+        if not path:
+            continue
+        mod = __import__(f"trainready.report.{flag[2:]}", fromlist=[write])
+        try:
+            getattr(mod, write)(path, [rec])
+        except OSError as exc:
+            raise UsageError(f"{flag} {path}: cannot write ({exc.strerror})") from None
+
+
 def emit(report: Report, json_path: str | None, quiet: bool = False, verbose: bool = False) -> int:
     console = Console(stderr=json_path == "-")
+    argv = _INVOCATION or ["trainready", *sys.argv[1:]]
+    report = dataclasses.replace(report, context={**report.context, "argv": argv})
     if not quiet:
         print_report(report, console, verbose=verbose)
     if json_path:
         write_json_doc(report.to_json(), json_path, None if quiet else console)
+    write_evidence_outputs(report.to_json())
     return report.exit_code

@@ -126,4 +126,6 @@ def _run(checks: list[type[Check]], ctx: CheckContext, context: dict[str, Any]) 
 
 
 def register(app: typer.Typer) -> None:
-    app.command("node")(node)
+    from trainready.commands.common import evidence_outputs  # --junit, --prometheus
+
+    app.command("node")(evidence_outputs(node))

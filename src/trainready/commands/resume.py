@@ -126,4 +126,6 @@ def _print_table(report: Report, console: Console) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("resume")(resume)
+    from trainready.commands.common import evidence_outputs  # --junit, --prometheus
+
+    app.command("resume")(evidence_outputs(resume))

@@ -34,6 +34,15 @@ def _pretty(name: str) -> str:
     return f"optimizer {key} of {fqn}"
 
 
+def _loss_series(runs: dict[str, list[dict[str, Any]]]) -> dict[str, list[list[float]]]:
+    """Rank 0's loss at every step of each run, [[step, loss], ...]: the HTML report's resume chart."""
+    out = {}
+    for role, ranks in runs.items():
+        losses = ranks[0].get("losses", {}) if ranks else {}
+        out[role] = [[int(s), float(v)] for s, v in sorted(losses.items(), key=lambda kv: int(kv[0]))]
+    return out
+
+
 def judge(runs: dict[str, list[dict[str, Any]]], declared: dict[str, Any], walls: dict[str, float], pc: Any, run_dir: str) -> Outcome:
     tol: Tolerance = pc.tolerance
     n, k, ws = pc.train.steps, pc.checkpoint_step, pc.world_size
@@ -41,6 +50,7 @@ def judge(runs: dict[str, list[dict[str, Any]]], declared: dict[str, Any], walls
     details: dict[str, Any] = {"declared": declared, "run_dir": run_dir, "wall_s": walls,
                                "determinism": A[0]["determinism"], "precision": A[0]["precision"],
                                "nondeterministic_ops": sorted({w for r in A + C for w in r.get("nondeterministic_ops", [])})}
+    details["loss_series"] = _loss_series(runs)
     metrics = [Metric.of("resume_wall_time", v, "s", None, run=role) for role, v in walls.items()]
     errs = [c["checkpoint_error"] for c in C if "checkpoint_error" in c]
     if errs:

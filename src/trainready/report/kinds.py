@@ -1,0 +1,95 @@
+"""What kind of record a JSON file is, read once for the report, bundle and exporters.
+
+Every trainready record names its schema (``"schema": "trainready.<kind>/1"``); a report
+record (`trainready.report/1`) is further told apart by its ``command`` (node, comm, resume,
+...).  Renderers dispatch on `Record.kind`, so a new record kind (fleet, compare, selftest)
+plugs in by adding an entry to their tables, not by editing each renderer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from trainready.errors import UsageError
+from trainready.records import read_json
+
+# schema → kind; a report record's kind is its command.
+SCHEMAS: dict[str, str] = {
+    "trainready.report/1": "report",
+    "trainready.env/1": "env",
+    "trainready.plan/1": "plan",
+    "trainready.fleet/1": "fleet",
+    "trainready.compare/1": "compare",
+    "trainready.selftest/1": "selftest",
+}
+# What each kind is, for people (bundle index, report headings).
+PURPOSE: dict[str, str] = {
+    "node": "node acceptance record (trainready node): every check's verdict, metrics and remedy",
+    "comm": "collectives record (trainready comm): correctness and busbw per op and size",
+    "resume": "resume-equivalence record (trainready resume): run C vs uninterrupted run A",
+    "env": "environment manifest (trainready env): host, GPUs, driver, software chain, container, code, env vars",
+    "plan": "capacity plan (trainready plan): memory per GPU, checkpoint, compute",
+    "fleet": "fleet record (trainready cluster run): per-node verdicts, drain list, cross-node checks",
+    "compare": "upgrade gate (trainready compare): versions and metrics, baseline vs new",
+    "selftest": "self-test (trainready selftest): every planted fault and whether it was detected",
+    "report": "trainready report record",
+}
+
+
+@dataclass(frozen=True)
+class Record:
+    path: str
+    kind: str
+    doc: Mapping[str, Any]
+
+    @property
+    def planted(self) -> Mapping[str, str]:
+        """Plants of a report record (context.planted); {} for every other kind."""
+        ctx = self.doc.get("context") if self.kind in REPORT_KINDS or self.doc.get("schema") == "trainready.report/1" else None
+        p = ctx.get("planted") if isinstance(ctx, Mapping) else None
+        return p if isinstance(p, Mapping) else {}
+
+    @property
+    def status(self) -> str:
+        """The record's overall verdict word (pass/warn/fail/error, a plan's fit, or '')."""
+        s = self.doc.get("status") or self.doc.get("verdict")
+        if isinstance(s, Mapping):
+            s = s.get("status")
+        if not s and self.kind == "plan":
+            s = (self.doc.get("memory") or {}).get("verdict", "")
+        return str(s or "")
+
+    @property
+    def title(self) -> str:
+        host = self.doc.get("host")
+        if isinstance(host, Mapping):
+            host = host.get("hostname")
+        return f"{self.kind}" + (f" on {host}" if isinstance(host, str) and host else "")
+
+
+REPORT_KINDS = ("node", "comm", "resume")
+
+
+def kind_of(doc: Any, where: str) -> str:
+    schema = doc.get("schema") if isinstance(doc, dict) else None
+    kind = SCHEMAS.get(schema) if isinstance(schema, str) else None
+    if kind is None:
+        raise UsageError(f"{where}: schema {schema!r} is not a trainready record (expected one of {', '.join(SCHEMAS)})")
+    if kind == "report":
+        if not isinstance(doc.get("results"), list):
+            raise UsageError(f"{where}: a trainready.report/1 record without a results list")
+        command = doc.get("command")
+        return command if isinstance(command, str) and command else "report"
+    return kind
+
+
+def read_record(path: str, where: str | None = None) -> Record:
+    where = where or path
+    doc = read_json(path, where, "a trainready JSON record (--json of node, comm, resume, env, plan, ...)")
+    return Record(str(path), kind_of(doc, where), doc)
+
+
+def record_of(doc: Mapping[str, Any], path: str = "") -> Record:
+    """A record from an in-memory doc (a command's own report, before or instead of a file)."""
+    return Record(path, kind_of(dict(doc), path or "record"), doc)
