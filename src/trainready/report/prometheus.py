@@ -37,6 +37,9 @@ KEEP_LABELS = ("gpu", "op", "dtype", "backend", "run", "component", "stat", "ran
 # Metrics that exist once per message size: the per-op judged average (comm_busbw_avg) carries them.
 PER_SIZE = ("size_bytes",)
 _NAME_OK = re.compile(r"[^a-zA-Z0-9_]")
+# Abbreviations a recorded name may already end in, per base-unit suffix (train_tokens_per_s, ckpt_gbps).
+_SAID = {"seconds": ("_time_s", "_ms", "_us", "_s"), "bytes_per_second": ("_gbps", "_per_s"),
+         "tokens_per_second": ("_tokens_per_s", "_per_s"), "flops_per_second": ("_tflops",), "bytes": ("_gib", "_b")}
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,13 @@ def metric_name(name: str, unit: str) -> str:
     base = _NAME_OK.sub("_", name).strip("_").lower()
     if base.startswith(PREFIX):
         base = base[len(PREFIX):]
-    suffix = UNITS.get(unit, (_NAME_OK.sub("_", unit).strip("_").lower(), 1.0))[0]
+    suffix = UNITS.get(unit, ("", 1.0))[0]  # an unknown unit is a count: no suffix, never a made-up one
+    for tail in _SAID.get(suffix, ()):  # the record's own unit abbreviation in the name: replaced, not doubled
+        if base.endswith(tail):
+            base = base[: -len(tail)]
+            break
+    if not suffix and unit == "1" and ("fraction" in base or base.endswith("_ratio")):
+        suffix = "ratio"
     if suffix and not base.endswith("_" + suffix):
         base = f"{base}_{suffix}"
     return PREFIX + re.sub(r"_+", "_", base)
