@@ -1,0 +1,1 @@
+"""`trainready selftest`: plant every fault the instrument claims to catch, one at a time, here."""

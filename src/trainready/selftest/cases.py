@@ -1,0 +1,114 @@
+"""Every fault trainready claims to catch, as one self-test case each: THE table to extend.
+
+A case runs the real CLI (`python -m trainready ARGV`) in a fresh process with one fault
+planted, and is "detected" when the named check fails (or errors) with a message matching
+`expect` — the detector must name what is wrong, not just fail.  Cases whose `check` is "" expect
+the command to refuse bad input (exit 2) with a line matching `expect`.
+
+Placeholders in ARGV, filled by selftest/prepare.py: {spec} a short self-test spec (4 gloo ranks
+or one rank per GPU, 10 s collective deadline, 10-step resume), {rank} a rank that exists here,
+{facts_*}/{data_*}/{spec_*} files made for the case.  `needs` names what the case requires
+(gpu, slurm, multirank); without it the case is skipped with the reason.
+
+Adding a plant to checks/plants.py without a case here fails tests/test_selftest.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str  # unique id: the plant name, or a catalogue id (data.truncated_bin, versions.drift)
+    fault: str  # what is planted, in words
+    argv: tuple[str, ...]
+    check: str  # the result that must fail/error; "" = the command must refuse the input (exit 2)
+    expect: str  # regex the detector's message must match
+    covers: tuple[str, ...] = ()  # plant names (checks/plants.py) this case exercises
+    needs: str = ""  # "" | "gpu" | "slurm" | "multirank"
+
+    @property
+    def plants(self) -> tuple[str, ...]:
+        return self.covers or (self.name,)
+
+
+def _node(check: str, plant: str, *extra: str) -> tuple[str, ...]:
+    return ("node", "--spec", "{spec}", "--only", check, "--plant", plant, *extra)
+
+
+def _comm(*plants: str) -> tuple[str, ...]:
+    out = ["comm", "--spec", "{spec}", "--ops", "all_reduce", "-b", "1K", "-e", "16K", "-f", "4", "-w", "1", "-n", "2",
+           "--timeout", "10", "--quiet"]
+    for p in plants:
+        out += ["--plant", p]
+    return tuple(out)
+
+
+def _resume(plant: str) -> tuple[str, ...]:
+    return ("resume", "--spec", "{spec}", "--steps", "10", "--checkpoint-step", "5", "--batch-size", "2",
+            "--plant", plant)
+
+
+CASES: tuple[Case, ...] = (
+    # --- GPUs visible, host and container agree (replayed 8x H200 facts with one fault each)
+    Case("gpus.facts", "GPU 2 has a row remap pending (replayed NVML facts of an 8x H200 node)",
+         ("node", "--spec", "example:h200-8x", "--only", "gpus", "--plant", "gpus.facts={facts_remap}"),
+         "gpus", r"GPU 2.*remap"),
+    Case("versions.facts", "the driver supports CUDA 12.4 but torch is built for CUDA 13.0 (replayed facts)",
+         ("node", "--spec", "example:h200-8x", "--only", "versions", "--plant", "versions.facts={facts_old_driver}"),
+         "versions", r"CUDA ≤ 12\.4"),
+    Case("versions.drift", "a package differs from the version the spec pins (version drift, this machine)",
+         ("node", "--spec", "{spec_drift}", "--only", "versions"), "versions", r"numpy"),
+    # --- compute right
+    Case("matmul.corrupt", "one element of the matmul result is off by one on device 0",
+         _node("matmul", "matmul.corrupt=0"), "matmul", r"(GPU|device|cpu).*(bf16|mismatch)|mismatch"),
+    Case("matmul.nondeterministic", "a repeated matmul differs by one ulp on device 0",
+         _node("matmul", "matmul.nondeterministic=0"), "matmul", r"repeat|determin|bitwise"),
+    Case("throughput.slow_gpu", "GPU 0 reports half its GEMM TFLOP/s and HBM GB/s",
+         _node("throughput", "throughput.slow_gpu=0"), "throughput", r"GPU 0", needs="gpu"),
+    Case("train_step.freeze", "one parameter is left without an update",
+         _node("train_step", "train_step.freeze=first"), "train_step", r"not updated|unchanged|without an update|frozen"),
+    Case("train_step.nan", "a NaN in a gradient", _node("train_step", "train_step.nan=grad"), "train_step",
+         r"NaN|nan|finite"),
+    Case("train_step.nan_loss", "a NaN in the loss", _node("train_step", "train_step.nan=loss"), "train_step",
+         r"NaN|nan|finite", covers=("train_step.nan",)),
+    Case("train_step.sdpa", "one element of a fused SDPA backend's output is off by 1",
+         _node("train_step", "train_step.sdpa=1"), "train_step", r"SDPA|sdpa"),
+    Case("train_step.adamw", "the fused AdamW step differs from for-each AdamW",
+         _node("train_step", "train_step.adamw=1"), "train_step", r"AdamW|adamw"),
+    # --- GPUs exchange results
+    Case("allreduce.wrong_rank", "one rank contributes a wrong value", _node("allreduce", "allreduce.wrong_rank={rank}"),
+         "allreduce", r"rank {rank}"),
+    Case("allreduce.hang_rank", "one rank never joins the all-reduce (hang)",
+         _node("allreduce", "allreduce.hang_rank={rank}"), "allreduce", r"rank {rank}|hung|deadline"),
+    Case("allreduce.die_rank", "one rank's process exits mid-run", _node("allreduce", "allreduce.die_rank={rank}"),
+         "allreduce", r"rank {rank}|exit|died"),
+    Case("comm.wrong_rank", "one rank sends wrong elements in the collective sweep", _comm("comm.wrong_rank={rank}"),
+         "comm.all_reduce", r"wrong|rank {rank}"),
+    Case("comm.hang_rank", "one rank stops at the second sweep step (hang)",
+         _comm("comm.hang_rank={rank}", "comm.fault_step=1"), "comm.all_reduce", r"hung|hang|deadline|rank {rank}",
+         covers=("comm.hang_rank", "comm.fault_step")),
+    Case("comm.die_rank", "one rank's process exits in the collective sweep", _comm("comm.die_rank={rank}"),
+         "comm.all_reduce", r"rank {rank}|exit|died"),
+    Case("comm.slow_rank", "one rank sleeps 150 ms before every collective (a straggler)",
+         _comm("comm.slow_rank={rank}", "comm.slow_ms=150"), "comm.pairs", r"rank {rank}|slow",
+         covers=("comm.slow_rank", "comm.slow_ms"), needs="multirank"),
+    # --- training resumes
+    Case("resume.skip_rng", "the resumed run does not restore any RNG state", _resume("resume.skip_rng=1"), "resume",
+         r"RNG"),
+    Case("resume.skip_rng_python", "the resumed run does not restore Python's random state",
+         _resume("resume.skip_rng_python=1"), "resume", r"RNG python"),
+    Case("resume.skip_rng_numpy", "the resumed run does not restore NumPy's random state",
+         _resume("resume.skip_rng_numpy=1"), "resume", r"RNG numpy"),
+    Case("resume.skip_data", "the resumed run does not restore the data position", _resume("resume.skip_data=1"),
+         "resume", r"data position"),
+    Case("resume.skip_lr", "the resumed run does not restore the LR scheduler", _resume("resume.skip_lr=1"), "resume",
+         r"LR"),
+    Case("resume.flip_byte", "one byte of a checkpoint file is flipped after it was saved (corrupted checkpoint)",
+         _resume("resume.flip_byte=1"), "resume", r"corrupt|sha256|checksum|refused"),
+    Case("data.truncated_bin", "the token .bin file is truncated", ("resume", "--data", "{data_truncated_bin}"), "",
+         r"\.bin"),
+    Case("data.truncated_idx", "the token .idx file is truncated", ("resume", "--data", "{data_truncated_idx}"), "",
+         r"\.idx"),
+)

@@ -1,0 +1,107 @@
+"""Files and values the self-test cases' placeholders stand for (selftest/cases.py).
+
+Everything is made fresh in the self-test's own scratch directory: a short spec for this machine,
+replayed-facts files of an 8x H200 node with one fault each, a version-drift spec, and a sample
+token corpus truncated two ways.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+CPU_RANKS = 4  # gloo ranks on a machine without GPUs: enough to name a rank, quick on 2 cores
+H200_MIB = 143771  # NVML memory.total of an H200 141 GB (tests/data/facts_h200x8.json)
+
+
+def gpu_count() -> int:
+    from trainready.util.devices import cuda_count
+
+    return int(cuda_count())
+
+
+def world(gpus: int) -> int:
+    return gpus if gpus else CPU_RANKS
+
+
+def spec_text(gpus: int, extra: str = "") -> str:
+    # 10 s collective deadline on gloo; NCCL's first communicator takes longer to build (60 s).
+    timeout = 60.0 if gpus else 10.0
+    return (f'name = "selftest"\ndescription = "trainready selftest: short runs on this machine"\n'
+            f"[gpu]\ncount = {gpus}\n[comm]\nworld_size = {0 if gpus else CPU_RANKS}\ntimeout_s = {timeout}\n"
+            f"[resume]\nsteps = 10\ncheckpoint_step = 5\nranks = 1\n{extra}")
+
+
+def synth_facts(n: int = 8) -> dict[str, Any]:
+    """NodeFacts JSON (trainready.facts/1) of a healthy 8x H200 node: driver 580, CUDA 13.0, torch 2.11."""
+    gpus, devs = [], []
+    for i in range(n):
+        uuid = f"00000000-0000-4000-8000-{i:012d}"
+        gpus.append({"index": i, "name": "NVIDIA H200", "uuid": f"GPU-{uuid}", "pci_bus_id": f"00000000:{0x18 + i:02X}:00.0",
+                     "memory_total_mib": H200_MIB, "ecc_mode": "enabled", "ecc_uncorrected_volatile": 0,
+                     "ecc_uncorrected_aggregate": 0, "remapped_rows_uncorrectable": 0, "remap_pending": False,
+                     "remap_failed": False, "persistence_mode": "enabled", "pcie_gen_current": 5, "pcie_gen_max": 5,
+                     "pcie_width_current": 16, "pcie_width_max": 16, "nvlink_links": ["active"] * 18,
+                     "throttle_reasons": ["gpu_idle"]})
+        devs.append({"index": i, "name": "NVIDIA H200", "uuid": uuid, "memory_total_mib": 143156})
+    return {"schema": "trainready.facts/1",
+            "nvml": {"error": None, "driver_version": "580.159.04", "cuda_driver_version": "13.0", "count": n, "gpus": gpus},
+            "torch": {"available": True, "reason": "", "cuda_visible_devices": None, "count": n, "devices": devs},
+            "versions": {"python": "3.12.3", "torch": "2.11.0+cu130", "torch_cuda": "13.0", "cudnn": "9.15.1",
+                         "nccl": "2.28.9"}}
+
+
+def _truncated_corpus(root: Path, which: str) -> Path:
+    from trainready.data.corpus import write_sample_corpus
+
+    prefix = write_sample_corpus(root / f"truncated-{which}", num_docs=50)
+    f = Path(f"{prefix}.{which}")
+    data = f.read_bytes()
+    f.write_bytes(data[: len(data) - 64])  # cut the last 64 bytes
+    return prefix
+
+
+def _slurm_up() -> str:
+    """'' when a Slurm cluster answers here, else why not."""
+    if shutil.which("sinfo") is None:
+        return "no Slurm here (sinfo not found; scripts/local-slurm.sh up starts a local cluster)"
+    try:
+        p = subprocess.run(["sinfo", "-h", "-o", "%D"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"Slurm not answering ({exc})"
+    return "" if p.returncode == 0 and p.stdout.strip() else "no Slurm cluster up (sinfo shows no nodes)"
+
+
+def unmet(needs: str, gpus: int) -> str:
+    """Why a case cannot run here ('' when it can)."""
+    if needs == "gpu" and not gpus:
+        return "needs a GPU (none visible here)"
+    if needs == "multirank" and world(gpus) < 2:
+        return f"needs at least 2 ranks ({world(gpus)} here)"
+    if needs == "slurm":
+        return _slurm_up()
+    return ""
+
+
+def placeholders(root: Path, gpus: int) -> dict[str, str]:
+    """{name: value} for every placeholder of the cases, its files written under `root`."""
+    root.mkdir(parents=True, exist_ok=True)
+    values = {"rank": str(world(gpus) - 1)}
+    for name, text in (("spec", spec_text(gpus)),
+                       ("spec_drift", spec_text(gpus, '[software]\npackages = { numpy = "0.0.1" }\n'))):
+        (root / f"{name}.toml").write_text(text)
+        values[name] = str(root / f"{name}.toml")
+    facts = synth_facts()
+    remap = json.loads(json.dumps(facts))
+    remap["nvml"]["gpus"][2]["remap_pending"] = True
+    old = json.loads(json.dumps(facts))
+    old["nvml"]["cuda_driver_version"] = "12.4"
+    for name, doc in (("facts_remap", remap), ("facts_old_driver", old)):
+        (root / f"{name}.json").write_text(json.dumps(doc))
+        values[name] = str(root / f"{name}.json")
+    values["data_truncated_bin"] = str(_truncated_corpus(root, "bin"))
+    values["data_truncated_idx"] = str(_truncated_corpus(root, "idx"))
+    return values
