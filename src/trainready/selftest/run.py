@@ -62,7 +62,9 @@ def _judge(case: Case, expect: str, proc: subprocess.CompletedProcess[str], reco
     if not record.is_file():
         return "error", f"exit {proc.returncode}, no record", last or "no output"
     doc = json.loads(record.read_text())
-    res = next((r for r in doc.get("results", []) if r.get("name") == case.check), None)
+    # The named result, or the one a whole run fails under (a sweep that broke is "comm", not "comm.all_reduce").
+    res = next((r for r in doc.get("results", []) if r.get("name") == case.check), None) or next(
+        (r for r in doc.get("results", []) if case.check.startswith(f"{r.get('name')}.")), None)
     if res is None:
         return "error", "no result", f"the record has no '{case.check}' result"
     status, msg = str(res.get("status")), str(res.get("message", ""))

@@ -1,0 +1,130 @@
+"""`trainready report --html`: one self-contained page from real CPU run records (node + comm + resume),
+verdict first, failed checks with remedies, inline SVG charts; opened in headless Chromium with
+every host name mapped to nowhere and its network log read: no request leaves the page (a control
+page with an external image shows the detector works first)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from evidence_records import cpu_records  # noqa: F401  (session fixture)
+from evidence_records import run_main as run_cli
+from test_evidence_outputs import assert_naming_rules, families, planted_failing_record
+
+from trainready.report.html import render_html
+from trainready.report.kinds import record_of
+
+EXTERNAL = re.compile(r"""(?:src|href|xlink:href|action)\s*=\s*["']?\s*(?:https?:)?//|url\(|@import|https?://""", re.I)
+
+
+def test_real_records_junit_and_prometheus(cpu_records: Path) -> None:  # noqa: F811
+    import xml.etree.ElementTree as ET
+
+    for name in ("node", "comm", "resume"):
+        doc = json.loads((cpu_records / f"{name}.json").read_text())
+        root = ET.parse(cpu_records / f"{name}.xml").getroot()
+        assert [c.get("name") for c in root.iter("testcase")] == [r["name"] for r in doc["results"]]
+        for case, res in zip(root.iter("testcase"), doc["results"]):
+            child = {"fail": "failure", "error": "error", "skip": "skipped"}.get(res["status"])
+            assert [el.tag for el in case if el.tag != "system-out"] == ([child] if child else [])
+        text = (cpu_records / f"{name}.prom").read_text()
+        assert_naming_rules(text)
+        assert families(text)["trainready_verdict"].samples
+        assert doc["context"]["argv"][:2] == ["trainready", name]  # the exact command is in the record
+    node_xml = (cpu_records / "node.xml").read_text()
+    assert 'name="gpus"' in node_xml and "<skipped" in node_xml  # no GPU here: gpus is skipped, with its reason
+    resume = json.loads((cpu_records / "resume.json").read_text())["results"][0]["details"]["loss_series"]
+    assert [s for s, _ in resume["A"]] == list(range(1, 11)) and [s for s, _ in resume["C"]] == list(range(6, 11))
+
+
+def test_html_of_real_records(cpu_records: Path, tmp_path: Path) -> None:  # noqa: F811
+    out = tmp_path / "report.html"
+    p = run_cli("report", *(str(cpu_records / f"{n}.json") for n in ("node", "comm", "resume")), "--html", str(out))
+    assert p.returncode == 0, p.stderr
+    html = out.read_text()
+    assert not EXTERNAL.search(html), EXTERNAL.search(html)
+    assert "<script" not in html.lower() and "default-src 'none'" in html
+    verdict = html.index('class="verdict')
+    assert verdict < html.index("<section")  # the verdict comes first
+    for title in ("busbw vs message size", "training loss per step", "resume point: step 5"):
+        assert title in html, title
+    assert html.count("<svg") >= 2  # the quick node run has no chart; comm and resume have theirs
+
+
+def test_html_puts_failed_checks_and_remedies_before_details() -> None:
+    html = render_html([record_of(planted_failing_record(), "planted.json")])
+    assert "Verdict: ERROR" in html and "PLANTED FAULTS" in html
+    failed = html.index("Failed checks and what to do")
+    assert failed < html.index("Drain the node; run dcgmi diag -r 3.") < html.index("<section")
+    assert html.index("GPU 3 bf16") < html.index("<section")
+
+
+def test_plan_and_compare_charts() -> None:
+    plan = {"schema": "trainready.plan/1", "gpu": "H100", "memory": {"verdict": "does not fit", "items": [
+        {"key": "memory.weights", "value": 16 * 2**30}, {"key": "memory.optimizer", "value": 96 * 2**30},
+        {"key": "memory.capacity", "value": 80 * 2**30}]}}
+    compare = {"schema": "trainready.compare/1", "verdict": "fail", "reasons": ["comm_busbw_avg regressed 20%"],
+               "metrics": [{"name": "comm_busbw_avg", "labels": {"op": "all_reduce"}, "unit": "GB/s", "baseline": 360.0,
+                            "new": 288.0, "rel_change": -0.2, "verdict": "regression"},
+                           {"name": "gpu_count", "labels": {}, "unit": "GPUs", "baseline": 8, "new": 8,
+                            "rel_change": 0.0, "verdict": "unchanged"}]}
+    html = render_html([record_of(plan, "plan.json"), record_of(compare, "cmp.json")])
+    assert "memory per GPU (H100): does not fit" in html and "GPU memory 80 GiB" in html
+    assert "compare: before → after" in html and "comm_busbw_avg[op=all_reduce]" in html and "-20.0%" in html
+    assert "gpu_count" not in html.split("compare: before")[1].split("</svg>")[0]  # unchanged rows left out
+    assert "comm_busbw_avg regressed 20%" in html.split("<section")[0]  # the reason is up front
+
+
+def _chromium() -> str:
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe:
+        return exe
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        pytest.skip("chromium is not installed and cannot be installed here (needs root and apt-get)")
+    for cmd in (["apt-get", "install", "-y", "-q", "chromium"], ["apt-get", "update", "-q"],
+                ["apt-get", "install", "-y", "-q", "chromium"]):
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        if cmd[1] == "install" and p.returncode == 0:
+            break
+    exe = shutil.which("chromium")
+    if not exe:
+        pytest.skip(f"chromium not installable: {(p.stderr.strip().splitlines() or ['?'])[-1]}")
+    return exe
+
+
+def _page_requests(exe: str, page: Path, tmp: Path) -> tuple[list[str], Path]:
+    """URLs the page itself asked for (network log: requests whose isolation key is the file:// page)."""
+    netlog, shot = tmp / "net.json", tmp / f"{page.stem}.png"
+    subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                    f"--user-data-dir={tmp / 'profile'}", '--host-resolver-rules=MAP * ~NOTFOUND',
+                    f"--log-net-log={netlog}", f"--screenshot={shot}", "--window-size=1200,2000", page.as_uri()],
+                   capture_output=True, text=True, timeout=180)
+    text = netlog.read_text()
+    doc = json.loads(text if text.rstrip().endswith("}") else text.rstrip().rstrip(",") + "]}")
+    start = doc["constants"]["logEventTypes"]["URL_REQUEST_START_JOB"]
+    urls = [e["params"]["url"] for e in doc["events"] if e.get("type") == start
+            and "file://" in str(e["params"].get("network_isolation_key", ""))
+            and not e["params"]["url"].startswith(("file:", "data:"))]
+    return urls, shot
+
+
+@pytest.mark.slow
+def test_chromium_renders_the_report_and_nothing_leaves_the_page(cpu_records: Path, tmp_path: Path) -> None:  # noqa: F811
+    exe = _chromium()
+    control = tmp_path / "control.html"
+    control.write_text('<html><body><img src="http://example.invalid/x.png">x</body></html>')
+    urls, _ = _page_requests(exe, control, tmp_path / "c")
+    assert urls == ["http://example.invalid/x.png"]  # the detector sees a page's request ...
+    page = tmp_path / "report.html"
+    run_cli("report", *(str(cpu_records / f"{n}.json") for n in ("node", "comm", "resume")), "--html", str(page))
+    urls, shot = _page_requests(exe, page, tmp_path / "r")
+    assert urls == []  # ... and the report makes none
+    assert shot.is_file() and shot.stat().st_size > 50_000  # a rendered page with charts, not a blank one

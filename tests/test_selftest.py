@@ -1,0 +1,80 @@
+"""`trainready selftest`: every plant has a case (a new plant without one fails here), the docs' fault
+catalogue matches the cases, a case that plants nothing is reported missed (the mismatch first), and a
+lean subset runs for real and is detected."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from evidence_records import run_main
+
+from trainready.checks.plants import PLANTS
+from trainready.selftest.cases import CASES, Case
+from trainready.selftest.prepare import placeholders, spec_text
+from trainready.selftest.run import run_case
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "evidence.md"
+
+
+def test_every_plant_has_a_selftest_case() -> None:
+    covered = {p for c in CASES for p in c.plants}
+    assert set(PLANTS) - covered == set(), f"plants without a selftest case: {sorted(set(PLANTS) - covered)}"
+    assert covered - set(PLANTS) == set(), f"cases covering unknown plants: {sorted(covered - set(PLANTS))}"
+    assert len({c.name for c in CASES}) == len(CASES)
+
+
+def test_docs_catalogue_lists_exactly_the_cases() -> None:
+    section = DOC.read_text().split("### Fault catalogue", 1)[1]
+    rows = re.findall(r"^\| `([\w.]+)` \|", section, re.M)
+    assert rows == [c.name for c in CASES]
+
+
+def test_every_placeholder_is_provided(tmp_path: Path) -> None:
+    values = placeholders(tmp_path, 0)
+    used = {m for c in CASES for a in (*c.argv, c.expect) for m in re.findall(r"\{(\w+)\}", a)}
+    assert used <= set(values), used - set(values)
+    assert "world_size = 4" in spec_text(0) and "count = 0" in spec_text(0)
+    facts = json.loads(Path(values["facts_remap"]).read_text())
+    assert facts["nvml"]["gpus"][2]["remap_pending"] is True and facts["nvml"]["count"] == 8
+
+
+def test_a_case_that_plants_nothing_is_missed_and_one_that_plants_is_detected(tmp_path: Path) -> None:
+    values = placeholders(tmp_path / "in", 0)
+    nothing = Case("versions.none", "nothing planted", ("node", "--spec", "{spec}", "--only", "versions"),
+                   "versions", r"numpy")
+    res = run_case(nothing, values, 0, tmp_path)
+    assert res.outcome == "missed" and res.verdict == "pass"  # the mismatch first: no fault, no detection
+    drift = next(c for c in CASES if c.name == "versions.drift")
+    res = run_case(drift, values, 0, tmp_path)
+    assert res.outcome == "detected" and res.verdict == "fail" and "numpy" in res.message
+
+
+def test_unmet_needs_are_skipped_with_the_reason(tmp_path: Path) -> None:
+    gpu = next(c for c in CASES if c.needs == "gpu")
+    res = run_case(gpu, {}, 0, tmp_path)
+    assert res.outcome == "skipped" and "needs a GPU" in res.message
+    slurm = Case("cluster.x", "x", ("node",), "x", "x", needs="slurm")
+    res = run_case(slurm, {}, 0, tmp_path)
+    assert res.outcome in ("skipped", "error", "missed")
+    if res.outcome == "skipped":
+        assert "Slurm" in res.message
+
+
+@pytest.mark.slow
+def test_selftest_cli_subset_detects_and_writes_its_record(tmp_path: Path) -> None:
+    out = tmp_path / "selftest.json"
+    p = run_main("selftest", "--only", "matmul.corrupt,data.truncated_bin", "--json", str(out),
+                 "--junit", str(tmp_path / "st.xml"))
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "trainready.selftest/1" and doc["status"] == "pass"
+    assert [(c["name"], c["outcome"]) for c in doc["cases"]] == [("matmul.corrupt", "detected"),
+                                                                 ("data.truncated_bin", "detected")]
+    assert doc["cases"][1]["verdict"] == "exit 2" and ".bin" in doc["cases"][1]["message"]
+    assert doc["argv"][:2] == ["trainready", "selftest"]
+    assert (tmp_path / "st.xml").read_text().count("<testcase") == 2
+    assert run_main("selftest", "--only", "nope").returncode == 2
