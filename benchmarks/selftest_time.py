@@ -1,0 +1,48 @@
+"""How long `trainready selftest` takes on the CPU default, against the 5-minute target.
+
+Runs every self-test case (the real CLI, one fresh process per case, as `trainready selftest`
+does) and prints each case's seconds, the total, and total / 300 s (target <= 1.0).  Side by side,
+in the same run: the start-up cost of one bare `python -m trainready --version` process, times the
+number of cases that ran: the part of the total that is interpreter and import start-up, not work.
+
+    PYTHONPATH=src python3 benchmarks/selftest_time.py
+    PYTHONPATH=src python3 benchmarks/selftest_time.py --only matmul.corrupt,resume.skip_rng
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+TARGET_S = 300.0  # issue 13: every CPU-applicable fault detected in <= 5 minutes on the 2-core machine
+
+
+def startup_s() -> float:
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "trainready", "--version"], capture_output=True, env=os.environ, check=True)
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", default="", help="comma-separated case names (default: all)")
+    args = ap.parse_args()
+    from trainready.selftest.cases import CASES
+    from trainready.selftest.run import run_selftest
+
+    names = {n for n in args.only.split(",") if n}
+    cases = [c for c in CASES if not names or c.name in names]
+    boot = startup_s()
+    doc = run_selftest(cases, on_done=lambda r: print(f"{r.outcome:<9} {r.seconds:7.1f} s  {r.name}", flush=True))
+    ran = sum(1 for c in doc["cases"] if c["outcome"] != "skipped")
+    print(f"\nselftest: {doc['duration_s']:.1f} s for {len(cases)} cases ({doc['counts']}); "
+          f"target {TARGET_S:.0f} s; ratio {doc['duration_s'] / TARGET_S:.2f} (<= 1.0 meets it)")
+    print(f"start-up: {boot:.1f} s per process x {ran} processes = {boot * ran:.1f} s "
+          f"({boot * ran / max(doc['duration_s'], 1e-9):.0%} of the total); load average {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
