@@ -119,3 +119,19 @@ def test_prometheus_names_units_and_labels_on_a_planted_record() -> None:
 ])
 def test_metric_names_have_one_prefix_and_a_base_unit(name: str, unit: str, want: str) -> None:
     assert metric_name(name, unit) == want
+
+
+def test_junit_of_a_compare_record_fails_on_a_regression() -> None:
+    cmp = {"schema": "trainready.compare/1", "verdict": "fail", "new": {"host": "n2"},
+           "versions_changed": [{"key": "torch", "baseline": "2.11", "new": "2.13", "declared": False}],
+           "metrics": [{"name": "comm_busbw_avg", "labels": {"op": "all_reduce"}, "unit": "GB/s", "baseline": 360.0,
+                        "new": 288.0, "verdict": "regression", "tolerance": 18.0},
+                       {"name": "hbm_copy", "labels": {"gpu": "0"}, "unit": "GB/s", "baseline": 4000.0, "new": 4010.0,
+                        "verdict": "noise", "tolerance": 200.0},
+                       {"name": "gpu_count", "labels": {}, "unit": "GPUs", "baseline": 8, "new": 8, "verdict": "unchanged"}]}
+    root = ET.fromstring(junit_xml([record_of(cmp)]))
+    cases = {c.get("name"): c for c in root.iter("testcase")}
+    assert set(cases) == {"torch", "comm_busbw_avg[op=all_reduce]", "hbm_copy[gpu=0]"}
+    assert cases["comm_busbw_avg[op=all_reduce]"].find("failure") is not None
+    assert cases["hbm_copy[gpu=0]"].find("failure") is None
+    assert "not declared" in cases["torch"].find("failure").get("message")

@@ -93,9 +93,26 @@ def _fleet_suites(rec: Record) -> list[Suite]:
     return out
 
 
+def _compare_suites(rec: Record) -> list[Suite]:
+    """An upgrade gate: one case per changed version and per judged metric (regression/missing fail)."""
+    d = rec.doc
+    cases = [Case("trainready.compare.versions", str(v.get("key", "?")), "pass" if v.get("declared") else "fail",
+                  f"{v.get('baseline')} -> {v.get('new')}" + ("" if v.get("declared") else " (not declared)"))
+             for v in d.get("versions_changed", []) or [] if isinstance(v, Mapping)]
+    for m in d.get("metrics", []) or []:
+        if not isinstance(m, Mapping) or m.get("verdict") in ("unchanged", "info"):
+            continue
+        labels = ",".join(f"{k}={v}" for k, v in sorted((m.get("labels") or {}).items()))
+        cases.append(Case("trainready.compare.metrics", str(m.get("name")) + (f"[{labels}]" if labels else ""),
+                          "fail" if m.get("verdict") in ("regression", "missing") else "pass",
+                          f"{m.get('verdict')}: {m.get('baseline')} -> {m.get('new')} {m.get('unit', '')} "
+                          f"(tolerance {m.get('tolerance')}, {m.get('tolerance_source', '')})"))
+    return [Suite("trainready compare", str((d.get("new") or {}).get("host", "")), "", tuple(cases))]
+
+
 SUITES: dict[str, Callable[[Record], list[Suite]]] = {
     "node": _report_suites, "comm": _report_suites, "resume": _report_suites, "report": _report_suites,
-    "selftest": _selftest_suites, "fleet": _fleet_suites,
+    "selftest": _selftest_suites, "fleet": _fleet_suites, "compare": _compare_suites,
 }
 
 
