@@ -7,7 +7,6 @@ Lean on purpose: node runs the quick checks (gpus, versions, matmul), comm sweep
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -41,14 +40,14 @@ def run_main(*args: str) -> Ran:
     return Ran(int(ex.value.code or 0), out.getvalue(), err.getvalue())
 
 
-def make_records() -> Path:
+def make_records(factory: pytest.TempPathFactory) -> Path:
     """DIR with {node,comm,resume}.json/.xml/.prom; made on first use, shared by every test module."""
     if "dir" in _CACHE:
         return _CACHE["dir"]
-    out = Path(tempfile.mkdtemp(prefix="trainready-evidence-"))
+    out = factory.mktemp("evidence-records")
     for name, argv in RUNS.items():
         p = run_cli(*argv, "--json", str(out / f"{name}.json"), "--junit", str(out / f"{name}.xml"),
-                    "--prometheus", str(out / f"{name}.prom"), env={"TMPDIR": str(out)}, timeout=600)
+                    "--prometheus", str(out / f"{name}.prom"), timeout=600)
         assert p.returncode in (0, 1), f"{name}: exit {p.returncode}\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}"
         assert (out / f"{name}.json").is_file()
     _CACHE["dir"] = out
@@ -56,5 +55,5 @@ def make_records() -> Path:
 
 
 @pytest.fixture(scope="session")
-def cpu_records() -> Path:
-    return make_records()
+def cpu_records(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_records(tmp_path_factory)

@@ -127,3 +127,10 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
         assert p.returncode == 2 and want in p.stderr and len(p.stderr.strip().splitlines()) == 1, (args, p.stderr)
     with pytest.raises(UsageError):
         parse_add(str(tmp_path / "missing.lock"))
+
+
+@pytest.mark.parametrize("args", (["report", "--help"], ["bundle", "--help"], ["selftest", "--help"]), ids=" ".join)
+def test_evidence_commands_help_fits_80_columns(args, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from test_startup_help import test_help_fits_80_columns_without_cutting_words as check_help
+
+    check_help(args, capsys, monkeypatch)

@@ -22,9 +22,13 @@ def bundle(
     it is for, as the handoff records table.  Secrets stay redacted.  A planted (test) record is
     refused.  --verify: exit 0 intact, 1 changed/missing/extra files, 2 not a bundle.
 
-    Examples:\n
-      trainready bundle handoff.tar.gz node.json comm.json resume.json plan.json --add uv.lock --add Dockerfile\n
-      trainready bundle handoff/ node.json --add config=train.yaml --add tokenizer=tok/ --log slurm-123.out\n
+    Examples:
+
+    \b
+      trainready bundle handoff.tar.gz node.json comm.json resume.json \\
+        --add uv.lock --add Dockerfile
+      trainready bundle handoff/ node.json --add config=train.yaml \\
+        --add tokenizer=tok/ --log slurm-123.out
       trainready bundle --verify handoff.tar.gz
     """
     from pathlib import Path

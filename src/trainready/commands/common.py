@@ -198,7 +198,7 @@ def evidence_outputs(command: Callable[..., Any]) -> Callable[..., Any]:
 
 def write_evidence_outputs(doc: dict[str, Any], outputs: EvidenceOutputs | None = None) -> None:
     """The --junit / --prometheus files of this record (scrubbed like the JSON), each atomically."""
-    from trainready.probe.envvars import scrub
+    from trainready.probe.redact import scrub
     from trainready.report.kinds import record_of
 
     out = outputs or _OUTPUTS[0]

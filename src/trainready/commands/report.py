@@ -17,10 +17,13 @@ def report(
 
     Exit 0 when written, 2 on a missing or unreadable record or output path.
 
-    Examples:\n
-      trainready report node.json comm.json resume.json --html report.html\n
-      trainready report plan.json compare.json --html upgrade.html\n
-      trainready report node.json --junit node.xml --prometheus /var/lib/node_exporter/trainready.prom
+    Examples:
+
+    \b
+      trainready report node.json comm.json resume.json --html report.html
+      trainready report plan.json compare.json --html upgrade.html
+      trainready report node.json --junit node.xml \\
+        --prometheus /var/lib/node_exporter/textfile_collector/trainready.prom
     """
     from rich.console import Console
 

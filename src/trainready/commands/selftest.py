@@ -20,9 +20,11 @@ def selftest(
     Exit 0 when every case that applies here was detected, 1 when any was missed or broke, 2 on bad input.
     The record (trainready.selftest/1) can go in a handoff bundle.
 
-    Examples:\n
-      trainready selftest\n
-      trainready selftest --only matmul.corrupt,resume.skip_rng --json selftest.json
+    Examples:
+
+    \b
+      trainready selftest
+      trainready selftest --only matmul.corrupt,resume.skip_rng --json st.json
     """
     from rich.console import Console
 

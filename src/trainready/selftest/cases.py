@@ -66,6 +66,8 @@ CASES: tuple[Case, ...] = (
     # --- compute right
     Case("matmul.corrupt", "one element of the matmul result is off by one on device 0",
          _node("matmul", "matmul.corrupt=0"), "matmul", r"(GPU|device|cpu).*(bf16|mismatch)|mismatch"),
+    Case("matmul.bitflip", "the top significand bit of one element of a random product flips on device 0",
+         _node("matmul", "matmul.bitflip=0"), "matmul", r"error bound|bound"),
     Case("matmul.nondeterministic", "a repeated matmul differs by one ulp on device 0",
          _node("matmul", "matmul.nondeterministic=0"), "matmul", r"twice differs|repeat|determin"),
     Case("throughput.slow_gpu", "GPU 0 reports half its GEMM TFLOP/s and HBM GB/s",
