@@ -145,40 +145,36 @@ def compare_charts(rec: Record) -> list[Chart]:
 
 
 def fleet_charts(rec: Record) -> list[Chart]:
-    """Per node and GPU throughput across the fleet: rejected nodes in red, the fleet median and the
-    outlier bound the record gives (robust statistics: median − k·MAD), the spec floor."""
-    nodes = [n for n in rec.doc.get("nodes", []) or [] if isinstance(n, Mapping)]
+    """Per node and GPU throughput across the fleet: rejected nodes red with ✗, the fleet median, and the
+    robust outlier bound and slow floor the fleet verdict used (median − k·1.4826·MAD; fraction × median)."""
+    from trainready.report.fleet import bound_of, fleet_nodes
+
+    nodes = fleet_nodes(rec)
     out = []
     for name in ("gemm_bf16", "hbm_copy", "train_tokens_per_s"):
         bars = []
         for n in nodes:
-            rejected = str(n.get("verdict", n.get("status", ""))) in ("reject", "fail", "error", "no result")
-            for r in _results(n.get("record") or {}):
+            for r in _results(n.report or {}):
                 for m in r.get("metrics", []) or []:
                     if m.get("name") == name:
-                        gpu = (m.get("labels") or {}).get("gpu")
-                        bars.append(Bar(f"{n.get('node', '?')}" + (f"/{gpu}" if gpu is not None else ""),
-                                        _f(m.get("value")), "reject" if rejected else "pass",
-                                        "; ".join(map(str, n.get("reasons", []) or []))))
+                        lab = m.get("labels") or {}
+                        where = f"/{lab['gpu']}" if "gpu" in lab else ""
+                        bars.append(Bar(n.node + where, _f(m.get("value")), "pass" if n.accepted else "reject",
+                                        "; ".join(n.reasons)))
         if not bars:
             continue
+        unit = next((m.get("unit", "") for n in nodes for r in _results(n.report or {}) for m in r.get("metrics", [])
+                     if m.get("name") == name), "")
         lines = [HLine(statistics.median(b.value for b in bars), "fleet median", "#6e7781")]
-        bound = _bound(rec.doc, name)
+        bound, floor = bound_of(rec.doc, name)
         if bound is not None:
             lines.append(HLine(bound, "outlier bound"))
-        out.append((f"{name} per node/GPU across the fleet; red ✗ = rejected node.",
-                    bar_chart(f"{name} across the fleet", bars, name, lines)))
+        if floor is not None:
+            lines.append(HLine(floor, "slow floor", "#9a6700"))
+        out.append((f"{name} per node{'/GPU' if any('/' in b.label for b in bars) else ''} across the fleet; red ✗ = "
+                    "rejected node (any reason); a node is slow only below both the outlier bound and the floor.",
+                    bar_chart(f"{name} across the fleet ({unit})", bars, unit, lines)))
     return out
-
-
-def _bound(doc: Mapping[str, Any], metric: str) -> float | None:
-    """The outlier bound the fleet verdict used for `metric`, when the record states one."""
-    for s in doc.get("stats", []) or doc.get("metrics", []) or []:
-        if isinstance(s, Mapping) and s.get("name") == metric:
-            for key in ("outlier_bound", "bound", "lower_bound"):
-                if isinstance(s.get(key), (int, float)):
-                    return float(s[key])
-    return None
 
 
 CHARTS: dict[str, tuple[Callable[[Record], list[Chart]], ...]] = {

@@ -84,12 +84,21 @@ def _plan_findings(rec: Record) -> list[Finding]:
 
 
 def _fleet_findings(rec: Record) -> list[Finding]:
-    out = []
-    for n in rec.doc.get("nodes", []) or []:
-        if isinstance(n, Mapping) and status_of(Record("", "node", {"status": n.get("verdict", "")})) == "fail":
-            out.append((f"node {n.get('node', '?')}", "fail", "; ".join(map(str, n.get("reasons", []) or [])),
-                        str(n.get("remedy", "drained until repaired and re-validated"))))
-    return out
+    from trainready.report.fleet import fleet_nodes
+
+    out = [(f"node {n.node}", "fail", "rejected: " + "; ".join(n.reasons),
+            "drained with a 'trainready:' reason until repaired and re-validated (trainready cluster resume)")
+           for n in fleet_nodes(rec) if not n.accepted]
+    return out + [(str(c.get("name")), str(c.get("status")), str(c.get("message", "")), str(c.get("remedy", "")))
+                  for c in rec.doc.get("cross", []) or [] if isinstance(c, Mapping) and c.get("status") in ("fail", "error", "warn")]
+
+
+def _fleet_details(rec: Record) -> str:
+    from trainready.report.fleet import fleet_nodes
+
+    rows = [[escape(n.node), _pill("pass" if n.accepted else "fail"), escape("; ".join(n.reasons) or "—")]
+            for n in fleet_nodes(rec)]
+    return _table(("node", "verdict", "reasons"), rows) + _json_details(rec, ("summary", "drain_list", "stats"))
 
 
 FINDINGS: dict[str, Callable[[Record], list[Finding]]] = {
@@ -152,7 +161,7 @@ def _selftest_details(rec: Record) -> str:
 
 DETAILS: dict[str, Callable[[Record], str]] = {
     "node": _checks_details, "comm": _checks_details, "resume": _checks_details, "report": _checks_details,
-    "selftest": _selftest_details,
+    "selftest": _selftest_details, "fleet": _fleet_details,
 }
 
 

@@ -69,27 +69,26 @@ def _selftest_suites(rec: Record) -> list[Suite]:
 
 
 def _fleet_suites(rec: Record) -> list[Suite]:
-    """A fleet record: one suite per node (its checks), node records nested under `nodes`."""
+    """A fleet record: one suite per node (its node record's checks, plus the node's verdict as a case),
+    and one for the cross-node checks."""
+    from trainready.report.fleet import fleet_nodes
+
+    stamp = str((rec.doc.get("context") or {}).get("started_at", ""))
     out = []
-    for node in rec.doc.get("nodes", []) or []:
-        if not isinstance(node, Mapping):
-            continue
-        name = str(node.get("node") or node.get("host") or "?")
-        results = node.get("results") or (node.get("record") or {}).get("results") or []
-        cases = [Case(f"trainready.cluster.{name}", str(r.get("name", "?")), str(r.get("status", "error")),
-                      str(r.get("message", "")), str(r.get("remedy", "")), _float(r.get("duration_s")))
-                 for r in results if isinstance(r, Mapping)]
-        if not cases:  # no result at all (dead, hung, never started): one failing case with the reason
-            reasons = "; ".join(str(x) for x in node.get("reasons", []) or []) or str(node.get("reason", "no result"))
-            verdict = str(node.get("verdict", node.get("status", "reject")))
-            cases = [Case(f"trainready.cluster.{name}", "node", "pass" if verdict in ("accept", "pass") else "fail",
-                          reasons)]
-        out.append(Suite(f"trainready cluster {name}", name, str(rec.doc.get("started_at", "")), tuple(cases)))
-    for r in rec.doc.get("cross_node", []) or rec.doc.get("results", []) or []:
-        if isinstance(r, Mapping):
-            out.append(Suite("trainready cluster cross-node", "", str(rec.doc.get("started_at", "")), (
-                Case("trainready.cluster", str(r.get("name", "?")), str(r.get("status", "error")),
-                     str(r.get("message", "")), str(r.get("remedy", "")), _float(r.get("duration_s"))),)))
+    for n in fleet_nodes(rec):
+        cls = f"trainready.cluster.{n.node}"
+        cases = [Case(cls, str(r.get("name", "?")), str(r.get("status", "error")), str(r.get("message", "")),
+                      str(r.get("remedy", "")), _float(r.get("duration_s")))
+                 for r in (n.report or {}).get("results", []) or [] if isinstance(r, Mapping)]
+        cases.append(Case(cls, "fleet verdict", "pass" if n.accepted else "fail",
+                          "accepted" if n.accepted else "rejected: " + "; ".join(n.reasons),
+                          "" if n.accepted else "drained (trainready: reason) until repaired and re-validated"))
+        out.append(Suite(f"trainready cluster {n.node}", n.node, stamp, tuple(cases)))
+    cross = [Case("trainready.cluster", str(r.get("name", "?")), str(r.get("status", "error")),
+                  str(r.get("message", "")), str(r.get("remedy", "")), _float(r.get("duration_s")))
+             for r in rec.doc.get("cross", []) or [] if isinstance(r, Mapping)]
+    if cross:
+        out.append(Suite("trainready cluster cross-node", "", stamp, tuple(cross)))
     return out
 
 

@@ -46,6 +46,9 @@ class Record:
     @property
     def planted(self) -> Mapping[str, str]:
         """Plants of a report record (context.planted); {} for every other kind."""
+        if self.kind == "fleet":  # the fleet run's own plants (per-node faults)
+            p = self.doc.get("planted")
+            return p if isinstance(p, Mapping) else {}
         ctx = self.doc.get("context") if self.kind in REPORT_KINDS or self.doc.get("schema") == "trainready.report/1" else None
         p = ctx.get("planted") if isinstance(ctx, Mapping) else None
         return p if isinstance(p, Mapping) else {}
@@ -53,6 +56,10 @@ class Record:
     @property
     def status(self) -> str:
         """The record's overall verdict word (pass/warn/fail/error, a plan's fit, or '')."""
+        if self.kind == "fleet":
+            from trainready.report.fleet import fleet_status
+
+            return fleet_status(self.doc)
         s = self.doc.get("status") or self.doc.get("verdict")
         if isinstance(s, Mapping):
             s = s.get("status")

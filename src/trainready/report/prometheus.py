@@ -131,9 +131,28 @@ def _selftest_samples(rec: Record) -> Iterable[Sample]:
                      _labels(node=node, plant=c.get("name")), 1.0 if c.get("outcome") == "detected" else 0.0)
 
 
+def _fleet_samples(rec: Record) -> Iterable[Sample]:
+    """Each node's verdict and its node record's samples (node = the Slurm node name); the fleet's robust
+    statistics per throughput metric as one family each, `stat` = median | robust_bound | floor."""
+    from trainready.report.fleet import fleet_nodes
+
+    for n in fleet_nodes(rec):
+        yield Sample(PREFIX + "fleet_node_accepted", "1 when the fleet verdict accepted the node, 0 when rejected",
+                     _labels(node=n.node), 1.0 if n.accepted else 0.0)
+        if n.report:
+            yield from _report_samples(Record(rec.path, str(n.report.get("command", "node")), {**n.report, "host": n.node}))
+    for st in rec.doc.get("stats", []) or []:
+        if not isinstance(st, Mapping) or not st.get("judged", True):
+            continue
+        unit = str(st.get("unit", "1"))
+        for key in ("median", "robust_bound", "floor"):
+            yield Sample(metric_name(f"fleet_{st.get('metric')}", unit), f"fleet statistics of {st.get('metric')}",
+                         _labels(stat=key), _num(st.get(key)) * UNITS.get(unit, ("", 1.0))[1])
+
+
 SAMPLES: dict[str, Callable[[Record], Iterable[Sample]]] = {
     "node": _report_samples, "comm": _report_samples, "resume": _report_samples, "report": _report_samples,
-    "selftest": _selftest_samples,
+    "selftest": _selftest_samples, "fleet": _fleet_samples,
 }
 
 

@@ -1,0 +1,72 @@
+"""A fleet record (`trainready cluster run`, trainready.fleet/1) read for the report, JUnit and Prometheus.
+
+The fleet record names each node's verdict (accepted, reasons) and the path of its node record
+(trainready.fleetnode/1, whose "report" is the node's trainready.report/1); the robust statistics
+(median, MAD, the outlier bound) are in "stats".  Node records are looked up where the record says,
+else beside the fleet record (RESULTS/nodes/NODE.json).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from trainready.report.kinds import Record
+
+
+@dataclass(frozen=True)
+class FleetNode:
+    node: str
+    accepted: bool
+    reasons: tuple[str, ...]
+    report: Mapping[str, Any] | None  # the node's trainready.report/1, when its record is readable
+
+
+def _node_report(rec: Record, entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    embedded = entry.get("record")
+    if isinstance(embedded, Mapping):  # a record that embeds its node records
+        return embedded.get("report", embedded)  # type: ignore[no-any-return]
+    base = Path(rec.path).parent if rec.path else Path(".")
+    cands = [Path(str(embedded))] if isinstance(embedded, str) and embedded else []
+    cands += [base / str(embedded)] if isinstance(embedded, str) and embedded else []
+    cands.append(base / "nodes" / f"{entry.get('node')}.json")
+    for p in cands:
+        try:
+            doc = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, Mapping):
+            rep = doc.get("report", doc)
+            return rep if isinstance(rep, Mapping) else None
+    return None
+
+
+def fleet_nodes(rec: Record) -> list[FleetNode]:
+    out = []
+    for n in rec.doc.get("nodes", []) or []:
+        if isinstance(n, Mapping):
+            accepted = bool(n.get("accepted", n.get("verdict") in ("accept", "pass")))
+            out.append(FleetNode(str(n.get("node", "?")), accepted, tuple(map(str, n.get("reasons", []) or [])),
+                                 _node_report(rec, n)))
+    return out
+
+
+def fleet_status(doc: Mapping[str, Any]) -> str:
+    """fail when a node is rejected or a fleet-level check failed; warn when planted; else pass."""
+    summary = doc.get("summary") or {}
+    failed = any(isinstance(c, Mapping) and c.get("status") in ("fail", "error") and c.get("name") == "cluster.collective"
+                 for c in doc.get("cross", []) or [])
+    if summary.get("rejected") or doc.get("drain_list") or failed:
+        return "fail"
+    return "warn" if doc.get("planted") else "pass"
+
+
+def bound_of(doc: Mapping[str, Any], metric: str) -> tuple[float | None, float | None]:
+    """(robust outlier bound, slow floor) the fleet verdict used for `metric`, when judged."""
+    for s in doc.get("stats", []) or []:
+        if isinstance(s, Mapping) and s.get("metric") == metric and s.get("judged", True):
+            b, f = s.get("robust_bound"), s.get("floor")
+            return (float(b) if isinstance(b, (int, float)) else None, float(f) if isinstance(f, (int, float)) else None)
+    return None, None
