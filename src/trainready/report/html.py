@@ -71,8 +71,10 @@ def _compare_findings(rec: Record) -> list[Finding]:
 
 def _selftest_findings(rec: Record) -> list[Finding]:
     return [(str(c.get("name")), "fail" if c.get("outcome") == "missed" else "error",
-             f"planted fault {c.get('outcome')}: {c.get('message', '')}", "A detector that misses its own planted "
-             "fault cannot be trusted here: report it as a bug.")
+             f"planted fault {c.get('outcome')}: {c.get('message', '')}",
+             "A detector that misses its own planted fault cannot be trusted here: report it as a bug."
+             if c.get("outcome") == "missed" else "The self-test run itself broke (see the message): run "
+             f"`trainready selftest --only {c.get('name')}` again; if it persists, report it as a bug.")
             for c in rec.doc.get("cases", []) or [] if c.get("outcome") in ("missed", "error")]
 
 
