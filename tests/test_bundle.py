@@ -134,3 +134,26 @@ def test_evidence_commands_help_fits_80_columns(args, capsys, monkeypatch) -> No
     from test_startup_help import test_help_fits_80_columns_without_cutting_words as check_help
 
     check_help(args, capsys, monkeypatch)
+
+
+def test_checkpoint_manifests_and_data_checksums(tmp_path: Path) -> None:
+    import hashlib
+
+    run = tmp_path / "resume-1"
+    (run / "ckpt" / "step-5").mkdir(parents=True)
+    (run / "ckpt" / "step-5" / "manifest.json").write_text('{"files": {"__0_0.distcp": {"sha256": ["ab"]}}}')
+    (run / "ckpt" / "latest").write_text("step-5")
+    (run / "evidence").mkdir()
+    (run / "evidence" / "declared.json").write_text('{"tolerance": {"atol": 0}}')
+    data = tmp_path / "tok.bin"
+    data.write_bytes(b"\x01\x02" * 1000)
+    out = tmp_path / "b"
+    build(BundleOptions(out, (str(clean_record(tmp_path)),), checkpoints=(run / "ckpt",), data=(data,),
+                        collect_env=False))
+    index = json.loads((out / "index.json").read_text())
+    paths = {i["path"]: i["section"] for i in index["items"]}
+    assert paths["checkpoints/01-step-5/manifest.json"] == "previous" and "checkpoints/latest-01" in paths
+    assert paths["checkpoints/declared-01.json"] == "launch" and paths["checksums/data.json"] == "training"
+    ref = index["referenced"][0]
+    assert ref["path"] == str(data.resolve()) and ref["sha256"] == hashlib.sha256(data.read_bytes()).hexdigest()
+    assert not (out / "tok.bin").exists() and verify(out).ok  # referenced by checksum, not copied

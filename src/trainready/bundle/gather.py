@@ -151,6 +151,10 @@ def add_checkpoints(stage: Stage, dirs: Iterable[Path]) -> None:
         latest = d / "latest"
         if latest.is_file():
             stage.copy(f"checkpoints/latest-{n:02d}", latest, "previous", "which checkpoint step `latest` names")
+        declared = d.parent / "evidence" / "declared.json"  # a resume run's folder: what it declared before running
+        if declared.is_file():
+            stage.copy(f"checkpoints/declared-{n:02d}.json", declared, "launch",
+                       "the resume run's declared tolerance, training setup and data, written before it ran")
 
 
 def add_files(stage: Stage, adds: Iterable[tuple[str, Path]], logs: Iterable[Path]) -> None:
