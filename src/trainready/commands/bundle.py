@@ -35,7 +35,7 @@ def bundle(
 
     from rich.console import Console
 
-    from trainready.commands.common import _INVOCATION
+    from trainready.commands.common import invocation
 
     console = Console(stderr=True)
     if verify_only:
@@ -52,7 +52,7 @@ def bundle(
         out=Path(out.rstrip("/")).expanduser(), records=tuple(records or ()), adds=tuple(parse_add(a) for a in add or []),
         logs=tuple(Path(p) for p in log or []), data=tuple(Path(p) for p in data or []),
         checkpoints=tuple(Path(p) for p in checkpoint or []), spec=spec, collect_env=not no_env,
-        argv=tuple(_INVOCATION),
+        argv=tuple(invocation()),
     )
     with console.status("bundle") as status:
         doc = build(opts, progress=lambda m: status.update(m))

@@ -170,6 +170,11 @@ def set_invocation(argv: list[str]) -> None:
     _INVOCATION[:] = ["trainready", *argv]
 
 
+def invocation() -> list[str]:
+    """The command line of this run, as the user typed it (cli.main), for the record's context.argv."""
+    return list(_INVOCATION) or ["trainready", *sys.argv[1:]]
+
+
 def evidence_outputs(command: Callable[..., Any]) -> Callable[..., Any]:
     """Give a command that ends in `emit` the `--junit PATH` and `--prometheus PATH` options
     (report/junit.py, report/prometheus.py).  Paths are checked before any work."""
@@ -217,8 +222,7 @@ def write_evidence_outputs(doc: dict[str, Any], outputs: EvidenceOutputs | None 
 
 def emit(report: Report, json_path: str | None, quiet: bool = False, verbose: bool = False) -> int:
     console = Console(stderr=json_path == "-")
-    argv = _INVOCATION or ["trainready", *sys.argv[1:]]
-    report = dataclasses.replace(report, context={**report.context, "argv": argv})
+    report = dataclasses.replace(report, context={**report.context, "argv": invocation()})
     if not quiet:
         print_report(report, console, verbose=verbose)
     if json_path:

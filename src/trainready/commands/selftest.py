@@ -45,9 +45,9 @@ def selftest(
     console = Console(stderr=json_path == "-")
     doc = _run(cases, console)
     _print(doc, console)
-    from trainready.commands.common import _INVOCATION, write_evidence_outputs, write_json_doc
+    from trainready.commands.common import invocation, write_evidence_outputs, write_json_doc
 
-    doc["argv"] = list(_INVOCATION)
+    doc["argv"] = invocation()
     if json_path:
         write_json_doc(doc, json_path, console, "selftest record")
     write_evidence_outputs(doc)
