@@ -2,8 +2,9 @@
 
 Runs every self-test case (the real CLI, one fresh process per case, as `trainready selftest`
 does) and prints each case's seconds, the total, and total / 300 s (target <= 1.0).  Side by side,
-in the same run: the start-up cost of one bare `python -m trainready --version` process, times the
-number of cases that ran: the part of the total that is interpreter and import start-up, not work.
+in the same run: the start-up cost of one `python -m trainready node --list` process (interpreter,
+torch and the check registry imported, nothing run), times the number of case processes: the part of
+the total that is start-up, not work.
 
     PYTHONPATH=src python3 benchmarks/selftest_time.py
     PYTHONPATH=src python3 benchmarks/selftest_time.py --only matmul.corrupt,resume.skip_rng
@@ -22,7 +23,8 @@ TARGET_S = 300.0  # issue 13: every CPU-applicable fault detected in <= 5 minute
 
 def startup_s() -> float:
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "trainready", "--version"], capture_output=True, env=os.environ, check=True)
+    subprocess.run([sys.executable, "-m", "trainready", "node", "--list"], capture_output=True, env=os.environ,
+                   check=True)
     return time.perf_counter() - t0
 
 

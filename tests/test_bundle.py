@@ -108,7 +108,7 @@ def test_planted_record_is_refused_and_a_selftest_record_is_accepted(tmp_path: P
     planted = tmp_path / "planted.json"
     planted.write_text(json.dumps(planted_failing_record()))
     p = run_cli("bundle", str(tmp_path / "b"), str(planted), "--no-env")
-    assert p.returncode == 2 and "planted faults (matmul.corrupt=3)" in p.stderr and not (tmp_path / "b").exists()
+    assert p.returncode == 2 and "made with --plant matmul.corrupt" in p.stderr and not (tmp_path / "b").exists()
     st = tmp_path / "selftest.json"
     st.write_text(json.dumps({"schema": "trainready.selftest/1", "host": "h", "status": "pass", "cases": []}))
     out = tmp_path / "b2"

@@ -23,6 +23,7 @@ from trainready.bundle import gather
 from trainready.bundle.index import index_doc, index_md, section_facts
 from trainready.bundle.layout import INDEX_JSON, INDEX_MD
 from trainready.errors import UsageError
+from trainready.records import SCHEMA_VERSION, read_report
 from trainready.report.kinds import Record, read_record
 from trainready.util.atomic import _umask, atomic_write_json, atomic_write_text, fsync_dir
 
@@ -69,6 +70,9 @@ def read_records(paths: tuple[str, ...]) -> list[Record]:
     recs = []
     for p in paths:
         rec = read_record(p)
+        if rec.doc.get("schema") == SCHEMA_VERSION:  # the one reader of report records: refuses planted ones
+            read_report(p, p, "a record made without --plant: a bundle holds evidence only "
+                        "(trainready selftest records are the exception)")
         why = _planted(rec)
         if why:
             raise UsageError(f"{p}: a record with planted faults ({why}) is a test, not evidence; a bundle holds "

@@ -49,9 +49,11 @@ class Record:
         if self.kind == "fleet":  # the fleet run's own plants (per-node faults)
             p = self.doc.get("planted")
             return p if isinstance(p, Mapping) else {}
-        ctx = self.doc.get("context") if self.kind in REPORT_KINDS or self.doc.get("schema") == "trainready.report/1" else None
-        p = ctx.get("planted") if isinstance(ctx, Mapping) else None
-        return p if isinstance(p, Mapping) else {}
+        if self.doc.get("schema") != "trainready.report/1":
+            return {}
+        from trainready.records import planted_of
+
+        return planted_of(self.doc.get("context"))
 
     @property
     def status(self) -> str:
@@ -74,8 +76,6 @@ class Record:
             host = host.get("hostname")
         return f"{self.kind}" + (f" on {host}" if isinstance(host, str) and host else "")
 
-
-REPORT_KINDS = ("node", "comm", "resume")
 
 
 def kind_of(doc: Any, where: str) -> str:

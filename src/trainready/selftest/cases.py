@@ -40,8 +40,8 @@ def _node(check: str, plant: str, *extra: str) -> tuple[str, ...]:
     return ("node", "--spec", "{spec}", "--only", check, "--plant", plant, *extra)
 
 
-def _comm(*plants: str) -> tuple[str, ...]:
-    out = ["comm", "--spec", "{spec}", "--ops", "all_reduce", "-b", "1K", "-e", "16K", "-f", "4", "-w", "1", "-n", "2",
+def _comm(*plants: str, spec: str = "{spec}") -> tuple[str, ...]:
+    out = ["comm", "--spec", spec, "--ops", "all_reduce", "-b", "1K", "-e", "16K", "-f", "4", "-w", "1", "-n", "2",
            "--timeout", "20", "--pair-bytes", "64K", "--quiet"]
     for p in plants:
         out += ["--plant", p]
@@ -52,6 +52,10 @@ def _resume(plant: str) -> tuple[str, ...]:
     return ("resume", "--spec", "{spec}", "--steps", "10", "--checkpoint-step", "5", "--batch-size", "2",
             "--plant", plant)
 
+
+# A hang names the hung rank and the ranks left waiting on it; a loaded machine on which every rank
+# missed the deadline says no such thing, so it is not taken for the planted hang.
+HUNG = r"rank {rank} hung at [^;]*; ranks? [\d, -]+ (?:was|were) left waiting"
 
 CASES: tuple[Case, ...] = (
     # --- GPUs visible, host and container agree (replayed 8x H200 facts with one fault each)
@@ -65,53 +69,60 @@ CASES: tuple[Case, ...] = (
          ("node", "--spec", "{spec_drift}", "--only", "versions"), "versions", r"numpy"),
     # --- compute right
     Case("matmul.corrupt", "one element of the matmul result is off by one on device 0",
-         _node("matmul", "matmul.corrupt=0"), "matmul", r"(GPU|device|cpu).*(bf16|mismatch)|mismatch"),
+         _node("matmul", "matmul.corrupt=0"), "matmul", r"integer product wrong"),
     Case("matmul.bitflip", "the top significand bit of one element of a random product flips on device 0",
-         _node("matmul", "matmul.bitflip=0"), "matmul", r"error bound|bound"),
+         _node("matmul", "matmul.bitflip=0"), "matmul", r"statistical error bound"),
     Case("matmul.nondeterministic", "a repeated matmul differs by one ulp on device 0",
-         _node("matmul", "matmul.nondeterministic=0"), "matmul", r"twice differs|repeat|determin"),
+         _node("matmul", "matmul.nondeterministic=0"), "matmul", r"same product twice differs"),
     Case("throughput.slow_gpu", "GPU 0 reports half its GEMM TFLOP/s and HBM GB/s",
-         _node("throughput", "throughput.slow_gpu=0"), "throughput", r"GPU 0", needs="gpu"),
+         _node("throughput", "throughput.slow_gpu=0"), "throughput", r"GPU 0\b", needs="gpu"),
     Case("train_step.freeze", "one parameter is left without an update",
-         _node("train_step", "train_step.freeze=first"), "train_step", r"not updated|unchanged|without an update|frozen"),
+         _node("train_step", "train_step.freeze=first"), "train_step", r"not updated"),
     Case("train_step.nan", "a NaN in a gradient", _node("train_step", "train_step.nan=grad"), "train_step",
-         r"NaN|nan|finite"),
+         r"non-finite gradient"),
     Case("train_step.nan_loss", "a NaN in the loss", _node("train_step", "train_step.nan=loss"), "train_step",
-         r"NaN|nan|finite", covers=("train_step.nan",)),
+         r"loss not finite", covers=("train_step.nan",)),
     Case("train_step.sdpa", "one element of a fused SDPA backend's output is off by 1",
-         _node("train_step", "train_step.sdpa=1"), "train_step", r"SDPA|sdpa"),
+         _node("train_step", "train_step.sdpa=1"), "train_step", r"SDPA \w+ out differs"),
     Case("train_step.adamw", "the fused AdamW step differs from for-each AdamW",
-         _node("train_step", "train_step.adamw=1"), "train_step", r"AdamW|adamw"),
+         _node("train_step", "train_step.adamw=1"), "train_step", r"fused AdamW differs"),
     # --- GPUs exchange results
     Case("allreduce.wrong_rank", "one rank contributes a wrong value", _node("allreduce", "allreduce.wrong_rank={rank}"),
-         "allreduce", r"rank {rank}"),
+         "allreduce", r"expected \d+ everywhere"),
     Case("allreduce.hang_rank", "one rank never joins the all-reduce (hang)",
-         _node("allreduce", "allreduce.hang_rank={rank}"), "allreduce", r"rank {rank}|hung|deadline"),
+         _node("allreduce", "allreduce.hang_rank={rank}"), "allreduce", HUNG),
     Case("allreduce.die_rank", "one rank's process exits mid-run", _node("allreduce", "allreduce.die_rank={rank}"),
-         "allreduce", r"rank {rank}|exit|died"),
+         "allreduce", r"rank {rank} died"),
     Case("comm.wrong_rank", "one rank sends wrong elements in the collective sweep", _comm("comm.wrong_rank={rank}"),
-         "comm.all_reduce", r"wrong|rank {rank}"),
+         "comm.all_reduce", r"wrong element"),
     Case("comm.hang_rank", "one rank stops at the second sweep step (hang)",
-         _comm("comm.hang_rank={rank}", "comm.fault_step=1"), "comm.all_reduce", r"hung|hang|deadline|rank {rank}",
+         _comm("comm.hang_rank={rank}", "comm.fault_step=1"), "comm.all_reduce", HUNG,
          covers=("comm.hang_rank", "comm.fault_step")),
     Case("comm.die_rank", "one rank's process exits in the collective sweep", _comm("comm.die_rank={rank}"),
-         "comm.all_reduce", r"rank {rank}|exit|died"),
+         "comm.all_reduce", r"rank {rank} died"),
+    Case("comm.slow_pct", "every collective takes 300% longer (a uniformly slow fabric), judged against this "
+         "machine's own busbw measured first", _comm("comm.slow_pct=300", spec="{spec_busbw}"),
+         "comm.all_reduce", r"busbw .*< "),
     Case("comm.slow_rank", "one rank sleeps 150 ms before every collective (a straggler)",
-         _comm("comm.slow_rank={rank}", "comm.slow_ms=150"), "comm.pairs", r"rank {rank}|slow",
+         _comm("comm.slow_rank={rank}", "comm.slow_ms=150"), "comm.pairs", r"rank {rank} slow",
          covers=("comm.slow_rank", "comm.slow_ms"), needs="multirank"),
     # --- training resumes
     Case("resume.skip_rng", "the resumed run does not restore any RNG state", _resume("resume.skip_rng=1"), "resume",
-         r"RNG"),
+         r"RNG \w+ was restored: no"),
     Case("resume.skip_rng_python", "the resumed run does not restore Python's random state",
-         _resume("resume.skip_rng_python=1"), "resume", r"RNG python"),
+         _resume("resume.skip_rng_python=1"), "resume", r"RNG python was restored: no"),
     Case("resume.skip_rng_numpy", "the resumed run does not restore NumPy's random state",
-         _resume("resume.skip_rng_numpy=1"), "resume", r"RNG numpy"),
+         _resume("resume.skip_rng_numpy=1"), "resume", r"RNG numpy was restored: no"),
     Case("resume.skip_data", "the resumed run does not restore the data position", _resume("resume.skip_data=1"),
-         "resume", r"data position"),
+         "resume", r"data position was restored: no"),
     Case("resume.skip_lr", "the resumed run does not restore the LR scheduler", _resume("resume.skip_lr=1"), "resume",
-         r"LR"),
+         r"LR scheduler was restored: no"),
     Case("resume.flip_byte", "one byte of a checkpoint file is flipped after it was saved (corrupted checkpoint)",
-         _resume("resume.flip_byte=1"), "resume", r"corrupt|sha256|checksum|refused"),
+         _resume("resume.flip_byte=1"), "resume", r"does not match the manifest"),
+    Case("resume.fill_disk", "the checkpoint filesystem fills up just before run B saves (a full disk; a 16 MiB "
+         "tmpfs of the self-test's own)", ("resume", "--spec", "{spec}", "--cpu", "--dir", "{small_disk}", "--steps", "4",
+                                            "--checkpoint-step", "2", "--plant", "resume.fill_disk=1"),
+         "resume", r"no space left on device"),
     Case("data.truncated_bin", "the token .bin file is truncated", ("resume", "--data", "{data_truncated_bin}"), "",
          r"\.bin"),
     Case("data.truncated_idx", "the token .idx file is truncated", ("resume", "--data", "{data_truncated_idx}"), "",

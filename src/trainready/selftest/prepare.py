@@ -27,11 +27,12 @@ def world(gpus: int) -> int:
     return gpus if gpus else CPU_RANKS
 
 
-def spec_text(gpus: int, extra: str = "") -> str:
-    # 10 s collective deadline on gloo; NCCL's first communicator takes longer to build (60 s).
-    timeout = 60.0 if gpus else 10.0
+def spec_text(gpus: int, extra: str = "", comm: str = "") -> str:
+    # Collective deadline: 20 s on gloo (4 ranks on a loaded 2-core machine took > 10 s to start), 60 s with
+    # NCCL (its first communicator takes longer to build).
+    timeout = 60.0 if gpus else 20.0
     return (f'name = "selftest"\ndescription = "trainready selftest: short runs on this machine"\n'
-            f"[gpu]\ncount = {gpus}\n[comm]\nworld_size = {0 if gpus else CPU_RANKS}\ntimeout_s = {timeout}\n"
+            f"[gpu]\ncount = {gpus}\n[comm]\nworld_size = {0 if gpus else CPU_RANKS}\ntimeout_s = {timeout}\n{comm}"
             f"[resume]\nsteps = 10\ncheckpoint_step = 5\nranks = 1\n{extra}")
 
 
@@ -86,10 +87,64 @@ def unmet(needs: str, gpus: int) -> str:
     return ""
 
 
+def spec_busbw(root: Path, gpus: int, argv: list[str]) -> str:
+    """A spec holding this machine's own all_reduce busbw as the expectation: measured by one clean run of
+    the case's own command (`argv`, the plant left out), so a uniformly slower fabric is judged like
+    for like.  Made only when a case asks for it (one more comm run)."""
+    import sys
+
+    base = root / "spec.toml"
+    cal = root / "busbw-calibration.json"
+    plain = [a for i, a in enumerate(argv) if a != "--plant" and (i == 0 or argv[i - 1] != "--plant")]
+    plain = [str(base) if a == "{spec_busbw}" else a for a in plain]
+    subprocess.run([sys.executable, "-m", "trainready", *plain, "--json", str(cal)], capture_output=True, text=True,
+                   timeout=300, cwd=root)
+    doc = json.loads(cal.read_text())
+    busbw = next(m["value"] for r in doc["results"] for m in r["metrics"]
+                 if m["name"] == "comm_busbw_avg" and m["labels"].get("op") == "all_reduce")
+    path = root / "spec_busbw.toml"
+    path.write_text(spec_text(gpus, comm=f"expected_busbw_gbps = {{ all_reduce = {float(busbw)!r} }}\n"))
+    return str(path)
+
+
+class Unmet(Exception):
+    """A lazily made placeholder that cannot be made here: the case is skipped with this reason."""
+
+
+MOUNTS: list[Path] = []  # tmpfs mounts made by this self-test, unmounted at its end (unmount_all)
+TMPFS_SIZE = "16m"  # passes resume's free-space pre-check for the 10-step tiny model; the plant then fills it
+
+
+def small_disk(root: Path, gpus: int, argv: list[str]) -> str:
+    """A 16 MiB tmpfs of the self-test's own for the full-disk plant: it fills the --dir filesystem, which
+    must never be a real disk.  Needs root (mount); otherwise the case is skipped."""
+    import os
+
+    if os.geteuid() != 0:
+        raise Unmet("needs a small filesystem of its own: root, to mount a tmpfs (the plant fills --dir's filesystem)")
+    where = root / "small-disk"
+    where.mkdir(parents=True, exist_ok=True)
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={TMPFS_SIZE}", "tmpfs", str(where)],
+                         capture_output=True, text=True)
+    if res.returncode:
+        raise Unmet(f"cannot mount a tmpfs here ({res.stderr.strip() or res.returncode})")
+    MOUNTS.append(where)
+    return str(where / "ckpt")
+
+
+def unmount_all() -> None:
+    while MOUNTS:
+        subprocess.run(["umount", "-l", str(MOUNTS.pop())], capture_output=True, check=False)
+
+
+# Placeholders made only when a case that runs needs them: name -> maker(root, gpus, the case's argv).
+LAZY = {"spec_busbw": spec_busbw, "small_disk": small_disk}
+
+
 def placeholders(root: Path, gpus: int) -> dict[str, str]:
     """{name: value} for every placeholder of the cases, its files written under `root`."""
     root.mkdir(parents=True, exist_ok=True)
-    values = {"rank": str(world(gpus) - 1)}
+    values = {"rank": str(world(gpus) - 1), "root": str(root)}
     for name, text in (("spec", spec_text(gpus)),
                        ("spec_drift", spec_text(gpus, '[software]\npackages = { numpy = "0.0.1" }\n'))):
         (root / f"{name}.toml").write_text(text)

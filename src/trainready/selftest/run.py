@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 
 from trainready import __version__
 from trainready.selftest.cases import Case
-from trainready.selftest.prepare import gpu_count, placeholders, unmet
+from trainready.selftest.prepare import LAZY, Unmet, gpu_count, placeholders, unmet, unmount_all
 
 SCHEMA = "trainready.selftest/1"
 CASE_TIMEOUT_S = 300.0  # one case: a hang plant waits out its 10 s (gloo) / 60 s (NCCL) deadline well inside
@@ -73,9 +73,22 @@ def _judge(case: Case, expect: str, proc: subprocess.CompletedProcess[str], reco
 
 
 def run_case(case: Case, values: dict[str, str], gpus: int, work: Path) -> CaseResult:
+    why = unmet(case.needs, gpus)
+    t0 = time.perf_counter()
+    if not why:
+        for name in {m for a in case.argv for m in re.findall(r"\{(\w+)\}", a)} - set(values):
+            if name in LAZY:  # e.g. this machine's own busbw, measured once for the cases that need it
+                try:
+                    values[name] = LAZY[name](Path(values["root"]), gpus, list(case.argv))
+                except Unmet as exc:
+                    why = str(exc)
+                    break
+                except (OSError, ValueError, KeyError, StopIteration, subprocess.SubprocessError) as exc:
+                    return CaseResult(case.name, case.fault, case.plants, case.argv, "error", "no calibration",
+                                      case.check, f"could not make {{{name}}}: {type(exc).__name__}: {exc}",
+                                      case.expect, time.perf_counter() - t0)
     argv = tuple(_fill(a, values) for a in case.argv)
     expect = _fill(case.expect, {k: re.escape(v) for k, v in values.items()})
-    why = unmet(case.needs, gpus)
     if why:
         return CaseResult(case.name, case.fault, case.plants, argv, "skipped", "", case.check, why, expect, 0.0)
     record = work / f"{case.name}.json"
@@ -85,7 +98,6 @@ def run_case(case: Case, values: dict[str, str], gpus: int, work: Path) -> CaseR
     src = str(Path(trainready.__file__).resolve().parents[1])  # this trainready, whatever the cwd
     env = {**os.environ, "TMPDIR": str(work),  # scratch of every run stays inside the self-test's own folder
            "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH", "")) if p)}
-    t0 = time.perf_counter()
     try:
         proc = subprocess.run([sys.executable, "-m", "trainready", *argv, *extra], capture_output=True, text=True,
                               timeout=CASE_TIMEOUT_S, env=env, cwd=work)
@@ -106,11 +118,14 @@ def run_selftest(cases: Sequence[Case], on_case: Callable[[int, Case], None] = l
         work = Path(tmp)
         values = placeholders(work / "inputs", gpus)
         results = []
-        for i, case in enumerate(cases):
-            on_case(i, case)
-            res = run_case(case, values, gpus, work)
-            results.append(res)
-            on_done(res)
+        try:
+            for i, case in enumerate(cases):
+                on_case(i, case)
+                res = run_case(case, values, gpus, work)
+                results.append(res)
+                on_done(res)
+        finally:
+            unmount_all()  # before the scratch folder holding the mount points is removed
     bad = [r for r in results if r.outcome in ("missed", "error")]
     counts = {k: sum(1 for r in results if r.outcome == k) for k in ("detected", "missed", "skipped", "error")}
     return {"schema": SCHEMA, "host": socket.gethostname(), "started_at": started,
