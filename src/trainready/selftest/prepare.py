@@ -87,6 +87,17 @@ def unmet(needs: str, gpus: int) -> str:
     return ""
 
 
+def child_env(tmp: Path) -> dict[str, str]:
+    """Environment of a case's `python -m trainready`: this trainready whatever the cwd, scratch under `tmp`."""
+    import os
+
+    import trainready
+
+    src = str(Path(trainready.__file__).resolve().parents[1])
+    return {**os.environ, "TMPDIR": str(tmp),
+            "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH", "")) if p)}
+
+
 def spec_busbw(root: Path, gpus: int, argv: list[str]) -> str:
     """A spec holding this machine's own all_reduce busbw as the expectation: measured by one clean run of
     the case's own command (`argv`, the plant left out), so a uniformly slower fabric is judged like
@@ -98,7 +109,7 @@ def spec_busbw(root: Path, gpus: int, argv: list[str]) -> str:
     plain = [a for i, a in enumerate(argv) if a != "--plant" and (i == 0 or argv[i - 1] != "--plant")]
     plain = [str(base) if a == "{spec_busbw}" else a for a in plain]
     subprocess.run([sys.executable, "-m", "trainready", *plain, "--json", str(cal)], capture_output=True, text=True,
-                   timeout=300, cwd=root)
+                   timeout=300, cwd=root, env=child_env(root))
     doc = json.loads(cal.read_text())
     busbw = next(m["value"] for r in doc["results"] for m in r["metrics"]
                  if m["name"] == "comm_busbw_avg" and m["labels"].get("op") == "all_reduce")

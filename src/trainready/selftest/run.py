@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import re
 import socket
 import subprocess
@@ -24,7 +23,7 @@ from typing import Any, Callable, Sequence
 
 from trainready import __version__
 from trainready.selftest.cases import Case
-from trainready.selftest.prepare import LAZY, Unmet, gpu_count, placeholders, unmet, unmount_all
+from trainready.selftest.prepare import LAZY, Unmet, child_env, gpu_count, placeholders, unmet, unmount_all
 
 SCHEMA = "trainready.selftest/1"
 CASE_TIMEOUT_S = 300.0  # one case: a hang plant waits out its 10 s (gloo) / 60 s (NCCL) deadline well inside
@@ -93,11 +92,7 @@ def run_case(case: Case, values: dict[str, str], gpus: int, work: Path) -> CaseR
         return CaseResult(case.name, case.fault, case.plants, argv, "skipped", "", case.check, why, expect, 0.0)
     record = work / f"{case.name}.json"
     extra = ("--json", str(record)) if case.check else ()
-    import trainready
-
-    src = str(Path(trainready.__file__).resolve().parents[1])  # this trainready, whatever the cwd
-    env = {**os.environ, "TMPDIR": str(work),  # scratch of every run stays inside the self-test's own folder
-           "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH", "")) if p)}
+    env = child_env(work)  # scratch of every run stays inside the self-test's own folder
     try:
         proc = subprocess.run([sys.executable, "-m", "trainready", *argv, *extra], capture_output=True, text=True,
                               timeout=CASE_TIMEOUT_S, env=env, cwd=work)
