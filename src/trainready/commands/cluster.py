@@ -7,7 +7,8 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from trainready.commands.common import JSON_HELP, SPEC_HELP, check_out_path, parse_plants, split_names, write_json_doc
+from trainready.commands.common import (JSON_HELP, SPEC_HELP, check_out_path, evidence_outputs, parse_plants, split_names,
+                                        write_evidence_outputs, write_json_doc)
 from trainready.errors import UsageError
 from trainready.records import Level
 
@@ -68,10 +69,12 @@ def _finish(verdict, results: Path, json_path: str | None) -> int:  # type: igno
     console.print(f"fleet verdict written to {path}")
     if json_path:
         write_json_doc(verdict.to_json(), json_path, console, "fleet record")
+    write_evidence_outputs(verdict.to_json(), path=str(path))
     return verdict.exit_code
 
 
 @app.command("run")
+@evidence_outputs  # --junit, --prometheus of the fleet record
 def run_cmd(
     results: str = typer.Option(..., "--results", "-r", help=RESULTS_HELP),
     nodes: int = typer.Option(None, "--nodes", "-N", help="Accept the first N usable nodes of the partition."),
@@ -125,6 +128,7 @@ def run_cmd(
 
 
 @app.command("resume")
+@evidence_outputs
 def resume_cmd(
     node_names: list[str] = typer.Argument(None, help="Nodes to re-validate (default: every node trainready drained)."),
     results: str = typer.Option(..., "--results", "-r", help=RESULTS_HELP),

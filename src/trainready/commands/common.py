@@ -201,7 +201,7 @@ def evidence_outputs(command: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def write_evidence_outputs(doc: dict[str, Any], outputs: EvidenceOutputs | None = None) -> None:
+def write_evidence_outputs(doc: dict[str, Any], outputs: EvidenceOutputs | None = None, path: str = "") -> None:
     """The --junit / --prometheus files of this record (scrubbed like the JSON), each atomically."""
     from trainready.probe.redact import scrub
     from trainready.report.kinds import record_of
@@ -209,7 +209,7 @@ def write_evidence_outputs(doc: dict[str, Any], outputs: EvidenceOutputs | None 
     out = outputs or _OUTPUTS[0]
     if not (out.junit or out.prometheus):
         return
-    rec = record_of(scrub(doc))
+    rec = record_of(scrub(doc), path)  # path: where the record lies (a fleet record finds its node records beside it)
     for flag, path, write in (("--junit", out.junit, "write_junit"), ("--prometheus", out.prometheus, "write_prometheus")):
         if not path:
             continue

@@ -53,6 +53,12 @@ def _resume(plant: str) -> tuple[str, ...]:
             "--plant", plant)
 
 
+def _cluster(name: str, plant: str, checks: str = "versions", *extra: str) -> tuple[str, ...]:
+    """`cluster run` on the local 3-node Slurm cluster (scripts/local-slurm.sh up), each case its own --results."""
+    return ("cluster", "run", "-N", "3", "--results", f"{{cluster_results}}/{name}", "--spec", "example:local-slurm",
+            "--only", checks, "--time", "5:00", "--plant", plant, *extra)
+
+
 # A hang names the hung rank and the ranks left waiting on it; a loaded machine on which every rank
 # missed the deadline says no such thing, so it is not taken for the planted hang.
 HUNG = r"rank {rank} hung at [^;]*; ranks? [\d, -]+ (?:was|were) left waiting"
@@ -123,6 +129,26 @@ CASES: tuple[Case, ...] = (
          "tmpfs of the self-test's own)", ("resume", "--spec", "{spec}", "--cpu", "--dir", "{small_disk}", "--steps", "4",
                                             "--checkpoint-step", "2", "--plant", "resume.fill_disk=1"),
          "resume", r"no space left on device"),
+    # --- the fleet on Slurm (check "node:NAME": that node must be rejected with a matching reason)
+    Case("cluster.fail", "a check fails on node2 (a corrupted matmul element)",
+         _cluster("fail", "cluster.fail=node2", "versions,matmul"), "node:node2", r"check matmul: FAIL", needs="slurm"),
+    Case("cluster.drift", "node2 reports another torch version (drift from the reference node1)",
+         _cluster("drift", "cluster.drift=node2", "versions", "--reference", "node1"), "node:node2",
+         r"drift: torch.*0\.0\.0\+planted", needs="slurm"),
+    Case("cluster.slow", "node3's throughput at 2% (a slow node)",
+         _cluster("slow", "cluster.slow=node3:0.02", "versions,matmul,train_step"), "node:node3",
+         r"slow: .*train_tokens_per_s", needs="slurm"),
+    Case("cluster.hang", "node3's acceptance task hangs until Slurm's time limit",
+         ("cluster", "run", "-N", "3", "--results", "{cluster_results}/hang", "--spec", "example:local-slurm", "--only",
+          "versions", "--time", "0:30", "--plant", "cluster.hang=node3"), "node:node3", r"no result", needs="slurm"),
+    Case("cluster.kill", "node2's acceptance task is killed (SIGKILL)", _cluster("kill", "cluster.kill=node2"),
+         "node:node2", r"no result: task.*signal 9", needs="slurm"),
+    Case("cluster.clock", "node2's clock is 5 s ahead", _cluster("clock", "cluster.clock=node2:5"), "node:node2",
+         r"clock: clock off by", needs="slurm"),
+    Case("cluster.storage", "node2 sees another filesystem than --results", _cluster("storage", "cluster.storage=node2"),
+         "node:node2", r"storage: ", needs="slurm"),
+    Case("cluster.nofile", "node2's open-files limit is 1024", _cluster("nofile", "cluster.nofile=node2:1024"),
+         "node:node2", r"limits: ulimit -n 1024 <", needs="slurm"),
     Case("data.truncated_bin", "the token .bin file is truncated", ("resume", "--data", "{data_truncated_bin}"), "",
          r"\.bin"),
     Case("data.truncated_idx", "the token .idx file is truncated", ("resume", "--data", "{data_truncated_idx}"), "",

@@ -61,6 +61,15 @@ def _judge(case: Case, expect: str, proc: subprocess.CompletedProcess[str], reco
     if not record.is_file():
         return "error", f"exit {proc.returncode}, no record", last or "no output"
     doc = json.loads(record.read_text())
+    if case.check.startswith("node:"):  # a fleet record: that node must be rejected for the planted reason
+        name = case.check.split(":", 1)[1]
+        node = next((n for n in doc.get("nodes", []) if n.get("node") == name), None)
+        if node is None:
+            return "error", "no node", f"the fleet record has no node {name}"
+        reasons = [str(r) for r in node.get("reasons", [])]
+        found = not node.get("accepted") and any(re.search(expect, r) for r in reasons)
+        return ("detected" if found else "missed"), "rejected" if not node.get("accepted") else "accepted", \
+            "; ".join(reasons) or "accepted"
     # The named result, or the one a whole run fails under (a sweep that broke is "comm", not "comm.all_reduce").
     res = next((r for r in doc.get("results", []) if r.get("name") == case.check), None) or next(
         (r for r in doc.get("results", []) if case.check.startswith(f"{r.get('name')}.")), None)
