@@ -128,3 +128,29 @@ def test_chromium_renders_the_report_and_nothing_leaves_the_page(cpu_records: Pa
     urls, shot = _page_requests(exe, page, tmp_path / "r")
     assert urls == []  # ... and the report makes none
     assert shot.is_file() and shot.stat().st_size > 50_000  # a rendered page with charts, not a blank one
+
+
+@pytest.mark.slow
+def test_local_slurm_fleet_run_report_junit_prometheus_and_chromium(local_slurm, tmp_path: Path) -> None:  # noqa: ANN001
+    """A real `cluster run` on the local 3-node Slurm cluster: its --junit/--prometheus, and its HTML report
+    (per-node throughput across the fleet) rendered by Chromium with no request leaving the page."""
+    import xml.etree.ElementTree as ET
+
+    from conftest import run_cli as run_subprocess
+
+    res = tmp_path / "results"
+    p = run_subprocess("cluster", "run", "-N", "3", "--results", str(res), "--spec", "example:local-slurm", "--only",
+                       "versions,matmul,train_step", "--time", "5:00", "--junit", str(tmp_path / "fleet.xml"),
+                       "--prometheus", str(tmp_path / "fleet.prom"), timeout=600)
+    assert p.returncode in (0, 1), p.stderr[-2000:]
+    suites = [s.get("hostname") for s in ET.parse(tmp_path / "fleet.xml").getroot().iter("testsuite")]
+    assert {"node1", "node2", "node3"} <= set(suites)
+    text = (tmp_path / "fleet.prom").read_text()
+    assert_naming_rules(text)
+    assert {s.labels["node"] for s in families(text)["trainready_fleet_node_accepted"].samples} == set(local_slurm)
+    page = tmp_path / "fleet.html"
+    assert run_cli("report", str(res / "fleet.json"), "--html", str(page)).returncode == 0
+    html = page.read_text()
+    assert "train_tokens_per_s across the fleet" in html and not EXTERNAL.search(html)
+    urls, shot = _page_requests(_chromium(), page, tmp_path / "c")
+    assert urls == [] and shot.stat().st_size > 30_000
