@@ -8,6 +8,10 @@ the total that is start-up, not work.
 
     PYTHONPATH=src python3 benchmarks/selftest_time.py
     PYTHONPATH=src python3 benchmarks/selftest_time.py --only matmul.corrupt,resume.skip_rng
+    PYTHONPATH=src python3 benchmarks/selftest_time.py --with-cluster   # also the cluster.* cases (Slurm up)
+
+The target is the single-machine CPU default, so the cluster.* cases (each a `cluster run` on the
+local Slurm cluster) are left out unless --with-cluster.
 """
 
 from __future__ import annotations
@@ -31,12 +35,13 @@ def startup_s() -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default="", help="comma-separated case names (default: all)")
+    ap.add_argument("--with-cluster", action="store_true", help="also the cluster.* cases (need Slurm)")
     args = ap.parse_args()
     from trainready.selftest.cases import CASES
     from trainready.selftest.run import run_selftest
 
     names = {n for n in args.only.split(",") if n}
-    cases = [c for c in CASES if not names or c.name in names]
+    cases = [c for c in CASES if (not names or c.name in names) and (args.with_cluster or c.needs != "slurm")]
     boot = startup_s()
     doc = run_selftest(cases, on_done=lambda r: print(f"{r.outcome:<9} {r.seconds:7.1f} s  {r.name}", flush=True))
     ran = sum(1 for c in doc["cases"] if c["outcome"] != "skipped")
