@@ -35,7 +35,7 @@ def test_docs_catalogue_lists_exactly_the_cases() -> None:
 
 def test_every_placeholder_is_provided(tmp_path: Path) -> None:
     values = placeholders(tmp_path, 0)
-    used = {m for c in CASES for a in (*c.argv, c.expect) for m in re.findall(r"\{(\w+)\}", a)}
+    used = {m for c in CASES for a in (*c.argv, *c.before, c.expect) for m in re.findall(r"\{(\w+)\}", a)}
     assert used <= set(values) | set(LAZY), used - set(values) - set(LAZY)
     assert "world_size = 4" in spec_text(0) and "count = 0" in spec_text(0)
     facts = json.loads(Path(values["facts_remap"]).read_text())

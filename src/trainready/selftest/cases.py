@@ -27,6 +27,7 @@ class Case:
     expect: str  # regex the detector's message must match
     covers: tuple[str, ...] = ()  # plant names (checks/plants.py) this case exercises
     needs: str = ""  # "" | "gpu" | "slurm" | "multirank"
+    before: tuple[str, ...] = ()  # a command run first (e.g. the save in another process that the case loads)
 
     @property
     def plants(self) -> tuple[str, ...]:
@@ -57,6 +58,10 @@ def _cluster(name: str, plant: str, checks: str = "versions", *extra: str) -> tu
     """`cluster run` on the local 3-node Slurm cluster (scripts/local-slurm.sh up), each case its own --results."""
     return ("cluster", "run", "-N", "3", "--results", f"{{cluster_results}}/{name}", "--spec", "example:local-slurm",
             "--only", checks, "--time", "5:00", "--plant", plant, *extra)
+
+
+def _compat_save(name: str, plant: str) -> tuple[str, ...]:
+    return ("resume", "--steps", "4", "--checkpoint-step", "2", "--save-only", f"{{scratch}}/{name}", "--plant", plant)
 
 
 # A hang names the hung rank and the ranks left waiting on it; a loaded machine on which every rank
@@ -149,6 +154,14 @@ CASES: tuple[Case, ...] = (
          "node:node2", r"storage: ", needs="slurm"),
     Case("cluster.nofile", "node2's open-files limit is 1024", _cluster("nofile", "cluster.nofile=node2:1024"),
          "node:node2", r"limits: ulimit -n 1024 <", needs="slurm"),
+    # --- checkpoint compatibility across environments: saved by one process, loaded by another
+    Case("compat.dtype", "a parameter saved as bfloat16 where the loader expects float32",
+         ("resume", "--load-from", "{scratch}/dtype"), "ckpt_compat", r"tensor model\.\S+: dtype differs",
+         before=_compat_save("dtype", "compat.dtype=first")),
+    Case("compat.missing", "a parameter left out of the checkpoint", ("resume", "--load-from", "{scratch}/missing"),
+         "ckpt_compat", r"tensor model\.\S+: missing", before=_compat_save("missing", "compat.missing=first")),
+    Case("compat.rng", "torch's CPU generator state saved in another format", ("resume", "--load-from", "{scratch}/rng"),
+         "ckpt_compat", r"RNG state torch_cpu: .*format", before=_compat_save("rng", "compat.rng=1")),
     Case("data.truncated_bin", "the token .bin file is truncated", ("resume", "--data", "{data_truncated_bin}"), "",
          r"\.bin"),
     Case("data.truncated_idx", "the token .idx file is truncated", ("resume", "--data", "{data_truncated_idx}"), "",

@@ -155,8 +155,10 @@ LAZY = {"spec_busbw": spec_busbw, "small_disk": small_disk}
 def placeholders(root: Path, gpus: int) -> dict[str, str]:
     """{name: value} for every placeholder of the cases, its files written under `root`."""
     root.mkdir(parents=True, exist_ok=True)
-    (root / "cluster").mkdir(exist_ok=True)  # each cluster case's --results is a new folder in it
-    values = {"rank": str(world(gpus) - 1), "root": str(root), "cluster_results": str(root / "cluster")}
+    for sub in ("cluster", "scratch"):  # each case's own --results / --save-only folder is made inside these
+        (root / sub).mkdir(exist_ok=True)
+    values = {"rank": str(world(gpus) - 1), "root": str(root), "cluster_results": str(root / "cluster"),
+              "scratch": str(root / "scratch")}
     for name, text in (("spec", spec_text(gpus)),
                        ("spec_drift", spec_text(gpus, '[software]\npackages = { numpy = "0.0.1" }\n'))):
         (root / f"{name}.toml").write_text(text)

@@ -103,6 +103,9 @@ def run_case(case: Case, values: dict[str, str], gpus: int, work: Path) -> CaseR
     extra = ("--json", str(record)) if case.check else ()
     env = child_env(work)  # scratch of every run stays inside the self-test's own folder
     try:
+        if case.before:  # its own outcome is not judged: the case's command is (e.g. the load of what it saved)
+            subprocess.run([sys.executable, "-m", "trainready", *(_fill(a, values) for a in case.before)],
+                           capture_output=True, text=True, timeout=CASE_TIMEOUT_S, env=env, cwd=work)
         proc = subprocess.run([sys.executable, "-m", "trainready", *argv, *extra], capture_output=True, text=True,
                               timeout=CASE_TIMEOUT_S, env=env, cwd=work)
     except subprocess.TimeoutExpired:
