@@ -27,6 +27,7 @@ h3{font-size:15px;margin:16px 0 6px}.sub{color:#57606a}
 .v-skip{background:#6e7781}.planted{background:#fff8c5;border:2px solid #9a6700;padding:8px 12px;border-radius:6px;font-weight:600}
 .pill{display:inline-block;padding:1px 8px;border-radius:10px;color:#fff;font-size:12px;font-weight:600}
 table{border-collapse:collapse;width:100%;margin:6px 0 12px}th,td{border:1px solid #d0d7de;padding:4px 8px;text-align:left;vertical-align:top}
+td.w{overflow-wrap:anywhere}.pill{white-space:nowrap}
 th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .remedy{color:#0550ae}code{font-family:ui-monospace,monospace;font-size:12px;background:#f6f8fa;padding:1px 4px;border-radius:4px}
 svg.chart{display:block;max-width:100%;height:auto;margin:8px 0;background:#fff}
@@ -36,6 +37,7 @@ figure{margin:10px 0 18px}figcaption{color:#57606a;font-size:12px}details{margin
 """
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'none'; base-uri 'none'; form-action 'none'"
 PLAN_STATUS = {"fits": "pass", "tight": "warn", "does not fit": "fail"}
+MAX_FINDINGS = 30  # rows of the failed-checks table; the rest are in each record's section
 PLAN_REMEDY = ("Shard more (higher tp/pp, ZeRO-2/3 or the distributed optimizer), recompute activations, or lower "
                "the micro-batch; `trainready plan --search` lists layouts that fit (Megatron, ZeRO).")
 
@@ -122,8 +124,10 @@ def _overall(records: Sequence[Record]) -> str:
 
 def _table(head: Sequence[str], rows: Sequence[Sequence[str]], num: Sequence[int] = ()) -> str:
     th = "".join(f"<th>{escape(h)}</th>" for h in head)
-    body = "".join("<tr>" + "".join(f'<td class="num">{c}</td>' if i in num else f"<td>{c}</td>"
-                                    for i, c in enumerate(row)) + "</tr>" for row in rows)
+    def cell(i: int, c: str) -> str:  # long text may break anywhere (metric names with labels have no spaces)
+        return f'<td class="num">{c}</td>' if i in num else (f'<td class="w">{c}</td>' if len(c) > 60 else f"<td>{c}</td>")
+
+    body = "".join("<tr>" + "".join(cell(i, c) for i, c in enumerate(row)) + "</tr>" for row in rows)
     return f"<table><tr>{th}</tr>{body}</table>"
 
 
@@ -209,10 +213,12 @@ def render_html(records: Sequence[Record], now: dt.datetime | None = None) -> st
             f'<div class="verdict v-{overall}">Verdict: {overall.upper()} — {len(bad)} failed, {len(warn)} warning(s)'
             f"{' — includes planted (test) records' if any(r.planted for r in records) else ''}</div>"]
     if bad:
+        shown = bad[:MAX_FINDINGS]
         body.append("<h2>Failed checks and what to do</h2>" + _table(
             ("record", "check", "status", "message", "remedy"),
             [[escape(rec.title), escape(f[0]), _pill(f[1]), escape(f[2]), f'<span class="remedy">{escape(f[3])}</span>']
-             for rec, f in bad]))
+             for rec, f in shown]) + (f"<p class='sub'>… and {len(bad) - len(shown)} more in the records below</p>"
+                                      if len(bad) > len(shown) else ""))
     if warn:
         body.append("<h3>Warnings</h3>" + _table(("record", "check", "message", "remedy"), [
             [escape(rec.title), escape(f[0]), escape(f[2]), escape(f[3])] for rec, f in warn]))
