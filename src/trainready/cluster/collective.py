@@ -26,47 +26,68 @@ def fleet_spec(spec: NodeSpec) -> NodeSpec:
     return dataclasses.replace(spec, comm=comm)
 
 
-def run_collective(spec: NodeSpec, source: str, results: Path) -> tuple[int, dict[str, Any]]:
-    """Join, sweep, and (rank 0) write the comm record; (exit code, short summary for this node's record)."""
+def cross_node_options(spec: NodeSpec, world_size: int, *, narrow: bool = False,
+                       faults: dict[str, Any] | None = None) -> Any:
+    """The comm sweep's options for a cross-node all_reduce (this collective and `cluster pairs`):
+    NCCL with 5 warm-up + 20 timed iterations on GPU nodes, gloo with 2 + 10 and a 0.5 s step budget on CPU
+    nodes; no pairwise matrix.  `narrow`: only the top 1/16 of the size range (a pair's quick figure)."""
     from trainready.cluster.cross import SIZES_CPU, SIZES_GPU
-    from trainready.comm.external import leave
     from trainready.comm.ops import size_steps
-    from trainready.comm.run import CommOptions, build_report, sweep_external
-    from trainready.commands.common import write_json_doc
-    from trainready.dist.env import detect
-    from trainready.records import Outcome
+    from trainready.comm.run import CommOptions
     from trainready.util.devices import cuda_count
 
-    ext = detect()
-    if ext is None:
-        return 0, {"skipped": "a world of one task: no multi-node collective"}
     backend = "nccl" if cuda_count() else "gloo"
     lo, hi = SIZES_GPU if backend == "nccl" else SIZES_CPU
-    judged = fleet_spec(spec)
-    opts = CommOptions(ops=list(OPS), sizes=size_steps(lo, hi, 4), warmup=5 if backend == "nccl" else 2,
-                       iters=20 if backend == "nccl" else 10, world_size=ext.world_size, backend=backend,
-                       timeout_s=spec.comm.timeout_s, pair_iters=0,
-                       step_budget_s=None if backend == "nccl" else 0.5)
-    out = str(results / "cross" / "comm.json")
-    context = {"spec_source": source, "launcher": ext.source, "fleet": True}
+    gpu = backend == "nccl"
+    return CommOptions(ops=list(OPS), sizes=size_steps(max(lo, hi // 16) if narrow else lo, hi, 4),
+                       warmup=5 if gpu else 2, iters=20 if gpu else 10, world_size=world_size, backend=backend,
+                       timeout_s=spec.comm.timeout_s, pair_iters=0, step_budget_s=None if gpu else 0.5,
+                       faults=faults or {})
+
+
+def sweep_to_record(opts: Any, ext: Any, spec: NodeSpec, source: str, out: str, context: dict[str, Any],
+                    label: str) -> Any:
+    """Run the sweep as this externally launched rank; rank 0 writes the comm record to OUT, also when the
+    sweep fails (then every rank leaves with exit 1, the others saying why on stderr).  Rank 0's Report,
+    else None."""
+    from trainready.comm.external import leave
+    from trainready.comm.run import build_report, sweep_external
+    from trainready.commands.common import write_json_doc
+    from trainready.records import Outcome
+
     t0 = time.perf_counter()
 
     def report_failure(fail: Outcome) -> int:
         if ext.rank == 0:
-            write_json_doc(build_report(opts, judged, source, None, fail, time.perf_counter() - t0, context).to_json(),
+            write_json_doc(build_report(opts, spec, source, None, fail, time.perf_counter() - t0, context).to_json(),
                            out, None)
         else:
-            sys.stderr.write(f"trainready cluster: collective FAIL: {fail.message}\n")
+            sys.stderr.write(f"{label}: FAIL: {fail.message}\n")
         return 1
 
     data, fail = sweep_external(opts, ext, report_failure)
     if fail is not None:
         leave(ext, report_failure(fail))
-    if ext.rank == 0:
-        rep = build_report(opts, judged, source, data, None, time.perf_counter() - t0, context)
-        write_json_doc(rep.to_json(), out, None)
-        return 0, {"rank": 0, "world_size": ext.world_size, "backend": backend, "status": rep.status.value}
-    return 0, {"rank": ext.rank, "world_size": ext.world_size, "backend": backend}
+    if ext.rank != 0:
+        return None
+    rep = build_report(opts, spec, source, data, None, time.perf_counter() - t0, context)
+    write_json_doc(rep.to_json(), out, None)
+    return rep
+
+
+def run_collective(spec: NodeSpec, source: str, results: Path) -> tuple[int, dict[str, Any]]:
+    """Join, sweep, and (rank 0) write the comm record; (exit code, short summary for this node's record)."""
+    from trainready.dist.env import detect
+
+    ext = detect()
+    if ext is None:
+        return 0, {"skipped": "a world of one task: no multi-node collective"}
+    opts = cross_node_options(spec, ext.world_size)
+    context = {"spec_source": source, "launcher": ext.source, "fleet": True}
+    rep = sweep_to_record(opts, ext, fleet_spec(spec), source, str(results / "cross" / "comm.json"), context,
+                          "trainready cluster: collective")
+    summary = {"rank": ext.rank, "world_size": ext.world_size, "backend": opts.backend}
+    return 0, ({**summary, "status": rep.status.value} if rep is not None else summary)
 
 
 def rank_nodes(cross: dict[str, dict[str, Any]]) -> dict[int, str]:

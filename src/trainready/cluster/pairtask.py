@@ -8,8 +8,6 @@ collective (comm's slow_rank fault), so every pair holding it is slow.
 
 from __future__ import annotations
 
-import sys
-import time
 from pathlib import Path
 from typing import Mapping
 
@@ -25,45 +23,22 @@ def pair_record(results: Path, rnd: int, a: str, b: str) -> Path:
 
 def run_pair_task(results: Path, rnd: int, pair: str, spec_path: str | None, plants: Mapping[str, str]) -> int:
     from trainready.cluster import faults as fl
-    from trainready.cluster.cross import SIZES_CPU, SIZES_GPU
+    from trainready.cluster.collective import cross_node_options, sweep_to_record
     from trainready.cluster.layout import node_name
-    from trainready.comm.external import leave
-    from trainready.comm.ops import size_steps
-    from trainready.comm.run import CommOptions, build_report, sweep_external
-    from trainready.commands.common import write_json_doc
     from trainready.dist.env import detect
     from trainready.errors import UsageError
-    from trainready.records import Outcome
     from trainready.spec import load_spec
-    from trainready.util.devices import cuda_count
 
     a, _, b = pair.partition(",")
     ext = detect()
     if ext is None or not b:
         raise UsageError("cluster pair-task: run by `trainready cluster pairs` as one srun step over two nodes")
     spec, source = load_spec(spec_path)
-    backend = "nccl" if cuda_count() else "gloo"
-    lo, hi = SIZES_GPU if backend == "nccl" else SIZES_CPU
     slow = fl.for_node(plants, node_name()).slow_factor is not None
-    opts = CommOptions(ops=list(OPS), sizes=size_steps(max(lo, hi // 16), hi, 4), warmup=5 if backend == "nccl" else 2,
-                       iters=20 if backend == "nccl" else 10, world_size=ext.world_size, backend=backend,
-                       timeout_s=spec.comm.timeout_s, pair_iters=0, step_budget_s=None if backend == "nccl" else 0.5,
-                       faults={"slow_rank": ext.rank, "slow_ms": PAIR_SLOW_MS} if slow else {})
-    out = str(pair_record(results, rnd, a, b))
+    opts = cross_node_options(spec, ext.world_size, narrow=True,
+                              faults={"slow_rank": ext.rank, "slow_ms": PAIR_SLOW_MS} if slow else None)
     context = {"spec_source": source, "launcher": ext.source, "pair": [a, b], "round": rnd,
                **({"planted": dict(plants)} if plants else {})}
-    t0 = time.perf_counter()
-
-    def report_failure(fail: Outcome) -> int:
-        if ext.rank == 0:
-            write_json_doc(build_report(opts, spec, source, None, fail, time.perf_counter() - t0, context).to_json(), out, None)
-        else:
-            sys.stderr.write(f"trainready cluster pair-task: FAIL: {fail.message}\n")
-        return 1
-
-    data, fail = sweep_external(opts, ext, report_failure)
-    if fail is not None:
-        leave(ext, report_failure(fail))
-    if ext.rank == 0:
-        write_json_doc(build_report(opts, spec, source, data, None, time.perf_counter() - t0, context).to_json(), out, None)
+    sweep_to_record(opts, ext, spec, source, str(pair_record(results, rnd, a, b)), context,
+                    "trainready cluster pair-task")
     return 0
