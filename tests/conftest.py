@@ -25,6 +25,12 @@ def _has_gpu() -> bool:
 
 
 HAS_GPU = _has_gpu()
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # pytest-xdist's workers start with COLUMNS=80 LINES=24 (execnet); a serial run has neither, so rich
+    # output (and run_cli's COLUMNS=160 default) would differ between the two: keep the serial run's view.
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
 # For tests that assert what happens on a machine WITHOUT GPUs (CI's machine).
 cpu_machine_only = pytest.mark.skipif(HAS_GPU, reason="asserts the behaviour of a machine without GPUs")
 
@@ -106,7 +112,7 @@ SLURM_SCRIPT = REPO / "scripts" / "local-slurm.sh"
 
 
 @pytest.fixture(scope="session")
-def local_slurm():
+def local_slurm():  # type: ignore[no-untyped-def]
     """The local 3-node Slurm cluster (scripts/local-slurm.sh), up for the session; skipped with the script's
     own reason when it cannot start here (not root, no apt-get).  Taken down afterwards only if this
     session brought it up."""
@@ -119,3 +125,30 @@ def local_slurm():
     yield ["node1", "node2", "node3"]
     if not was_up:
         subprocess.run(["bash", str(SLURM_SCRIPT), "down"], capture_output=True, text=True, timeout=120)
+
+
+# Test modules that use the local Slurm cluster (the `local_slurm` fixture).  Under pytest-xdist (`-n N`, the
+# README's test command) they run in ONE worker, one after the other: one cluster brought up once, and no
+# test drains, plants or scancels nodes under another's jobs.  (xdist's own `--dist loadgroup` cannot do it
+# with pytest >= 9: it tags node ids through a private attribute pytest no longer reads.)  Collection stops
+# on a test of any other module that uses the fixture, so this list cannot silently fall behind.
+SLURM_MODULES = ("test_cluster_cli.py", "test_cluster_e2e.py", "test_cluster_gate.py", "test_report_html.py")
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """xdist's load-scope scheduler with one scope for every test of SLURM_MODULES and one per test
+    elsewhere (the largest scope is handed out first, so the Slurm chain starts at once)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SlurmTogether(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return "local-slurm" if nodeid.split("::", 1)[0].rsplit("/", 1)[-1] in SLURM_MODULES else nodeid
+
+    return SlurmTogether(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    stray = sorted({i.path.name for i in items if "local_slurm" in getattr(i, "fixturenames", ())} - set(SLURM_MODULES))
+    if stray:
+        raise pytest.UsageError(f"{', '.join(stray)} use(s) the local_slurm fixture: add to SLURM_MODULES in "
+                                "tests/conftest.py (their tests must run in the xdist worker that owns the cluster)")

@@ -143,7 +143,10 @@ def _wait_for_ranks(p: subprocess.Popen[str], timeout: float = 240.0) -> None:
     """Until the run has rank processes (main + forkserver + tracker + ranks in its group)."""
     end = time.monotonic() + timeout
     while len(_in_group(p.pid)) < 5:
-        assert p.poll() is None and time.monotonic() < end, "the run ended or never started its ranks"
+        if p.poll() is not None or time.monotonic() >= end:
+            p.kill()
+            out, err = p.communicate(timeout=60)
+            raise AssertionError(f"the run ended (exit {p.returncode}) or never started its ranks: {out[-3000:]}{err[-2000:]}")
         time.sleep(0.2)
     time.sleep(1.0)
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import run_cli
+
 
 def _own_tmp(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     """A private TMPDIR for the CLI: what it leaves there is its own (no other process writes it)."""
@@ -68,3 +70,14 @@ def test_failed_run_with_nothing_to_inspect_leaves_no_scratch_folder(cli, tmp_pa
     assert res.returncode == 1  # a failed check (this machine is not the B200 reference) ...
     assert list(scratch.glob("trainready-*")) == []  # ... whose scratch folder stayed empty: removed
     assert "kept for inspection" not in res.stdout + res.stderr
+
+
+def test_a_deep_tmpdir_still_launches_ranks(tmp_path: Path) -> None:
+    """A TMPDIR deeper than sun_path allows for multiprocessing's socket (a Slurm job folder, a CI workspace)
+    used to fail every rank launch with 'OSError: AF_UNIX path too long'; TMPDIR itself stays where it is."""
+    deep = tmp_path / ("d" * 100)
+    deep.mkdir()
+    r = run_cli("node", "--only", "allreduce", env={"TMPDIR": str(deep)})
+    assert r.returncode == 0 and "every rank holds 36" in " ".join(r.stdout.split()), r.stdout + r.stderr
+    assert "AF_UNIX" not in r.stdout + r.stderr
+    assert list(deep.iterdir()) == [], list(deep.iterdir())

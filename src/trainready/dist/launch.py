@@ -47,7 +47,35 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+# Linux sun_path holds 108 bytes with its NUL (unix(7)).  The forkserver listens on
+# <tempdir>/pymp-XXXXXXXX/listener-XXXXXXXX (CPython's multiprocessing.connection.arbitrary_address): 33 bytes.
+SUN_PATH_MAX = 107
+FORKSERVER_SOCKET_TAIL = len("/pymp-xxxxxxxx/listener-xxxxxxxx")
+
+
+def _short_socket_dir() -> None:
+    """multiprocessing keeps its sockets in a folder under TMPDIR; a deep TMPDIR (a Slurm job's
+    per-job folder, a CI workspace, pytest's basetemp + trainready's own scratch) overflows sun_path
+    and every launch fails with 'AF_UNIX path too long'.  Then that folder (and only it: sockets,
+    removed by multiprocessing at exit) goes to /dev/shm or /tmp instead; TMPDIR itself is unchanged."""
+    import tempfile
+    from multiprocessing import util
+
+    if len(tempfile.gettempdir()) + FORKSERVER_SOCKET_TAIL <= SUN_PATH_MAX:
+        return
+    short = next((d for d in ("/dev/shm", "/tmp") if os.path.isdir(d) and os.access(d, os.W_OK | os.X_OK)), None)
+    if short is None:
+        return  # nowhere shorter: launch raises the OS's own error
+    old = tempfile.tempdir
+    tempfile.tempdir = short
+    try:
+        util.get_temp_dir()  # created now, cached for this process (and removed at its exit)
+    finally:
+        tempfile.tempdir = old
+
+
 def _mp_context() -> Any:
+    _short_socket_dir()
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(["torch", "torch.distributed", "trainready.dist.launch"])
     return ctx
