@@ -4,8 +4,8 @@ The README's fleet flow on one machine, line by line: `trainready node --json re
 `trainready spec init --from-report ref.json --measure --repeat R -o fleet.toml` (floors from R + 1
 runs: a low percentile with a margin from their spread, spec/floors.py), then
 `trainready node --spec fleet.toml` N times, counting exit 0, and M runs with every collective
-planted 20% slower (`--plant comm.slow_pct=20`), counting those whose `comm` check FAILS and how
-many ops each catches.  Target (issue 10): N of N pass (20 of 20 on the CPU, gloo) and every planted
+planted 20% slower (`--plant comm.slow_pct=20`, same checks as the later runs), counting those whose
+`comm` check FAILS and how many ops (and the all-ops mean, comm.min_fraction_all_ops) each catches.  Target (issue 10): N of N pass (20 of 20 on the CPU, gloo) and every planted
 run fails.  Side by side in one run: the pass ratio and the planted-fail ratio, plus each floor.
 
     PYTHONPATH=src python3 benchmarks/spec_self_pass.py                 # 20 runs + 5 planted: minutes
@@ -82,7 +82,9 @@ def main() -> int:
             print(f"  run {i + 1}/{a.runs}: exit {r.returncode}", flush=True)
         caught, ops_caught = 0, []
         for i in range(a.planted_runs):
-            r = trainready("node", "--spec", "fleet.toml", "--only", "comm", "--plant", "comm.slow_pct=20",
+            # the same checks as the later runs: a comm-only run measures gloo differently from a whole node
+            # run (all_gather ~30% lower here), so planting in a comm-only run would flatter the floors
+            r = trainready("node", "--spec", "fleet.toml", *only, "--plant", "comm.slow_pct=20",
                            "--json", f"planted-{i}.json", cwd=work)
             rec = json.loads((work / f"planted-{i}.json").read_text()) if (work / f"planted-{i}.json").exists() else {}
             status, slow = comm_verdicts(rec)

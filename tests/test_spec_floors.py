@@ -129,3 +129,66 @@ def test_cli_measure_repeat_writes_every_floor_with_its_spread(cli, tmp_path) ->
     assert set(spec.comm.expected_busbw_gbps) == set(spec.comm.min_fraction_by_op) == {f"{op}@8" for op in ops}
     assert all(0.5 <= f <= 0.9 for f in spec.comm.min_fraction_by_op.values())  # gloo: at least a 10% margin
     assert spec.resume.ranks == 1 and spec.gpu.count == 0
+    assert "# floor all 6 ops (geometric mean of busbw / expectation): 2 run(s) " in text
+    assert spec.comm.min_fraction_all_ops is not None and 0.5 <= spec.comm.min_fraction_all_ops <= 2
+
+
+# ---- all ops together (comm.min_fraction_all_ops) ------------------------------------------------------------
+
+SIX = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "sendrecv")
+# 6 reference runs x 6 ops: each op ~9% run to run (gloo on 2 shared cores), independent across ops; one op's
+# floor cannot catch a 20% slowdown, the mean of six can.
+NOISY = [[1.00, 0.88, 1.10, 0.95, 1.07, 0.93], [1.08, 1.02, 0.90, 1.04, 0.94, 0.99],
+         [0.91, 1.09, 1.01, 0.89, 1.03, 1.06], [1.05, 0.96, 0.97, 1.10, 0.90, 1.01],
+         [0.94, 1.05, 1.06, 1.00, 0.99, 0.90], [1.02, 0.93, 0.95, 1.03, 1.08, 1.05]]
+
+
+def _tables(busbw: dict[str, float]) -> list[OpTable]:
+    return [OpTable(op, "float", [{"size": 1 << 20, "bytes": 1 << 20, "wrong": 0, "busbw_gbps": v, "time_us": 1.0}],
+                    v, 128 << 10, 0, 1 << 20) for op, v in busbw.items()]
+
+
+def test_all_ops_floor_catches_a_uniform_20_percent_slowdown_that_no_single_op_floor_does() -> None:
+    from trainready.comm.evaluate import judge_all_ops
+
+    runs = [[0.05 * x for x in run] for run in NOISY]
+    d = derive({}, [_record(*[_busbw(op, v) for op, v in zip(SIX, run)]) for run in runs])
+    spec = d.spec
+    frac = spec.comm.min_fraction_all_ops
+    assert frac is not None and 0.8 < frac < 1.0, frac
+    agg = next(f for f in d.floors if f.key.startswith("all 6 ops"))
+    assert agg.catches_slowdown and agg.unit == "x expectation"
+    assert not any(f.catches_slowdown for f in d.floors if "@" in f.key)  # each op alone: too noisy
+    median_run = {op: statistics.median(r[i] for r in runs) for i, op in enumerate(SIX)}
+
+    def judge(busbw: dict[str, float]):  # type: ignore[no-untyped-def]
+        return judge_all_ops(_tables(busbw), 8, "gloo", spec.comm.expected_busbw_gbps, frac, "spec")
+
+    slow = judge({op: v / SLOW_PROBE for op, v in median_run.items()})
+    assert slow.status == Status.FAIL and "comm.min_fraction_all_ops" in slow.message  # the mismatch first
+    assert slow.metrics[0].threshold is not None and slow.metrics[0].unit == "1"
+    for run in runs:  # every reference run passes its own floor
+        assert judge(dict(zip(SIX, run))).status == Status.PASS
+    assert judge(median_run).status == Status.PASS
+    # one op alone 20% slow (others at the median) is not a uniform slowdown: the per-op floors judge that
+    assert judge({**median_run, "all_reduce": median_run["all_reduce"] / SLOW_PROBE}).status == Status.PASS
+    assert judge_all_ops(_tables({"all_reduce": 0.05}), 8, "gloo", spec.comm.expected_busbw_gbps, frac,
+                         "spec").status == Status.SKIP
+    assert judge_all_ops(_tables(median_run), 8, "gloo", spec.comm.expected_busbw_gbps, None, "spec") is None
+
+
+def test_all_ops_fraction_round_trips_and_is_validated(tmp_path) -> None:
+    from trainready.errors import ConfigError
+
+    d = derive({}, [_record(*[_busbw(op, 0.05 * x) for op, x in zip(SIX, run)]) for run in NOISY])
+    p = tmp_path / "s.toml"
+    p.write_text(dump_toml(d.spec))
+    assert load_spec(str(p))[0].comm.min_fraction_all_ops == d.spec.comm.min_fraction_all_ops
+    for text, words in [("[comm]\nmin_fraction_all_ops = 0.9\n", "expected comm.expected_busbw_gbps too"),
+                        ("[comm]\nmin_fraction_all_ops = 0\nexpected_busbw_gbps = { all_reduce = 1.0 }\n",
+                         "expected 0 < x <= 2")]:
+        p.write_text(text)
+        with pytest.raises(ConfigError, match=words):
+            load_spec(str(p))
+    one = derive({}, [_record(_busbw("all_reduce", 0.05))])
+    assert one.spec.comm.min_fraction_all_ops is None  # a mean over one op is that op's own floor

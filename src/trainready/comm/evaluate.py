@@ -136,6 +136,37 @@ def judge_op(t: OpTable, n: int, backend: str, expected: Mapping[str, float], mi
     return Outcome(Status.PASS, f"{head} >= {thr.bound:.3g} ({thr.source})", tuple(metrics), details=details)
 
 
+def judge_all_ops(ts: list[OpTable], n: int, backend: str, expected: Mapping[str, float], fraction: float | None,
+                  source: str) -> Outcome | None:
+    """All ops together (comm.min_fraction_all_ops): the geometric mean over the ops with an expectation of
+    avg_busbw / expectation.  A uniformly slow fabric or host lowers every term; per-op noise partly cancels
+    (spec/floors.py).  None when the spec sets no such fraction."""
+    if fraction is None:
+        return None
+    ratios: dict[str, float] = {}
+    for t in ts:
+        exp = expectation(expected, t.op, n, source)
+        if exp and t.rows and OPS[t.op].busbw_factor(n) > 0 and t.avg_busbw > 0 and not math.isnan(t.avg_busbw):
+            ratios[t.op] = t.avg_busbw / exp[0]
+    thr = Threshold(">=", fraction, "1", f"comm.min_fraction_all_ops = {fraction:g} (geometric mean of busbw / "
+                    "expectation over the ops)")
+    details = {"ratio_by_op": ratios, "min_fraction_all_ops": fraction}
+    if len(ratios) < 2:
+        return Outcome(Status.SKIP, f"all ops together: {len(ratios)} op(s) with a judged busbw and an "
+                       "expectation; a mean over ops needs at least 2", details=details)
+    g = math.exp(sum(math.log(r) for r in ratios.values()) / len(ratios))
+    metric = Metric.of("comm_busbw_ratio_geomean", g, "1", thr, backend=backend, ranks=n, ops=len(ratios))
+    worst = min(ratios, key=ratios.__getitem__)
+    head = (f"all {len(ratios)} ops together: busbw at {g:.3g} x expectation (geometric mean; lowest "
+            f"{worst} {ratios[worst]:.3g})")
+    if thr.holds(g):
+        return Outcome(Status.PASS, f"{head} >= {fraction:g} (comm.min_fraction_all_ops)", (metric,), details=details)
+    return Outcome(Status.FAIL, f"{head} < {fraction:g} (comm.min_fraction_all_ops)", (metric,),
+                   remedy="Every collective is slower than on the reference: a fabric, host or configuration "
+                   "difference (NCCL_* env, CPU load on gloo), not one op; compare with the reference record.",
+                   details=details)
+
+
 def judge_pairs(matrix: list[list[float]] | None, n: int, nbytes: int, backend: str) -> Outcome:
     if not matrix or n < 2:
         return Outcome(Status.SKIP, f"pairwise send/recv: nothing to compare (world of {n}: no pair of ranks)")

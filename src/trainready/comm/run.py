@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping
 
 from trainready import __version__
-from trainready.comm.evaluate import OpTable, judge_op, judge_pairs, op_table
+from trainready.comm.evaluate import OpTable, judge_all_ops, judge_op, judge_pairs, op_table
 from trainready.dist.env import ExternalRank
 from trainready.dist.launch import LaunchResult, launch
 from trainready.records import CheckResult, Level, Outcome, Report, Status
@@ -97,11 +97,18 @@ def outcomes(data: dict[str, Any], opts: CommOptions, spec: NodeSpec, source: st
     """Per-op (and dtype) verdicts plus the straggler verdict, from rank 0's gathered data."""
     n = opts.world_size
     out = []
-    for t in tables(data, opts, spec.comm.expected_sizes_bytes):  # the reference's sizes, if recorded
+    ts = tables(data, opts, spec.comm.expected_sizes_bytes)  # the reference's sizes, if recorded
+    for t in ts:
         o = judge_op(t, n, opts.backend, spec.comm.expected_busbw_gbps, spec.comm.min_fraction, source,
                      spec.comm.min_fraction_by_op)
         name = f"comm.{t.op}" if len(opts.dtypes) == 1 else f"comm.{t.op}.{t.dtype}"
         out.append((name, f"{t.op} ({t.dtype}) correctness and bus bandwidth", o))
+    for dtype in opts.dtypes:  # expectations are per op, not per dtype: one mean per dtype
+        agg = judge_all_ops([t for t in ts if t.dtype == dtype], n, opts.backend, spec.comm.expected_busbw_gbps,
+                            spec.comm.min_fraction_all_ops, source)
+        if agg is not None:
+            out.append(("comm.all_ops" if len(opts.dtypes) == 1 else f"comm.all_ops.{dtype}",
+                        f"all ops together ({dtype}): bus bandwidth", agg))
     out.append(("comm.pairs", "pairwise send/recv: slow rank or link",
                 judge_pairs(data.get("pairs"), n, opts.pair_bytes, opts.backend)))
     return out
@@ -169,6 +176,8 @@ def _own_seconds(name: str, o: Outcome, data: dict[str, Any], total: float) -> f
     matrix; the whole sweep's time only for data recorded without step times."""
     if name == "comm.pairs":
         own = data.get("pairs_wall_s")
+    elif name.startswith("comm.all_ops"):
+        own = 0.0  # a judgement over the ops' own figures: no step of its own
     else:
         walls = [r.get("wall_s") for r in o.details.get("rows", [])]
         own = sum(walls) if walls and all(isinstance(w, (int, float)) for w in walls) else None

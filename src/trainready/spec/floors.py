@@ -97,10 +97,10 @@ def comm_fraction(cv: float | None, backend: str, tolerance: float) -> float:
     return round(max(MIN_FRACTION, 1.0 - margin), 3)
 
 
-def comm_floor(key: str, values: list[float], backend: str, tolerance: float) -> Floor:
+def comm_floor(key: str, values: list[float], backend: str, tolerance: float, unit: str = "GB/s") -> Floor:
     cv = spread(values)
     return Floor(key, tuple(values), low_percentile(values), statistics.median(values), cv,
-                 comm_fraction(cv, backend, tolerance), "GB/s")
+                 comm_fraction(cv, backend, tolerance), unit)
 
 
 def compute_floor(key: str, values: list[float], tolerance: float, unit: str) -> Floor:

@@ -231,13 +231,34 @@ def _run(i: int, reports: list[Mapping[str, Any]]) -> str:
     return f"run {i + 1}: " if len(reports) > 1 else ""
 
 
+def _all_ops_fraction(per_run: list[dict[str, float]], expected: Mapping[str, float], backends: Mapping[str, str],
+                      tolerance: float, floors: list[Floor], notes: list[str]) -> float | None:
+    """comm.min_fraction_all_ops: each run's geometric mean over ops of busbw / expectation (the judged
+    quantity, comm/evaluate.judge_all_ops), then the same floor rule as one op (spec/floors.py) over those
+    means.  Written when every run measured the same >= 2 ops with a non-zero busbw."""
+    keys = sorted(k for k in expected if expected[k] > 0)
+    runs = [r for r in per_run if r]
+    if len(keys) < 2 or not runs:
+        return None
+    if any(sorted(k for k in r if r[k] > 0) != keys for r in runs):
+        notes.append("comm.min_fraction_all_ops: the runs measured different ops; not written")
+        return None
+    means = [math.exp(sum(math.log(r[k] / expected[k]) for k in keys) / len(keys)) for r in runs]
+    f = comm_floor(f"all {len(keys)} ops (geometric mean of busbw / expectation)", means,
+                   backends[keys[0]], tolerance, unit="x expectation")
+    floors.append(f)
+    return round(f.floor, 3)
+
+
 def _comm_spec(reports: list[Mapping[str, Any]], tolerance: float, floors: list[Floor],
                notes: list[str]) -> CommSpec:
     """busbw per 'op@ranks' over the runs; one averaging window for all."""
     values: dict[str, list[float]] = {}
     backends: dict[str, str] = {}
     windows = set()
+    per_run: list[dict[str, float]] = []
     for i, rep in enumerate(reports):
+        per_run.append({})
         for m in _metrics(rep, BUSBW_METRIC, notes, _run(i, reports)):
             lab = dict(m.get("labels", {}))
             op, ranks = lab.get("op"), _int_label(lab.get("ranks"))
@@ -251,6 +272,7 @@ def _comm_spec(reports: list[Mapping[str, Any]], tolerance: float, floors: list[
             # The expectation is the reference's figure at its world size ('op@N': a 2-GPU figure says
             # nothing about 8 GPUs).
             values.setdefault(f"{op}@{ranks}", []).append(float(m["value"]))
+            per_run[-1][f"{op}@{ranks}"] = float(m["value"])
             backends[f"{op}@{ranks}"] = str(lab.get("backend", ""))
             lo, hi = _int_label(lab.get("from_bytes")), _int_label(lab.get("to_bytes"))
             if lo and hi:
@@ -269,5 +291,7 @@ def _comm_spec(reports: list[Mapping[str, Any]], tolerance: float, floors: list[
     if reports and not values and not any("busbw" in n for n in notes):
         notes.append("comm.expected_busbw_gbps: no busbw figure in the record(s) (the comm check did not run); "
                      "not written")
+    all_ops = _all_ops_fraction(per_run, expected, backends, tolerance, floors, notes)
     return CommSpec(min_fraction=tolerance, expected_busbw_gbps=expected, min_fraction_by_op=fractions,
+                    min_fraction_all_ops=all_ops,
                     expected_sizes_bytes=tuple(windows.pop()) if windows else ())

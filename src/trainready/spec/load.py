@@ -114,6 +114,12 @@ def _validate_ranges(spec: NodeSpec, path: str) -> None:
                               "expected a key of comm.expected_busbw_gbps (a fraction of what?)")
         if not 0 < frac <= 1:
             raise ConfigError(path, f"comm.min_fraction_by_op.{key}", f"expected 0 < x <= 1, got {frac}")
+    agg = c.min_fraction_all_ops
+    if agg is not None:
+        if not c.expected_busbw_gbps:
+            raise ConfigError(path, "comm.min_fraction_all_ops", "expected comm.expected_busbw_gbps too (a fraction of what?)")
+        if not 0 < agg <= 2:  # > 1 is legitimate: expectations are the reference's LOW figures
+            raise ConfigError(path, "comm.min_fraction_all_ops", f"expected 0 < x <= 2, got {agg}")
 
 
 VERSION_KEYS = ("python", "torch", "cuda", "cudnn", "nccl", "driver", "driver_cuda", "os", "kernel", "image_digest", "packages")

@@ -88,6 +88,13 @@ class CommSpec:
         doc="Per-key override of min_fraction (keys as in expected_busbw_gbps). `spec init` writes one per floor "
         "from the reference's measured run-to-run spread (docs/comm.md); a key not here uses min_fraction.",
     )
+    min_fraction_all_ops: float | None = doc_field(
+        None, "All ops together: the geometric mean over the judged ops of (busbw / its expectation) must reach "
+        "this. A uniformly slow fabric or host moves every op together, while one op's run-to-run noise partly "
+        "cancels in the mean, so this catches a smaller slowdown than any single op's floor can on a noisy "
+        "backend (gloo on shared cores). `spec init` writes it from the reference runs' spread of that same mean "
+        "(docs/comm.md); unset = not judged.",
+    )
     expected_sizes_bytes: tuple[int, ...] = doc_field(
         (),
         "[low, high]: message sizes in bytes (inclusive) over which the reference averaged expected_busbw_gbps "
