@@ -82,8 +82,7 @@ def main() -> int:
             print(f"  run {i + 1}/{a.runs}: exit {r.returncode}", flush=True)
         caught, ops_caught = 0, []
         for i in range(a.planted_runs):
-            # the same checks as the later runs: a comm-only run measures gloo differently from a whole node
-            # run (all_gather ~30% lower here), so planting in a comm-only run would flatter the floors
+            # exactly what the later runs run, so a planted run differs from them by the plant alone
             r = trainready("node", "--spec", "fleet.toml", *only, "--plant", "comm.slow_pct=20",
                            "--json", f"planted-{i}.json", cwd=work)
             rec = json.loads((work / f"planted-{i}.json").read_text()) if (work / f"planted-{i}.json").exists() else {}
