@@ -5,8 +5,8 @@ The README's fleet flow on one machine, line by line: `trainready node --json re
 runs: a low percentile with a margin from their spread, spec/floors.py), then
 `trainready node --spec fleet.toml` N times, counting exit 0, and M runs with every collective
 planted 20% slower (`--plant comm.slow_pct=20`, same checks as the later runs), counting those whose
-`comm` check FAILS and how many ops (and the all-ops mean, comm.min_fraction_all_ops) each catches.  Target (issue 10): N of N pass (20 of 20 on the CPU, gloo) and every planted
-run fails.  Side by side in one run: the pass ratio and the planted-fail ratio, plus each floor.
+`comm` check FAILS and how many ops (and the all-ops mean, comm.min_fraction_all_ops) each catches.
+Target (issue 10): N of N pass (20 of 20 on the CPU, gloo) and every planted run fails.  Side by side in one run: the pass ratio and the planted-fail ratio, plus each floor.
 
     PYTHONPATH=src python3 benchmarks/spec_self_pass.py                 # 20 runs + 5 planted: minutes
     PYTHONPATH=src python3 benchmarks/spec_self_pass.py --runs 3 --planted-runs 1 --checks comm

@@ -112,7 +112,7 @@ SLURM_SCRIPT = REPO / "scripts" / "local-slurm.sh"
 
 
 @pytest.fixture(scope="session")
-def local_slurm():  # type: ignore[no-untyped-def]
+def local_slurm():
     """The local 3-node Slurm cluster (scripts/local-slurm.sh), up for the session; skipped with the script's
     own reason when it cannot start here (not root, no apt-get).  Taken down afterwards only if this
     session brought it up."""

@@ -146,7 +146,7 @@ def judge_all_ops(ts: list[OpTable], n: int, backend: str, expected: Mapping[str
     ratios: dict[str, float] = {}
     for t in ts:
         exp = expectation(expected, t.op, n, source)
-        if exp and t.rows and OPS[t.op].busbw_factor(n) > 0 and t.avg_busbw > 0 and not math.isnan(t.avg_busbw):
+        if exp and t.rows and OPS[t.op].busbw_factor(n) > 0 and t.avg_busbw > 0:  # nan > 0 is False
             ratios[t.op] = t.avg_busbw / exp[0]
     thr = Threshold(">=", fraction, "1", f"comm.min_fraction_all_ops = {fraction:g} (geometric mean of busbw / "
                     "expectation over the ops)")

@@ -253,10 +253,9 @@ def _all_ops_fraction(per_run: list[dict[str, float]], expected: Mapping[str, fl
 def _comm_spec(reports: list[Mapping[str, Any]], tolerance: float, floors: list[Floor],
                notes: list[str]) -> CommSpec:
     """busbw per 'op@ranks' over the runs; one averaging window for all."""
-    values: dict[str, list[float]] = {}
     backends: dict[str, str] = {}
     windows = set()
-    per_run: list[dict[str, float]] = []
+    per_run: list[dict[str, float]] = []  # run -> 'op@ranks' -> GB/s (the comm check writes one figure per op)
     for i, rep in enumerate(reports):
         per_run.append({})
         for m in _metrics(rep, BUSBW_METRIC, notes, _run(i, reports)):
@@ -271,7 +270,6 @@ def _comm_spec(reports: list[Mapping[str, Any]], tolerance: float, floors: list[
                 continue
             # The expectation is the reference's figure at its world size ('op@N': a 2-GPU figure says
             # nothing about 8 GPUs).
-            values.setdefault(f"{op}@{ranks}", []).append(float(m["value"]))
             per_run[-1][f"{op}@{ranks}"] = float(m["value"])
             backends[f"{op}@{ranks}"] = str(lab.get("backend", ""))
             lo, hi = _int_label(lab.get("from_bytes")), _int_label(lab.get("to_bytes"))
@@ -281,6 +279,10 @@ def _comm_spec(reports: list[Mapping[str, Any]], tolerance: float, floors: list[
         raise UsageError(f"--from-report: busbw figures averaged over different sizes {sorted(windows)}; "
                          "expected records of the same sweep (`trainready node` runs, or `trainready comm` "
                          "runs with the same -b/-e/-f)")
+    values: dict[str, list[float]] = {}  # 'op@ranks' -> its figures in run order
+    for run in per_run:
+        for key, v in run.items():
+            values.setdefault(key, []).append(v)
     expected: dict[str, float] = {}
     fractions: dict[str, float] = {}
     for key, vals in values.items():
