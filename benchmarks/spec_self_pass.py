@@ -5,7 +5,9 @@ The README's fleet flow on one machine, line by line: `trainready node --json re
 runs: a low percentile with a margin from their spread, spec/floors.py), then
 `trainready node --spec fleet.toml` N times, counting exit 0, and M runs with every collective
 planted 20% slower (`--plant comm.slow_pct=20`, same checks as the later runs), counting those whose
-`comm` check FAILS and how many ops (and the all-ops mean, comm.min_fraction_all_ops) each catches.
+`comm` check FAILS and which verdicts catch it: each op's busbw floor, all ops together
+(comm.min_fraction_all_ops) and collective efficiency (comm.min_fraction_efficiency: busbw against a
+ring send/recv timed alternately in the same run, which the host's drifting load cannot move).
 Target (issue 10): N of N pass (20 of 20 on the CPU, gloo) and every planted run fails.  Side by side in one run: the pass ratio and the planted-fail ratio, plus each floor.
 
     PYTHONPATH=src python3 benchmarks/spec_self_pass.py                 # 20 runs + 5 planted: minutes
@@ -35,14 +37,17 @@ def trainready(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=3600)
 
 
-def comm_verdicts(record: dict) -> tuple[str, list[str]]:
-    """(status of the comm check, ops whose busbw was below the floor) from a node record."""
+def comm_verdicts(record: dict) -> tuple[str, list[str], str]:
+    """(status of the comm check, its failed bandwidth verdicts: each op whose busbw was below its floor,
+    'all_ops', 'efficiency'; the efficiency verdict's figure) from a node record."""
     comm = next((r for r in record.get("results", []) if r.get("name") == "comm"), None)
     if comm is None:
-        return "absent", []
-    slow = [k.split(".", 1)[1] for k, v in comm.get("details", {}).items()
-            if isinstance(v, dict) and v.get("status") == "fail" and "busbw" in str(v.get("message"))]
-    return str(comm.get("status")), slow
+        return "absent", [], ""
+    verdicts = {k.split(".", 1)[1]: v for k, v in comm.get("details", {}).items() if isinstance(v, dict)}
+    slow = [k for k, v in verdicts.items() if v.get("status") == "fail" and
+            any(w in str(v.get("message")) for w in ("busbw", "efficiency"))]
+    eff = str(verdicts.get("efficiency", {}).get("message", "no efficiency verdict")).split(" (geometric")[0]
+    return str(comm.get("status")), slow, eff
 
 
 def main() -> int:
@@ -79,23 +84,23 @@ def main() -> int:
                 bad = [f"{x['name']}: {x['message'][:160]}" for x in rec.get("results", [])
                        if x.get("status") in ("fail", "error")]
                 fails.append(f"run {i + 1}: exit {r.returncode}; " + "; ".join(bad or [r.stderr.strip()[-300:]]))
-            print(f"  run {i + 1}/{a.runs}: exit {r.returncode}", flush=True)
+            print(f"  run {i + 1}/{a.runs}: exit {r.returncode}; {comm_verdicts(rec)[2]}", flush=True)
         caught, ops_caught = 0, []
         for i in range(a.planted_runs):
             # exactly what the later runs run, so a planted run differs from them by the plant alone
             r = trainready("node", "--spec", "fleet.toml", *only, "--plant", "comm.slow_pct=20",
                            "--json", f"planted-{i}.json", cwd=work)
             rec = json.loads((work / f"planted-{i}.json").read_text()) if (work / f"planted-{i}.json").exists() else {}
-            status, slow = comm_verdicts(rec)
+            status, slow, eff = comm_verdicts(rec)
             caught += status == "fail"
             ops_caught.append(len(slow))
             print(f"  planted run {i + 1}/{a.planted_runs}: exit {r.returncode}, comm {status}, "
-                  f"{len(slow)} op(s) below the floor: {', '.join(slow) or '-'}", flush=True)
+                  f"{len(slow)} verdict(s) below the floor: {', '.join(slow) or '-'}; {eff}", flush=True)
     for f in fails:
         print(f"  FAILED {f}")
     print(f"self-pass: {passed}/{a.runs} later runs exit 0 ({passed / max(a.runs, 1):.2f}); "
           f"planted 20%-slow collectives: {caught}/{a.planted_runs} runs FAIL comm "
-          f"({caught / max(a.planted_runs, 1):.2f}), ops below the floor per planted run: {ops_caught}")
+          f"({caught / max(a.planted_runs, 1):.2f}), verdicts below the floor per planted run: {ops_caught}")
     return 0 if passed == a.runs and caught == a.planted_runs else 1
 
 

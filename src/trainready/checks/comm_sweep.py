@@ -49,6 +49,10 @@ class CommSweepCheck(Check):
             # gloo shares the CPU with the host: best of 3 timed loops per size (measured on the 2-core dev VM
             # under load: run-to-run spread of busbw 0.18-0.42 instead of 0.24-0.53 with one loop)
             loops=1 if gpu else 3,
+            # comm.efficiency's reference (docs/comm.md): on gloo the ratio's run-to-run spread fell from 6% with 3
+            # alternating loop pairs to ~2% with 12 (dev VM, 10 runs each); CUDA-event timing needs few
+            eff_loops=3 if gpu else 12,
+            eff_from=ctx.spec.comm.expected_sizes_bytes[0] if ctx.spec.comm.expected_sizes_bytes else None,
         )
         res, _ = sweep_local(opts)
         if not res.ok:
@@ -59,7 +63,7 @@ class CommSweepCheck(Check):
         bad = [o.message for _, _, o in verdicts if o.status in (Status.FAIL, Status.ERROR)]
         warn = [n.split(".", 1)[1] for n, _, o in verdicts if o.status == Status.WARN]
         unjudged = [o for n, _, o in verdicts if o.status == Status.WARN and "no expectation" not in o.message]
-        metrics = tuple(m for _, _, o in verdicts for m in o.metrics if m.name in ("comm_busbw_avg", "comm_wrong_elements"))
+        metrics = tuple(m for _, _, o in verdicts for m in o.metrics if m.name in ("comm_busbw_avg", "comm_wrong_elements", "comm_efficiency"))
         details = {n: {"status": o.status.value, "message": o.message, **dict(o.details)} for n, _, o in verdicts}
         head = f"{backend}, {world} ranks, {len(OPS)} ops x {len(opts.sizes)} sizes"
         if bad:

@@ -9,6 +9,7 @@ nccl-tests' footer averages every size, which tiny, latency-bound sizes drag dow
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -46,6 +47,7 @@ class OpTable:
     floor: int
     wrong: int
     ceil: int | None = None  # None: no upper bound (every size >= floor)
+    efficiency: float = math.nan  # busbw / same-run ring send/recv busbw, mean over the window (nan: not measured)
 
     def nccl_rows(self) -> list[Row]:
         o = OPS[self.op]
@@ -75,11 +77,30 @@ def op_table(op: str, dtype: str, entries: list[dict[str, Any]], n: int, floor: 
         rows.append({"size": e["size"], "bytes": e["bytes"], "count": e["count"], "iters": e.get("iters"), "time_us": t_mean * 1e6,
                      "time_us_max": max(e["time_s"]) * 1e6, "time_us_by_rank": [t * 1e6 for t in e["time_s"]],
                      "wall_s": e.get("wall_s"),
-                     "algbw_gbps": alg, "busbw_gbps": bus, "wrong": sum(e["wrong"]), "wrong_by_rank": e["wrong"]})
-    big = [r["busbw_gbps"] for r in rows
-           if floor <= r["size"] <= (ceil if ceil is not None else r["size"]) and not math.isnan(r["busbw_gbps"])]
+                     "algbw_gbps": alg, "busbw_gbps": bus, "wrong": sum(e["wrong"]), "wrong_by_rank": e["wrong"],
+                     **row_efficiency(op, e, n)})
+    inside = [r for r in rows if floor <= r["size"] <= (ceil if ceil is not None else r["size"])]
+    big = [r["busbw_gbps"] for r in inside if not math.isnan(r["busbw_gbps"])]
     avg = sum(big) / len(big) if big else float("nan")
-    return OpTable(op, dtype, rows, avg, floor, sum(r["wrong"] for r in rows), ceil)
+    effs = [r["efficiency"] for r in inside if "efficiency" in r]
+    eff = sum(effs) / len(effs) if effs else math.nan
+    return OpTable(op, dtype, rows, avg, floor, sum(r["wrong"] for r in rows), ceil, eff)
+
+
+def row_efficiency(op: str, entry: Mapping[str, Any], n: int) -> dict[str, float]:
+    """One size's efficiency: the median over the alternating loops of busbw(op) / busbw(ring send/recv),
+    each pair timed back to back (sweep.alternate), so a host that is slower this minute slows both.
+    {} where the sweep measured no reference (sendrecv, 1 rank, sizes outside the window, eff_loops 0)."""
+    ref = entry.get("ref")
+    if not ref:
+        return {}
+    ring = ref["ring_bytes"]
+    ratios = [bandwidths(op, entry["bytes"], t_op, n)[1] / bandwidths("sendrecv", ring, t_ring, n)[1]
+              for t_op, t_ring in zip(ref["op_s"], ref["ring_s"]) if t_op > 0 and t_ring > 0]
+    if not ratios:
+        return {}
+    return {"efficiency": statistics.median(ratios),
+            "ring_busbw_gbps": bandwidths("sendrecv", ring, min(ref["ring_s"]), n)[1]}
 
 
 def judge_op(t: OpTable, n: int, backend: str, expected: Mapping[str, float], min_fraction: float,
@@ -105,6 +126,9 @@ def judge_op(t: OpTable, n: int, backend: str, expected: Mapping[str, float], mi
         thr = Threshold(">=", frac * exp[0], "GB/s", f"{frac:g} ({where}) x {exp[1]} = {exp[0]:g}")
     top = t.ceil if t.ceil is not None else max(r["size"] for r in t.rows)
     metrics.append(Metric.of("comm_busbw_avg", t.avg_busbw, "GB/s", thr, from_bytes=t.floor, to_bytes=top, **lab))
+    if not math.isnan(t.efficiency):  # judged over all ops together (judge_efficiency); recorded per op
+        details["efficiency"] = t.efficiency
+        metrics.append(Metric.of("comm_efficiency", t.efficiency, "1", None, from_bytes=t.floor, to_bytes=top, **lab))
     head = f"{t.op}: busbw {t.avg_busbw:.3g} GB/s avg over {t.span}"
     if t.wrong:
         bad = [r for r in t.rows if r["wrong"]]
@@ -148,23 +172,54 @@ def judge_all_ops(ts: list[OpTable], n: int, backend: str, expected: Mapping[str
         exp = expectation(expected, t.op, n, source)
         if exp and t.rows and OPS[t.op].busbw_factor(n) > 0 and t.avg_busbw > 0:  # nan > 0 is False
             ratios[t.op] = t.avg_busbw / exp[0]
-    thr = Threshold(">=", fraction, "1", f"comm.min_fraction_all_ops = {fraction:g} (geometric mean of busbw / "
-                    "expectation over the ops)")
-    details = {"ratio_by_op": ratios, "min_fraction_all_ops": fraction}
+    return _geomean_verdict(ratios, fraction, "comm.min_fraction_all_ops", "busbw", "comm_busbw_ratio_geomean",
+                            backend, n, "Every collective is slower than on the reference: a fabric, host or "
+                            "configuration difference (NCCL_* env, CPU load on gloo), not one op; compare with the "
+                            "reference record.")
+
+
+def judge_efficiency(ts: list[OpTable], n: int, backend: str, expected: Mapping[str, float],
+                     fraction: float | None, source: str) -> Outcome | None:
+    """Collective efficiency (comm.min_fraction_efficiency): the geometric mean over the ops with an expected
+    efficiency (comm.expected_efficiency) of efficiency / expectation, where an op's efficiency is its busbw
+    over the busbw of a ring send/recv of the same buffer timed alternately in the same run (row_efficiency).
+    busbw is defined to be comparable to the links' own rate (nccl-tests doc/PERFORMANCE.md), so a collective
+    that falls behind point-to-point traffic on the same links and the same minute is slow in itself
+    (algorithm, protocol, NCCL_* setting, library), whatever the host's load; the absolute floors judge the
+    links.  None when the spec sets no such fraction."""
+    if fraction is None:
+        return None
+    ratios: dict[str, float] = {}
+    for t in ts:
+        exp = expectation(expected, t.op, n, source)
+        if exp and t.efficiency > 0:  # nan > 0 is False
+            ratios[t.op] = t.efficiency / exp[0]
+    return _geomean_verdict(ratios, fraction, "comm.min_fraction_efficiency", "efficiency",
+                            "comm_efficiency_ratio_geomean", backend, n,
+                            "The collectives are slow against point-to-point traffic measured in the same minute: "
+                            "an algorithm/protocol or library difference (NCCL_ALGO/NCCL_PROTO/NVLS settings, NCCL or "
+                            "gloo version), not the links; compare the versions and NCCL_* env with the reference "
+                            "record.")
+
+
+def _geomean_verdict(ratios: Mapping[str, float], fraction: float, key: str, figure: str, metric_name: str,
+                     backend: str, n: int, remedy: str) -> Outcome:
+    """PASS/FAIL on the geometric mean of `ratios` (op -> figure / its expectation) against `fraction`;
+    SKIP with fewer than 2 ops."""
+    thr = Threshold(">=", fraction, "1", f"{key} = {fraction:g} (geometric mean of {figure} / expectation over "
+                    "the ops)")
+    details = {"ratio_by_op": dict(ratios), key.removeprefix("comm."): fraction}
     if len(ratios) < 2:
-        return Outcome(Status.SKIP, f"all ops together: {len(ratios)} op(s) with a judged busbw and an "
+        return Outcome(Status.SKIP, f"all ops together: {len(ratios)} op(s) with a judged {figure} and an "
                        "expectation; a mean over ops needs at least 2", details=details)
     g = math.exp(sum(math.log(r) for r in ratios.values()) / len(ratios))
-    metric = Metric.of("comm_busbw_ratio_geomean", g, "1", thr, backend=backend, ranks=n, ops=len(ratios))
+    metric = Metric.of(metric_name, g, "1", thr, backend=backend, ranks=n, ops=len(ratios))
     worst = min(ratios, key=ratios.__getitem__)
-    head = (f"all {len(ratios)} ops together: busbw at {g:.3g} x expectation (geometric mean; lowest "
+    head = (f"all {len(ratios)} ops together: {figure} at {g:.3g} x expectation (geometric mean; lowest "
             f"{worst} {ratios[worst]:.3g})")
     if thr.holds(g):
-        return Outcome(Status.PASS, f"{head} >= {fraction:g} (comm.min_fraction_all_ops)", (metric,), details=details)
-    return Outcome(Status.FAIL, f"{head} < {fraction:g} (comm.min_fraction_all_ops)", (metric,),
-                   remedy="Every collective is slower than on the reference: a fabric, host or configuration "
-                   "difference (NCCL_* env, CPU load on gloo), not one op; compare with the reference record.",
-                   details=details)
+        return Outcome(Status.PASS, f"{head} >= {fraction:g} ({key})", (metric,), details=details)
+    return Outcome(Status.FAIL, f"{head} < {fraction:g} ({key})", (metric,), remedy=remedy, details=details)
 
 
 def judge_pairs(matrix: list[list[float]] | None, n: int, nbytes: int, backend: str) -> Outcome:

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping
 
 from trainready import __version__
-from trainready.comm.evaluate import OpTable, judge_all_ops, judge_op, judge_pairs, op_table
+from trainready.comm.evaluate import OpTable, judge_all_ops, judge_efficiency, judge_op, judge_pairs, op_table
 from trainready.dist.env import ExternalRank
 from trainready.dist.launch import LaunchResult, launch
 from trainready.records import CheckResult, Level, Outcome, Report, Status
@@ -56,6 +56,10 @@ class CommOptions:
     step_budget_s: float | None = None  # cap on one step's timed loop (CPU default); None: always `iters`
     deadline_s: float | None = None  # whole sweep, start-up included; None: `default_deadline_s` (per-step bound)
     loops: int = 1  # timed loops per step, the fastest kept (1 = nccl-tests; the node check on gloo: 3)
+    # comm.efficiency's point-to-point reference: this many alternating (op, ring send/recv) loop pairs per
+    # judged size (sizes >= eff_from; None: the averaging floor); 0 = not measured (evaluate.py)
+    eff_loops: int = 0
+    eff_from: int | None = None
     faults: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -65,7 +69,8 @@ class CommOptions:
     def rank_kwargs(self, group_timeout_s: float) -> dict[str, Any]:
         return {"ops": self.ops, "sizes": self.sizes, "dtypes": self.dtypes, "warmup": self.warmup, "iters": self.iters,
                 "group_timeout_s": group_timeout_s, "pair_bytes": self.pair_bytes, "pair_iters": self.pair_iters,
-                "step_budget_s": self.step_budget_s, "loops": self.loops,
+                "step_budget_s": self.step_budget_s, "loops": self.loops, "eff_loops": self.eff_loops,
+                "eff_from": self.eff_from if self.eff_from is not None else self.floor,
                 **self.faults}
 
 
@@ -109,6 +114,12 @@ def outcomes(data: dict[str, Any], opts: CommOptions, spec: NodeSpec, source: st
         if agg is not None:
             out.append(("comm.all_ops" if len(opts.dtypes) == 1 else f"comm.all_ops.{dtype}",
                         f"all ops together ({dtype}): bus bandwidth", agg))
+    for dtype in opts.dtypes:
+        eff = judge_efficiency([t for t in ts if t.dtype == dtype], n, opts.backend, spec.comm.expected_efficiency,
+                               spec.comm.min_fraction_efficiency, source)
+        if eff is not None:
+            out.append(("comm.efficiency" if len(opts.dtypes) == 1 else f"comm.efficiency.{dtype}",
+                        f"all ops together ({dtype}): busbw against same-run point-to-point", eff))
     out.append(("comm.pairs", "pairwise send/recv: slow rank or link",
                 judge_pairs(data.get("pairs"), n, opts.pair_bytes, opts.backend)))
     return out

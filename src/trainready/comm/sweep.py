@@ -17,6 +17,7 @@ m is chosen so the largest possible sum m*n stays an exact integer in the dtype
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import time
@@ -180,6 +181,8 @@ def sweep_rank(
     pair_iters: int = 5,
     step_budget_s: float | None = None,
     loops: int = 1,
+    eff_loops: int = 0,
+    eff_from: int = 0,
     slow_rank: int = -1,
     slow_ms: float = 0.0,
     slow_pct: float = 0.0,
@@ -213,7 +216,13 @@ def sweep_rank(
         if c == 0 or (op == "sendrecv" and n == 1):
             continue  # too small to split over n ranks / no peer: not run (like nccl-tests)
         st = Step(op, size, dtype, ctx, group, r == wrong_rank, value_modulus(dtype, n))
+        # The point-to-point reference of `comm.efficiency` (evaluate.py): a ring exchange of the same buffer,
+        # timed alternately with the op, on the judged sizes only; sendrecv is that exchange itself.
+        ring = (Step("sendrecv", size, dtype, ctx, group, False, value_modulus(dtype, n))
+                if eff_loops and size >= eff_from and op != "sendrecv" and n > 1 else None)
         wrong, took = st.check()
+        if ring is not None:
+            ring.call()  # warm the ring path at this size
         n_iter, n_warm = iters, warmup
         if step_budget_s:
             # Fewer ops when one op is slow (large sizes on CPU); every rank must agree: max over ranks.
@@ -224,14 +233,18 @@ def sweep_rank(
         for _ in range(n_warm):
             st.call()
         ctx.stage(f"{op} {dtype} {size} B timed")
+        op_t, ring_t = alternate(st, ring, n_iter, ctx, group, slow_s, slow_pct / 100.0, loops, eff_loops)
         # `loops` timed loops, the fastest kept (gloo: a rank the OS preempted during one loop is not slow)
-        t = min(time_loop(st.call, n_iter, ctx.device, group, slow_s, slow_pct / 100.0) for _ in range(loops))
+        t = min(op_t[:loops])
         rows.append((op, dtype, size))
-        # step wall time (buffers, check, warm-up, timed loop): what this op cost the run, in seconds
-        local.append([t, float(wrong), float(st.nbytes), float(st.count), float(n_iter), time.perf_counter() - t_step])
-        del st
+        # step wall time (buffers, check, warm-up, timed loop): what this op cost the run, in seconds;
+        # then the reference's ring bytes and the alternating (op, ring) loop times, NaN where not measured
+        ref = [float(ring.nbytes), *op_t[:eff_loops], *ring_t] if ring is not None else [math.nan] * (1 + 2 * eff_loops)
+        local.append([t, float(wrong), float(st.nbytes), float(st.count), float(n_iter), time.perf_counter() - t_step,
+                      *ref])
+        del st, ring
     ctx.stage("gather results")
-    mine = torch.tensor(local or [[0.0] * 6], dtype=torch.float64, device=ctx.device)
+    mine = torch.tensor(local or [[0.0] * (7 + 2 * eff_loops)], dtype=torch.float64, device=ctx.device)
     parts = [torch.empty_like(mine) for _ in range(n)]
     dist.all_gather(parts, mine, group=group)
     ctx.stage("pairwise send/recv")
@@ -244,13 +257,36 @@ def sweep_rank(
         out["entries"] = [
             {"op": op, "dtype": dt, "size": size, "bytes": int(every[0][i][2]), "count": int(every[0][i][3]), "iters": int(every[0][i][4]),
              "time_s": [every[k][i][0] for k in range(n)], "wrong": [int(every[k][i][1]) for k in range(n)],
-             "wall_s": max(every[k][i][5] for k in range(n))}
+             "wall_s": max(every[k][i][5] for k in range(n)), **reference(every, i, n, eff_loops)}
             for i, (op, dt, size) in enumerate(rows)
         ]
         out["pairs"] = pairs
         out["pairs_wall_s"] = time.perf_counter() - t_pairs
         out["versions"] = versions()
     return out
+
+
+def alternate(st: Step, ring: Step | None, n_iter: int, ctx: RankContext, group: Any, slow_s: float,
+              slow_frac: float, loops: int, eff_loops: int) -> tuple[list[float], list[float]]:
+    """Seconds per op of max(loops, eff_loops) timed loops of the op and, with a ring reference, of
+    eff_loops ring loops, each right after the op's loop (host load in that second hits both alike).
+    A planted slow collective (slow_frac) slows the op, never the point-to-point reference."""
+    op_t: list[float] = []
+    ring_t: list[float] = []
+    for i in range(max(loops, eff_loops if ring is not None else 0)):
+        op_t.append(time_loop(st.call, n_iter, ctx.device, group, slow_s, slow_frac))
+        if ring is not None and i < eff_loops:
+            ring_t.append(time_loop(ring.call, n_iter, ctx.device, group))
+    return op_t, ring_t
+
+
+def reference(every: list[Any], i: int, n: int, eff_loops: int) -> dict[str, Any]:
+    """Entry i's ring reference from the gathered rows: per loop, the ranks' mean seconds per op
+    (nccl-tests' per-op time is the ranks' mean too); {} where none was measured."""
+    if not eff_loops or math.isnan(every[0][i][6]):
+        return {}
+    mean = [sum(every[k][i][7 + j] for k in range(n)) / n for j in range(2 * eff_loops)]
+    return {"ref": {"ring_bytes": int(every[0][i][6]), "op_s": mean[:eff_loops], "ring_s": mean[eff_loops:]}}
 
 
 def versions() -> dict[str, Any]:

@@ -15,17 +15,19 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import statistics
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from trainready.errors import UsageError
-from trainready.spec.floors import Floor, comm_floor, compute_floor
+from trainready.spec.floors import EFFICIENCY_MIN_MARGIN, MIN_MARGIN, Floor, comm_floor, compute_floor
 from trainready.spec.model import CommSpec, ComputeSpec, GpuSpec, NodeSpec, ResumeSpec, SoftwareSpec
 
 # Metric names written by the checks (checks/throughput.py, checks/comm_sweep.py).
 GEMM_METRIC = "gemm_bf16"
 COPY_METRIC = "hbm_copy"
 BUSBW_METRIC = "comm_busbw_avg"
+EFFICIENCY_METRIC = "comm_efficiency"  # busbw / same-run ring send/recv busbw (comm/evaluate.py)
 
 # Training packages whose versions the fleet is held to when the reference has them installed
 # (names as probe/software.py's KEY_PACKAGES reports them in the manifest's software.packages).
@@ -231,38 +233,40 @@ def _run(i: int, reports: list[Mapping[str, Any]]) -> str:
     return f"run {i + 1}: " if len(reports) > 1 else ""
 
 
-def _all_ops_fraction(per_run: list[dict[str, float]], expected: Mapping[str, float], backends: Mapping[str, str],
-                      tolerance: float, floors: list[Floor], notes: list[str]) -> float | None:
-    """comm.min_fraction_all_ops: each run's geometric mean over ops of busbw / expectation (the judged
-    quantity, comm/evaluate.judge_all_ops), then the same floor rule as one op (spec/floors.py) over those
-    means.  Written when every run measured the same >= 2 ops with a non-zero busbw."""
+def _mean_fraction(per_run: list[dict[str, float]], expected: Mapping[str, float], backends: Mapping[str, str],
+                   tolerance: float, floors: list[Floor], notes: list[str], what: str = "busbw") -> float | None:
+    """comm.min_fraction_all_ops (what='busbw') or comm.min_fraction_efficiency: each run's geometric mean over
+    ops of figure / expectation (the judged quantity, comm/evaluate.judge_all_ops / judge_efficiency), then the
+    floor rule of one figure (spec/floors.py) over those means.  Written when every run measured the same >= 2
+    ops with a non-zero figure."""
+    key = "comm.min_fraction_all_ops" if what == "busbw" else "comm.min_fraction_efficiency"
     keys = sorted(k for k in expected if expected[k] > 0)
     runs = [r for r in per_run if r]
     if len(keys) < 2 or not runs:
         return None
     if any(sorted(k for k in r if r[k] > 0) != keys for r in runs):
-        notes.append("comm.min_fraction_all_ops: the runs measured different ops; not written")
+        notes.append(f"{key}: the runs measured different ops; not written")
         return None
     means = [math.exp(sum(math.log(r[k] / expected[k]) for k in keys) / len(keys)) for r in runs]
-    f = comm_floor(f"all {len(keys)} ops (geometric mean of busbw / expectation)", means,
-                   backends[keys[0]], tolerance, unit="x expectation")
+    f = comm_floor(f"all {len(keys)} ops (geometric mean of {what} / expectation)", means, backends[keys[0]],
+                   tolerance, unit="x expectation", margins=MIN_MARGIN if what == "busbw" else EFFICIENCY_MIN_MARGIN)
     floors.append(f)
     return round(f.floor, 3)
 
 
-def _comm_spec(reports: list[Mapping[str, Any]], tolerance: float, floors: list[Floor],
-               notes: list[str]) -> CommSpec:
-    """busbw per 'op@ranks' over the runs; one averaging window for all."""
+def _per_run(reports: list[Mapping[str, Any]], metric: str, notes: list[str]
+             ) -> tuple[list[dict[str, float]], dict[str, str], set[tuple[int, int]]]:
+    """Each run's figures of `metric` by 'op@ranks', the backend of each key, and the averaging windows seen."""
     backends: dict[str, str] = {}
     windows = set()
-    per_run: list[dict[str, float]] = []  # run -> 'op@ranks' -> GB/s (the comm check writes one figure per op)
+    per_run: list[dict[str, float]] = []  # run -> 'op@ranks' -> figure (the comm check writes one per op)
     for i, rep in enumerate(reports):
         per_run.append({})
-        for m in _metrics(rep, BUSBW_METRIC, notes, _run(i, reports)):
+        for m in _metrics(rep, metric, notes, _run(i, reports)):
             lab = dict(m.get("labels", {}))
             op, ranks = lab.get("op"), _int_label(lab.get("ranks"))
             if not (op and ranks):
-                notes.append(f"{_run(i, reports)}busbw figure without op/ranks labels {lab}: no floor")
+                notes.append(f"{_run(i, reports)}{metric} figure without op/ranks labels {lab}: no floor")
                 continue
             if lab.get("dtype", "float") != "float":
                 notes.append(f"{_run(i, reports)}{op}@{ranks} in {lab.get('dtype')}: expectations are for float "
@@ -275,14 +279,26 @@ def _comm_spec(reports: list[Mapping[str, Any]], tolerance: float, floors: list[
             lo, hi = _int_label(lab.get("from_bytes")), _int_label(lab.get("to_bytes"))
             if lo and hi:
                 windows.add((lo, hi))
-    if len(windows) > 1:
-        raise UsageError(f"--from-report: busbw figures averaged over different sizes {sorted(windows)}; "
-                         "expected records of the same sweep (`trainready node` runs, or `trainready comm` "
-                         "runs with the same -b/-e/-f)")
+    return per_run, backends, windows
+
+
+def _by_key(per_run: list[dict[str, float]]) -> dict[str, list[float]]:
     values: dict[str, list[float]] = {}  # 'op@ranks' -> its figures in run order
     for run in per_run:
         for key, v in run.items():
             values.setdefault(key, []).append(v)
+    return values
+
+
+def _comm_spec(reports: list[Mapping[str, Any]], tolerance: float, floors: list[Floor],
+               notes: list[str]) -> CommSpec:
+    """busbw per 'op@ranks' over the runs; one averaging window for all; collective efficiency the same way."""
+    per_run, backends, windows = _per_run(reports, BUSBW_METRIC, notes)
+    if len(windows) > 1:
+        raise UsageError(f"--from-report: busbw figures averaged over different sizes {sorted(windows)}; "
+                         "expected records of the same sweep (`trainready node` runs, or `trainready comm` "
+                         "runs with the same -b/-e/-f)")
+    values = _by_key(per_run)
     expected: dict[str, float] = {}
     fractions: dict[str, float] = {}
     for key, vals in values.items():
@@ -293,7 +309,12 @@ def _comm_spec(reports: list[Mapping[str, Any]], tolerance: float, floors: list[
     if reports and not values and not any("busbw" in n for n in notes):
         notes.append("comm.expected_busbw_gbps: no busbw figure in the record(s) (the comm check did not run); "
                      "not written")
-    all_ops = _all_ops_fraction(per_run, expected, backends, tolerance, floors, notes)
+    all_ops = _mean_fraction(per_run, expected, backends, tolerance, floors, notes)
+    eff_runs, eff_backends, _ = _per_run(reports, EFFICIENCY_METRIC, [])  # absent from older records: no note
+    # The expected efficiency is the reference's median (only the mean over ops is judged, with its own floor).
+    eff_expected = {k: _sig(statistics.median(v)) for k, v in _by_key(eff_runs).items()}
+    eff_floor = _mean_fraction(eff_runs, eff_expected, eff_backends, tolerance, floors, notes, what="efficiency")
     return CommSpec(min_fraction=tolerance, expected_busbw_gbps=expected, min_fraction_by_op=fractions,
-                    min_fraction_all_ops=all_ops,
+                    min_fraction_all_ops=all_ops, expected_efficiency=eff_expected if eff_floor else {},
+                    min_fraction_efficiency=eff_floor,
                     expected_sizes_bytes=tuple(windows.pop()) if windows else ())

@@ -120,6 +120,18 @@ def _validate_ranges(spec: NodeSpec, path: str) -> None:
             raise ConfigError(path, "comm.min_fraction_all_ops", "expected comm.expected_busbw_gbps too (a fraction of what?)")
         if not 0 < agg <= 2:  # > 1 is legitimate: expectations are the reference's LOW figures
             raise ConfigError(path, "comm.min_fraction_all_ops", f"expected 0 < x <= 2, got {agg}")
+    for key, eff in c.expected_efficiency.items():
+        if not valid_expectation_key(key):
+            raise ConfigError(path, f"comm.expected_efficiency.{key}", f"expected {EXPECTATION_KEY_GRAMMAR}")
+        if not eff > 0:
+            raise ConfigError(path, f"comm.expected_efficiency.{key}", "expected a ratio > 0")
+    frac = c.min_fraction_efficiency
+    if frac is not None:
+        if not c.expected_efficiency:
+            raise ConfigError(path, "comm.min_fraction_efficiency",
+                              "expected comm.expected_efficiency too (a fraction of what?)")
+        if not 0 < frac <= 2:
+            raise ConfigError(path, "comm.min_fraction_efficiency", f"expected 0 < x <= 2, got {frac}")
 
 
 VERSION_KEYS = ("python", "torch", "cuda", "cudnn", "nccl", "driver", "driver_cuda", "os", "kernel", "image_digest", "packages")

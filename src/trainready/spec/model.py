@@ -95,6 +95,17 @@ class CommSpec:
         "backend (gloo on shared cores). `spec init` writes it from the reference runs' spread of that same mean "
         "(docs/comm.md); unset = not judged.",
     )
+    expected_efficiency: dict[str, float] = doc_field(
+        default_factory=dict,
+        doc="Expected collective efficiency per op (keys as in expected_busbw_gbps): busbw over the busbw of a ring "
+        "send/recv of the same buffer, timed alternately in the same run (docs/comm.md), e.g. { all_reduce = 0.21 }. "
+        "Host load slows both alike, so this figure holds still where busbw drifts (gloo on shared cores).",
+    )
+    min_fraction_efficiency: float | None = doc_field(
+        None, "All ops together: the geometric mean over the ops of (efficiency / its expected_efficiency) must "
+        "reach this. Catches a collective slow in itself (algorithm, protocol, library) at a few percent; the "
+        "busbw floors catch slow links. `spec init` writes it from the reference runs' spread; unset = not judged.",
+    )
     expected_sizes_bytes: tuple[int, ...] = doc_field(
         (),
         "[low, high]: message sizes in bytes (inclusive) over which the reference averaged expected_busbw_gbps "
