@@ -42,26 +42,38 @@ GLOO_RUNS = [0.0500, 0.0520, 0.0490, 0.0510, 0.0505]  # 5 runs of one reference,
 
 
 def test_floor_from_several_runs_passes_the_reference_and_fails_a_20_percent_slower_run() -> None:
-    d = derive({}, [_record(_busbw("all_reduce", v)) for v in GLOO_RUNS])
+    d = derive({}, [_record(_busbw("all_reduce", v, backend="nccl")) for v in GLOO_RUNS])
     spec = d.spec
     assert spec.comm.expected_busbw_gbps == {"all_reduce@8": 0.049}  # the low figure, not the mean or best
     frac = spec.comm.min_fraction_by_op["all_reduce@8"]
-    assert frac == 0.9  # gloo's minimum margin (10%) dominates a 2% spread (2 x 0.02)
+    assert frac == 0.95  # NCCL's minimum margin (5%) dominates a 2% spread (2 x 0.022)
     slow = statistics.median(GLOO_RUNS) / SLOW_PROBE
     assert _verdict(spec, "all_reduce", slow).status == Status.FAIL  # the mismatch first
     for v in GLOO_RUNS:  # every one of the reference's own runs passes its floor
         assert _verdict(spec, "all_reduce", v).status == Status.PASS
-    assert _verdict(spec, "all_reduce", 0.049 * 0.91).status == Status.PASS  # a little below the lowest run
+    assert _verdict(spec, "all_reduce", 0.049 * 0.96).status == Status.PASS  # a little below the lowest run
     (f,) = d.floors
     assert f.spread == pytest.approx(spread(GLOO_RUNS)) and f.catches_slowdown
     assert "5 run(s) 0.049..0.052 GB/s" in f.describe() and "spread 2.2%" in f.describe()
+
+
+def test_a_gloo_busbw_floor_allows_the_hosts_drift_and_says_it_cannot_catch_20_percent() -> None:
+    # gloo's busbw follows the host's load, which drifts 20-25% over minutes on a shared VM (spec/floors.py):
+    # the same quiet 2% runs as above get a 25% margin on gloo, and the floor says what it cannot catch
+    # (collective efficiency catches a slow gloo collective: tests/test_comm_efficiency.py).
+    d = derive({}, [_record(_busbw("all_reduce", v)) for v in GLOO_RUNS])
+    assert d.spec.comm.min_fraction_by_op["all_reduce@8"] == 0.75
+    assert _verdict(d.spec, "all_reduce", 0.049 * 0.76).status == Status.PASS  # a host 24% slower than the low run
+    assert _verdict(d.spec, "all_reduce", 0.049 * 0.74).status == Status.FAIL
+    (f,) = d.floors
+    assert not f.catches_slowdown and "cannot catch a 20% slowdown" in f.describe()
 
 
 def test_a_noisy_backend_gets_a_wider_margin_and_says_what_it_cannot_catch() -> None:
     noisy = [0.035, 0.059, 0.046, 0.048, 0.057]  # gloo on a loaded 2-core VM, 5 runs (cv ~20%)
     f = comm_floor("all_reduce@8", noisy, "gloo", 0.8)
     assert f.low == 0.035 and f.fraction == pytest.approx(1 - 2 * spread(noisy), abs=1e-3)
-    assert not f.catches_slowdown and "too noisy to catch a 20% slowdown" in f.describe()
+    assert not f.catches_slowdown and "cannot catch a 20% slowdown" in f.describe()
     quiet = comm_floor("all_reduce@8", [100.0, 100.5, 99.8, 100.2, 100.1], "nccl", 0.8)
     assert quiet.fraction == 0.95 and quiet.catches_slowdown  # NCCL's minimum margin is 5%
     one = comm_floor("all_reduce@8", [100.0], "nccl", 0.8)
@@ -127,7 +139,7 @@ def test_cli_measure_repeat_writes_every_floor_with_its_spread(cli, tmp_path) ->
     assert "# resume.ranks = 1: the CPU default" in text
     spec, _ = load_spec(str(out))
     assert set(spec.comm.expected_busbw_gbps) == set(spec.comm.min_fraction_by_op) == {f"{op}@8" for op in ops}
-    assert all(0.5 <= f <= 0.9 for f in spec.comm.min_fraction_by_op.values())  # gloo: at least a 10% margin
+    assert all(0.5 <= f <= 0.75 for f in spec.comm.min_fraction_by_op.values())  # gloo: at least a 25% margin
     assert spec.resume.ranks == 1 and spec.gpu.count == 0
     assert "# floor all 6 ops (geometric mean of busbw / expectation): 2 run(s) " in text
     assert spec.comm.min_fraction_all_ops is not None and 0.5 <= spec.comm.min_fraction_all_ops <= 2
@@ -152,10 +164,11 @@ def test_all_ops_floor_catches_a_uniform_20_percent_slowdown_that_no_single_op_f
     from trainready.comm.evaluate import judge_all_ops
 
     runs = [[0.05 * x for x in run] for run in NOISY]
-    d = derive({}, [_record(*[_busbw(op, v) for op, v in zip(SIX, run)]) for run in runs])
+    # NCCL's 5% minimum margin (gloo's absolute floors allow 25% of host drift, above)
+    d = derive({}, [_record(*[_busbw(op, v, backend="nccl") for op, v in zip(SIX, run)]) for run in runs])
     spec = d.spec
     frac = spec.comm.min_fraction_all_ops
-    assert frac is not None and 0.8 < frac < 1.0, frac
+    assert frac is not None and 0.8 < frac < 1.2, frac  # > 1 is possible: expectations are the low figures
     agg = next(f for f in d.floors if f.key.startswith("all 6 ops"))
     assert agg.catches_slowdown and agg.unit == "x expectation"
     assert not any(f.catches_slowdown for f in d.floors if "@" in f.key)  # each op alone: too noisy

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from trainready.checks.base import Check, CheckContext, register
 from trainready.comm.ops import OPS, size_steps
-from trainready.comm.run import (PAIR_BYTES_CPU, PAIR_BYTES_GPU, SWEEP_FAULTS, CommOptions, launch_failure, outcomes,
+from trainready.comm.run import (EFF_LOOPS, EFF_MIN_LOOP_S, PAIR_BYTES_CPU, PAIR_BYTES_GPU, SWEEP_FAULTS, CommOptions, launch_failure, outcomes,
                                  sweep_faults, sweep_local)
 from trainready.records import SEVERITY, Level, Outcome, Status
 from trainready.util.devices import local_world
@@ -49,9 +49,8 @@ class CommSweepCheck(Check):
             # gloo shares the CPU with the host: best of 3 timed loops per size (measured on the 2-core dev VM
             # under load: run-to-run spread of busbw 0.18-0.42 instead of 0.24-0.53 with one loop)
             loops=1 if gpu else 3,
-            # comm.efficiency's reference (docs/comm.md): on gloo the ratio's run-to-run spread fell from 6% with 3
-            # alternating loop pairs to ~2% with 12 (dev VM, 10 runs each); CUDA-event timing needs few
-            eff_loops=3 if gpu else 12,
+            eff_loops=EFF_LOOPS[backend],  # comm.efficiency's same-run point-to-point reference (docs/comm.md)
+            eff_min_loop_s=EFF_MIN_LOOP_S[backend], cpu_bind=not gpu,
             eff_from=ctx.spec.comm.expected_sizes_bytes[0] if ctx.spec.comm.expected_sizes_bytes else None,
         )
         res, _ = sweep_local(opts)

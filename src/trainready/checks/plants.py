@@ -39,7 +39,8 @@ CHECK_PLANTS: dict[str, str] = {
 COMM_PLANTS: dict[str, str] = {
     "comm.slow_rank": "RANK: this rank sleeps before every collective (a straggler)",
     "comm.slow_ms": "MS: how long the slow rank sleeps per op (default 20 ms; > 0)",
-    "comm.slow_pct": "PCT: every rank's timed collectives take PCT% longer (a uniformly slow fabric; > 0)",
+    "comm.slow_pct": "PCT: every rank's timed collectives take PCT% longer, the point-to-point reference of "
+                     "comm.efficiency does not (slow collectives; > 0)",
     "comm.hang_rank": "RANK: this rank stops at step comm.fault_step (hang)",
     "comm.wrong_rank": "RANK: this rank sends wrong elements",
     "comm.die_rank": "RANK: this rank's process exits at step comm.fault_step",

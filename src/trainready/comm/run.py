@@ -24,6 +24,12 @@ PAIR_BYTES_GPU = 64 << 20  # 64 MiB on NVLink: ~0.2 ms at ~400 GB/s, bandwidth-b
 # (names and values are checked first, against checks/plants.py).
 SWEEP_FAULTS: dict[str, type] = {"slow_rank": int, "slow_ms": float, "slow_pct": float, "hang_rank": int,
                                  "wrong_rank": int, "die_rank": int, "fault_step": int}
+# Alternating (op, ring) loop pairs of comm.efficiency's reference per judged size: on gloo the ratio's run-to-run
+# spread fell from 6% with 3 pairs to ~2% with 12 (2-core dev VM, 10 runs each); CUDA events time NCCL, 3 suffice.
+EFF_LOOPS = {"gloo": 12, "nccl": 3}
+# ... and their shortest timed loop, seconds: a loop of a few ms on 8 gloo ranks sharing 2 cores times the
+# scheduler's slices (4 ms), not the op; CUDA events need no floor.
+EFF_MIN_LOOP_S = {"gloo": 0.1, "nccl": 0.0}
 STARTUP_S = 60.0  # launch's start-up allowance (process start + rendezvous on a loaded host), as launch's default
 SLOW_MS_DEFAULT = 20.0  # how long a planted slow rank sleeps per op when comm.slow_ms is not given
 
@@ -60,6 +66,8 @@ class CommOptions:
     # judged size (sizes >= eff_from; None: the averaging floor); 0 = not measured (evaluate.py)
     eff_loops: int = 0
     eff_from: int | None = None
+    eff_min_loop_s: float = 0.0  # with a reference: each timed loop at least this long, seconds (gloo: 0.1)
+    cpu_bind: bool = False  # local gloo ranks: pin each to a fixed share of the cores (sweep.bind_cpus)
     faults: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -71,6 +79,7 @@ class CommOptions:
                 "group_timeout_s": group_timeout_s, "pair_bytes": self.pair_bytes, "pair_iters": self.pair_iters,
                 "step_budget_s": self.step_budget_s, "loops": self.loops, "eff_loops": self.eff_loops,
                 "eff_from": self.eff_from if self.eff_from is not None else self.floor,
+                "eff_min_loop_s": self.eff_min_loop_s, "cpu_bind": self.cpu_bind,
                 **self.faults}
 
 

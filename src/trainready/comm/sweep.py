@@ -7,7 +7,11 @@ Per (op, size) "step", every rank:
 3. runs `warmup` ops, a barrier, then `iters` ops back to back with one sync at the
    end: CUDA events on a GPU (nccl-tests times the same way, around the loop), wall
    clock on CPU.  Time per op = loop time / iters (seconds); with `loops` > 1 (the node
-   check on gloo) the loop runs that many times and the fastest is kept.
+   check on gloo) the loop runs that many times and the fastest is kept;
+4. on the judged sizes (>= `eff_from`), with `eff_loops` > 0: that many op loops, each followed
+   by a loop of a ring send/recv of the same buffer (the point-to-point reference of
+   comm.efficiency, evaluate.row_efficiency); the best of the first `loops` op loops is still
+   the op's time.
 Per-rank times and wrong counts are all-gathered at the end so rank 0 holds them all;
 then the pairwise send/recv matrix (straggler.py) runs.
 
@@ -183,6 +187,8 @@ def sweep_rank(
     loops: int = 1,
     eff_loops: int = 0,
     eff_from: int = 0,
+    eff_min_loop_s: float = 0.0,
+    cpu_bind: bool = False,
     slow_rank: int = -1,
     slow_ms: float = 0.0,
     slow_pct: float = 0.0,
@@ -199,6 +205,7 @@ def sweep_rank(
 
     warnings.filterwarnings("ignore", category=FutureWarning, module="torch.distributed")
     n, r = ctx.world_size, ctx.rank
+    bound = bind_cpus(r, n) if cpu_bind else None
     group = comm_group(group_timeout_s)
     slow_s = slow_ms / 1e3 if r == slow_rank else 0.0
     rows: list[tuple[str, str, int]] = []
@@ -224,12 +231,17 @@ def sweep_rank(
         if ring is not None:
             ring.call()  # warm the ring path at this size
         n_iter, n_warm = iters, warmup
-        if step_budget_s:
+        if step_budget_s or (ring is not None and eff_min_loop_s):
             # Fewer ops when one op is slow (large sizes on CPU); every rank must agree: max over ranks.
             worst = torch.tensor([took], dtype=torch.float64, device=ctx.device)
             dist.all_reduce(worst, op=dist.ReduceOp.MAX, group=group)
-            n_iter = max(1, min(iters, int(step_budget_s / max(float(worst.item()), 1e-9))))
-            n_warm = min(warmup, n_iter - 1)  # the checked op already warmed this size up
+            op_s = max(float(worst.item()), 1e-9)
+            if step_budget_s:
+                n_iter = max(1, min(iters, int(step_budget_s / op_s)))
+                n_warm = min(warmup, n_iter - 1)  # the checked op already warmed this size up
+            if ring is not None and eff_min_loop_s:
+                # loops shorter than a few scheduler time slices measure the scheduler (8 gloo ranks, 2 cores)
+                n_iter = max(n_iter, math.ceil(eff_min_loop_s / op_s))
         for _ in range(n_warm):
             st.call()
         ctx.stage(f"{op} {dtype} {size} B timed")
@@ -261,9 +273,27 @@ def sweep_rank(
             for i, (op, dt, size) in enumerate(rows)
         ]
         out["pairs"] = pairs
+        out["cpu_bind"] = bound
         out["pairs_wall_s"] = time.perf_counter() - t_pairs
         out["versions"] = versions()
     return out
+
+
+def bind_cpus(rank: int, world: int) -> str | None:
+    """Pin this rank to a fixed share of the cores this process may use, the same on every launch: one core
+    each, round-robin, when ranks >= cores (8 gloo ranks on 2 cores: rank r on core r mod 2), else a block of
+    cores // ranks each (Slurm's --cpu-bind=cores, block distribution).  Which ranks share a core changes how
+    a ring exchange and a collective compete for it; left to the scheduler it changes at every launch (on the
+    2-core dev VM the efficiency's run-to-run spread was 3.7% unpinned, 2.0% round-robin; 8 runs each)."""
+    try:
+        cores = sorted(os.sched_getaffinity(0))
+        k = max(1, len(cores) // world)
+        mine = {cores[rank % len(cores)]} if world >= len(cores) else set(cores[rank * k:(rank + 1) * k])
+        os.sched_setaffinity(0, mine)
+    except (AttributeError, OSError):  # no affinity API (macOS) or not allowed: the scheduler places ranks
+        return None
+    rule = f"rank r on core r mod {len(cores)}" if world >= len(cores) else f"{k} cores per rank, in blocks"
+    return f"{rule} of {cores}"
 
 
 def alternate(st: Step, ring: Step | None, n_iter: int, ctx: RankContext, group: Any, slow_s: float,

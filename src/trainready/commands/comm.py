@@ -55,7 +55,7 @@ def comm(
     """
     from trainready.comm.ops import dtype_name, human, op_names, parse_size, size_steps
     from trainready.comm.external import leave
-    from trainready.comm.run import (PAIR_BYTES_CPU, PAIR_BYTES_GPU, CommOptions, build_report, launch_failure,
+    from trainready.comm.run import (EFF_LOOPS, EFF_MIN_LOOP_S, PAIR_BYTES_CPU, PAIR_BYTES_GPU, CommOptions, build_report, launch_failure,
                                      sweep_external, sweep_faults, sweep_local, tables)
     from trainready.dist.env import detect
     from trainready.spec import load_spec
@@ -99,6 +99,10 @@ def comm(
         avg_floor=avg_floor,
         pair_bytes=parse_size(pair_bytes, "--pair-bytes") if pair_bytes else (PAIR_BYTES_GPU if be == "nccl" else PAIR_BYTES_CPU),
         step_budget_s=budget or None, faults=sweep_faults(planted),
+        # comm.efficiency's reference is measured when the spec judges it (docs/comm.md)
+        eff_loops=EFF_LOOPS[be] if node_spec.comm.min_fraction_efficiency is not None else 0,
+        eff_min_loop_s=EFF_MIN_LOOP_S[be], cpu_bind=be == "gloo" and ext is None,  # srun/torchrun bind their own
+        eff_from=node_spec.comm.expected_sizes_bytes[0] if node_spec.comm.expected_sizes_bytes else avg_floor,
     )
     context: dict[str, Any] = {"spec_source": source, "launcher": ext.source if ext else "local"}
     if planted:

@@ -3,7 +3,7 @@
 Expectations come from two sources: the manifest (what the machine *is*: GPU
 model/count/memory, driver branch, torch/CUDA/NCCL/cuDNN/Python, image digest)
 and node reports (what it *measured*: per-GPU GEMM TFLOP/s and copy GB/s,
-collective busbw), one or several runs.  Each figure becomes a floor below the
+collective busbw and efficiency: spec/init_comm.py), one or several runs.  Each figure becomes a floor below the
 reference's low figure over the runs (spec/floors.py): GEMM/HBM at `tolerance`
 (the 80% rule), busbw at a fraction derived from the runs' measured spread and
 the backend.  Whatever could not be written is said, with the reason
@@ -13,21 +13,20 @@ the backend.  Whatever could not be written is said, with the reason
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
-import statistics
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from trainready.errors import UsageError
-from trainready.spec.floors import EFFICIENCY_MIN_MARGIN, MIN_MARGIN, Floor, comm_floor, compute_floor
-from trainready.spec.model import CommSpec, ComputeSpec, GpuSpec, NodeSpec, ResumeSpec, SoftwareSpec
+from trainready.spec.figures import metrics as _metrics
+from trainready.spec.figures import run_label as _run
+from trainready.spec.figures import sig as _sig
+from trainready.spec.floors import Floor, compute_floor
+from trainready.spec.init_comm import comm_spec as _comm_spec
+from trainready.spec.model import ComputeSpec, GpuSpec, NodeSpec, ResumeSpec, SoftwareSpec
 
 # Metric names written by the checks (checks/throughput.py, checks/comm_sweep.py).
 GEMM_METRIC = "gemm_bf16"
 COPY_METRIC = "hbm_copy"
-BUSBW_METRIC = "comm_busbw_avg"
-EFFICIENCY_METRIC = "comm_efficiency"  # busbw / same-run ring send/recv busbw (comm/evaluate.py)
 
 # Training packages whose versions the fleet is held to when the reference has them installed
 # (names as probe/software.py's KEY_PACKAGES reports them in the manifest's software.packages).
@@ -44,47 +43,6 @@ def _prefix_version(v: Any, parts: int) -> str | None:
         return None
     m = re.match(r"^(\d+(?:\.\d+){0,%d})" % (parts - 1), str(v))
     return m.group(1) if m else None
-
-
-def _metrics(report: Mapping[str, Any] | None, name: str, notes: list[str] | None = None,
-             run: str = "") -> list[dict[str, Any]]:
-    """Positive finite figures named `name`, from checks that did not fail or error: a floor taken from
-    a broken reference would hold the fleet to a broken figure.  What is left out is said in `notes`."""
-    if not report:
-        return []
-    out = []
-    for r in report.get("results", []):
-        found = [m for m in r.get("metrics", []) if m.get("name") == name]
-        if r.get("status") in ("fail", "error"):
-            if found and notes is not None:
-                notes.append(f"{run}check '{r.get('name')}' {r.get('status')}ed ({str(r.get('message', ''))[:120]}): "
-                             f"no {name} floor from it")
-            continue
-        for m in found:
-            v = m.get("value")
-            if isinstance(v, (int, float)) and math.isfinite(v) and v > 0:
-                out.append(m)
-            elif notes is not None:
-                lab = dict(m.get("labels", {}))
-                why = ("busbw is 0 by definition at 1 rank" if v == 0 and str(lab.get("ranks")) == "1" else
-                       "no message size in the averaging window" if not isinstance(v, (int, float)) or not math.isfinite(v)
-                       else "not a positive figure")
-                notes.append(f"{run}{name} {lab.get('op', '')}@{lab.get('ranks', '?')} = {v}: {why}; no floor")
-    return out
-
-
-def _sig(x: float, digits: int = 4) -> float:
-    """Round to significant figures (a 0.004 GB/s CPU figure must not become a 0.0 floor)."""
-    return float(f"{x:.{digits}g}")
-
-
-def _int_label(v: Any) -> int | None:
-    """A metric label read back as a positive integer (records store labels as strings), else None."""
-    try:
-        n = int(str(v))
-    except ValueError:
-        return None
-    return n if n > 0 else None
 
 
 def _training_packages(found: Any) -> dict[str, str]:
@@ -227,94 +185,3 @@ def _compute_spec(reports: list[Mapping[str, Any]], tolerance: float, gpus: int,
             notes.append(f"compute.{key}: no {metric} figure in the record(s) (the throughput check did not run "
                          "or did not pass); not written")
     return ComputeSpec(gemm_tflops_min=out.get("gemm_tflops_min"), hbm_gbps_min=out.get("hbm_gbps_min"))
-
-
-def _run(i: int, reports: list[Mapping[str, Any]]) -> str:
-    return f"run {i + 1}: " if len(reports) > 1 else ""
-
-
-def _mean_fraction(per_run: list[dict[str, float]], expected: Mapping[str, float], backends: Mapping[str, str],
-                   tolerance: float, floors: list[Floor], notes: list[str], what: str = "busbw") -> float | None:
-    """comm.min_fraction_all_ops (what='busbw') or comm.min_fraction_efficiency: each run's geometric mean over
-    ops of figure / expectation (the judged quantity, comm/evaluate.judge_all_ops / judge_efficiency), then the
-    floor rule of one figure (spec/floors.py) over those means.  Written when every run measured the same >= 2
-    ops with a non-zero figure."""
-    key = "comm.min_fraction_all_ops" if what == "busbw" else "comm.min_fraction_efficiency"
-    keys = sorted(k for k in expected if expected[k] > 0)
-    runs = [r for r in per_run if r]
-    if len(keys) < 2 or not runs:
-        return None
-    if any(sorted(k for k in r if r[k] > 0) != keys for r in runs):
-        notes.append(f"{key}: the runs measured different ops; not written")
-        return None
-    means = [math.exp(sum(math.log(r[k] / expected[k]) for k in keys) / len(keys)) for r in runs]
-    f = comm_floor(f"all {len(keys)} ops (geometric mean of {what} / expectation)", means, backends[keys[0]],
-                   tolerance, unit="x expectation", margins=MIN_MARGIN if what == "busbw" else EFFICIENCY_MIN_MARGIN)
-    floors.append(f)
-    return round(f.floor, 3)
-
-
-def _per_run(reports: list[Mapping[str, Any]], metric: str, notes: list[str]
-             ) -> tuple[list[dict[str, float]], dict[str, str], set[tuple[int, int]]]:
-    """Each run's figures of `metric` by 'op@ranks', the backend of each key, and the averaging windows seen."""
-    backends: dict[str, str] = {}
-    windows = set()
-    per_run: list[dict[str, float]] = []  # run -> 'op@ranks' -> figure (the comm check writes one per op)
-    for i, rep in enumerate(reports):
-        per_run.append({})
-        for m in _metrics(rep, metric, notes, _run(i, reports)):
-            lab = dict(m.get("labels", {}))
-            op, ranks = lab.get("op"), _int_label(lab.get("ranks"))
-            if not (op and ranks):
-                notes.append(f"{_run(i, reports)}{metric} figure without op/ranks labels {lab}: no floor")
-                continue
-            if lab.get("dtype", "float") != "float":
-                notes.append(f"{_run(i, reports)}{op}@{ranks} in {lab.get('dtype')}: expectations are for float "
-                             "(comm.expected_busbw_gbps has no dtype); no floor")
-                continue
-            # The expectation is the reference's figure at its world size ('op@N': a 2-GPU figure says
-            # nothing about 8 GPUs).
-            per_run[-1][f"{op}@{ranks}"] = float(m["value"])
-            backends[f"{op}@{ranks}"] = str(lab.get("backend", ""))
-            lo, hi = _int_label(lab.get("from_bytes")), _int_label(lab.get("to_bytes"))
-            if lo and hi:
-                windows.add((lo, hi))
-    return per_run, backends, windows
-
-
-def _by_key(per_run: list[dict[str, float]]) -> dict[str, list[float]]:
-    values: dict[str, list[float]] = {}  # 'op@ranks' -> its figures in run order
-    for run in per_run:
-        for key, v in run.items():
-            values.setdefault(key, []).append(v)
-    return values
-
-
-def _comm_spec(reports: list[Mapping[str, Any]], tolerance: float, floors: list[Floor],
-               notes: list[str]) -> CommSpec:
-    """busbw per 'op@ranks' over the runs; one averaging window for all; collective efficiency the same way."""
-    per_run, backends, windows = _per_run(reports, BUSBW_METRIC, notes)
-    if len(windows) > 1:
-        raise UsageError(f"--from-report: busbw figures averaged over different sizes {sorted(windows)}; "
-                         "expected records of the same sweep (`trainready node` runs, or `trainready comm` "
-                         "runs with the same -b/-e/-f)")
-    values = _by_key(per_run)
-    expected: dict[str, float] = {}
-    fractions: dict[str, float] = {}
-    for key, vals in values.items():
-        f = comm_floor(key, vals, backends[key], tolerance)
-        floors.append(f)
-        expected[key] = _sig(f.low)
-        fractions[key] = f.fraction
-    if reports and not values and not any("busbw" in n for n in notes):
-        notes.append("comm.expected_busbw_gbps: no busbw figure in the record(s) (the comm check did not run); "
-                     "not written")
-    all_ops = _mean_fraction(per_run, expected, backends, tolerance, floors, notes)
-    eff_runs, eff_backends, _ = _per_run(reports, EFFICIENCY_METRIC, [])  # absent from older records: no note
-    # The expected efficiency is the reference's median (only the mean over ops is judged, with its own floor).
-    eff_expected = {k: _sig(statistics.median(v)) for k, v in _by_key(eff_runs).items()}
-    eff_floor = _mean_fraction(eff_runs, eff_expected, eff_backends, tolerance, floors, notes, what="efficiency")
-    return CommSpec(min_fraction=tolerance, expected_busbw_gbps=expected, min_fraction_by_op=fractions,
-                    min_fraction_all_ops=all_ops, expected_efficiency=eff_expected if eff_floor else {},
-                    min_fraction_efficiency=eff_floor,
-                    expected_sizes_bytes=tuple(windows.pop()) if windows else ())
