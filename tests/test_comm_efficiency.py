@@ -118,3 +118,24 @@ def test_a_slow_collective_fails_efficiency_end_to_end_on_gloo() -> None:
     assert slow.status == Status.FAIL and "efficiency at" in slow.message, slow.message  # the mismatch first
     same = {name: o for name, _, o in outcomes(base.values[0], opts, spec, "spec")}["comm.efficiency"]
     assert same.status == Status.PASS and same.metrics[0].value == pytest.approx(1.0)
+
+
+def test_gloo_ranks_are_pinned_the_same_way_on_every_launch() -> None:
+    import os
+    import subprocess
+    import sys
+
+    cores = sorted(os.sched_getaffinity(0))
+    code = ("import os, sys; from trainready.comm.sweep import bind_cpus; "
+            "print(bind_cpus(int(sys.argv[1]), int(sys.argv[2]))); print(sorted(os.sched_getaffinity(0)))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+
+    def bound(rank: int, world: int) -> tuple[str, str]:
+        out = subprocess.run([sys.executable, "-c", code, str(rank), str(world)], capture_output=True, text=True,
+                             env=env, check=True).stdout.splitlines()
+        return out[0], out[1]
+
+    rule, mine = bound(len(cores) + 1, max(8, len(cores) + 2))  # more ranks than cores: round-robin
+    assert mine == str([cores[1 % len(cores)]]) and rule.startswith(f"rank r on core r mod {len(cores)}")
+    rule, mine = bound(0, 1)  # one rank: every core (one block of them; round-robin on a 1-core machine)
+    assert mine == str(cores) and (f"{len(cores)} cores per rank" in rule or len(cores) == 1)

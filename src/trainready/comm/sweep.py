@@ -231,21 +231,19 @@ def sweep_rank(
         if ring is not None:
             ring.call()  # warm the ring path at this size
         n_iter, n_warm = iters, warmup
-        if step_budget_s or (ring is not None and eff_min_loop_s):
+        if step_budget_s:
             # Fewer ops when one op is slow (large sizes on CPU); every rank must agree: max over ranks.
             worst = torch.tensor([took], dtype=torch.float64, device=ctx.device)
             dist.all_reduce(worst, op=dist.ReduceOp.MAX, group=group)
-            op_s = max(float(worst.item()), 1e-9)
-            if step_budget_s:
-                n_iter = max(1, min(iters, int(step_budget_s / op_s)))
-                n_warm = min(warmup, n_iter - 1)  # the checked op already warmed this size up
-            if ring is not None and eff_min_loop_s:
-                # loops shorter than a few scheduler time slices measure the scheduler (8 gloo ranks, 2 cores)
-                n_iter = max(n_iter, math.ceil(eff_min_loop_s / op_s))
+            n_iter = max(1, min(iters, int(step_budget_s / max(float(worst.item()), 1e-9))))
+            n_warm = min(warmup, n_iter - 1)  # the checked op already warmed this size up
         for _ in range(n_warm):
             st.call()
+        if ring is not None and eff_min_loop_s:  # the ring runs as many exchanges as the op ops (measured: its
+            # own count, loops >= 0.1 s each, spread 4.1% against 2.5% with the op's count; 8 runs each)
+            n_iter = max(n_iter, loop_length(st, n_iter, ctx, group, eff_min_loop_s))
         ctx.stage(f"{op} {dtype} {size} B timed")
-        op_t, ring_t = alternate(st, ring, n_iter, ctx, group, slow_s, slow_pct / 100.0, loops, eff_loops)
+        op_t, ring_t = alternate(st, ring, (n_iter, n_iter), ctx, group, slow_s, slow_pct / 100.0, loops, eff_loops)
         # `loops` timed loops, the fastest kept (gloo: a rank the OS preempted during one loop is not slow)
         t = min(op_t[:loops])
         rows.append((op, dtype, size))
@@ -296,17 +294,32 @@ def bind_cpus(rank: int, world: int) -> str | None:
     return f"{rule} of {cores}"
 
 
-def alternate(st: Step, ring: Step | None, n_iter: int, ctx: RankContext, group: Any, slow_s: float,
+def loop_length(st: Step, n_iter: int, ctx: RankContext, group: Any, min_loop_s: float) -> int:
+    """Ops per timed loop so that one loop lasts >= min_loop_s, from a warm loop of n_iter ops (the slowest
+    rank's; every rank must agree).  The first call at a size (allocation, connection set-up) overstates an
+    op several times, and on 8 gloo ranks sharing 2 cores a loop of a few ms times the ranks' start skew
+    after the barrier (scheduler slices of ~4 ms), not the op: on the dev VM the same broadcast's efficiency
+    read 1.13 with 12-op loops and 1.52 with 23."""
+    import torch
+    import torch.distributed as dist
+
+    per_op = torch.tensor([time_loop(st.call, n_iter, ctx.device, group)], dtype=torch.float64, device=ctx.device)
+    dist.all_reduce(per_op, op=dist.ReduceOp.MAX, group=group)
+    return math.ceil(min_loop_s / max(float(per_op.item()), 1e-9))
+
+
+def alternate(st: Step, ring: Step | None, counts: tuple[int, int], ctx: RankContext, group: Any, slow_s: float,
               slow_frac: float, loops: int, eff_loops: int) -> tuple[list[float], list[float]]:
     """Seconds per op of max(loops, eff_loops) timed loops of the op and, with a ring reference, of
-    eff_loops ring loops, each right after the op's loop (host load in that second hits both alike).
-    A planted slow collective (slow_frac) slows the op, never the point-to-point reference."""
+    eff_loops ring loops, each right after the op's loop (host load in that second hits both alike);
+    counts = (ops per op loop, exchanges per ring loop).  A planted slow collective (slow_frac) slows the
+    op, never the point-to-point reference."""
     op_t: list[float] = []
     ring_t: list[float] = []
     for i in range(max(loops, eff_loops if ring is not None else 0)):
-        op_t.append(time_loop(st.call, n_iter, ctx.device, group, slow_s, slow_frac))
+        op_t.append(time_loop(st.call, counts[0], ctx.device, group, slow_s, slow_frac))
         if ring is not None and i < eff_loops:
-            ring_t.append(time_loop(ring.call, n_iter, ctx.device, group))
+            ring_t.append(time_loop(ring.call, counts[1], ctx.device, group))
     return op_t, ring_t
 
 
