@@ -104,6 +104,7 @@ def test_a_slow_collective_fails_efficiency_end_to_end_on_gloo() -> None:
 
     opts = CommOptions(ops=["all_reduce", "all_gather", "broadcast", "sendrecv"], sizes=[1 << 18, 1 << 20],
                        warmup=1, iters=3, world_size=4, backend="gloo", step_budget_s=0.25, loops=1, eff_loops=4,
+                       eff_min_loop_s=0.02, cpu_bind=True,
                        pair_iters=0, deadline_s=300)
     base, _ = sweep_local(opts)
     assert base.ok, base.describe()

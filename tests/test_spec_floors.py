@@ -67,6 +67,7 @@ def test_a_gloo_busbw_floor_allows_the_hosts_drift_and_says_it_cannot_catch_20_p
     assert _verdict(d.spec, "all_reduce", 0.049 * 0.74).status == Status.FAIL
     (f,) = d.floors
     assert not f.catches_slowdown and "cannot catch a 20% slowdown" in f.describe()
+    assert "set by the backend's minimum margin" in f.describe()
 
 
 def test_a_noisy_backend_gets_a_wider_margin_and_says_what_it_cannot_catch() -> None:
@@ -74,6 +75,7 @@ def test_a_noisy_backend_gets_a_wider_margin_and_says_what_it_cannot_catch() -> 
     f = comm_floor("all_reduce@8", noisy, "gloo", 0.8)
     assert f.low == 0.035 and f.fraction == pytest.approx(1 - 2 * spread(noisy), abs=1e-3)
     assert not f.catches_slowdown and "cannot catch a 20% slowdown" in f.describe()
+    assert "set by the run-to-run spread" in f.describe()
     quiet = comm_floor("all_reduce@8", [100.0, 100.5, 99.8, 100.2, 100.1], "nccl", 0.8)
     assert quiet.fraction == 0.95 and quiet.catches_slowdown  # NCCL's minimum margin is 5%
     one = comm_floor("all_reduce@8", [100.0], "nccl", 0.8)

@@ -73,8 +73,9 @@ class Floor:
         text = (f"{self.key}: {runs} run(s) {span} {self.unit} (median {_g(self.median)}, {spread}); "
                 f"floor = {self.fraction:g} x low {_g(self.low)} = {_g(self.floor)} {self.unit}")
         if not self.catches_slowdown:
-            by_spread = self.spread is None or SPREAD_Z * self.spread >= 1 - self.fraction - 1e-9
-            why = "run-to-run spread" if by_spread else "backend's minimum margin (spec/floors.py)"
+            # the fraction is rounded to 3 decimals (comm_fraction): compare at that precision
+            by_spread = self.spread is None or SPREAD_Z * self.spread >= 1 - self.fraction - 5e-4
+            why = "run-to-run spread" if by_spread else "backend's minimum margin, spec/floors.py"
             text += (f"; cannot catch a {SLOW_PROBE - 1:.0%} slowdown (floor is "
                      f"{self.floor / self.median:.0%} of the median; set by the {why})")
         return text
