@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from trainready.checks.base import Check, CheckContext, register
 from trainready.comm.ops import OPS, size_steps
-from trainready.comm.run import (EFF_LOOPS, EFF_MIN_LOOP_S, PAIR_BYTES_CPU, PAIR_BYTES_GPU, SWEEP_FAULTS, CommOptions, launch_failure, outcomes,
-                                 sweep_faults, sweep_local)
+from trainready.comm.run import (EFF_LOOPS, EFF_MIN_LOOP_S, PAIR_BYTES_CPU, PAIR_BYTES_GPU, SWEEP_FAULTS, CommOptions,
+                                 launch_failure, outcomes, sweep_faults, sweep_local)
 from trainready.records import SEVERITY, Level, Outcome, Status
 from trainready.util.devices import local_world
 
@@ -62,7 +62,8 @@ class CommSweepCheck(Check):
         bad = [o.message for _, _, o in verdicts if o.status in (Status.FAIL, Status.ERROR)]
         warn = [n.split(".", 1)[1] for n, _, o in verdicts if o.status == Status.WARN]
         unjudged = [o for n, _, o in verdicts if o.status == Status.WARN and "no expectation" not in o.message]
-        metrics = tuple(m for _, _, o in verdicts for m in o.metrics if m.name in ("comm_busbw_avg", "comm_wrong_elements", "comm_efficiency"))
+        metrics = tuple(m for _, _, o in verdicts for m in o.metrics
+                        if m.name in ("comm_busbw_avg", "comm_wrong_elements", "comm_efficiency"))
         details = {n: {"status": o.status.value, "message": o.message, **dict(o.details)} for n, _, o in verdicts}
         head = f"{backend}, {world} ranks, {len(OPS)} ops x {len(opts.sizes)} sizes"
         if bad:

@@ -184,10 +184,9 @@ def judge_efficiency(ts: list[OpTable], n: int, backend: str, expected: Mapping[
     efficiency (comm.expected_efficiency) of efficiency / expectation, where an op's efficiency is its busbw
     over the busbw of a ring send/recv of the same buffer timed alternately in the same run (row_efficiency).
     busbw is defined to compare with the links' peak rate whatever the rank count (nccl-tests
-    doc/PERFORMANCE.md, "Bus bandwidth"), so a collective
-    that falls behind point-to-point traffic on the same links and the same minute is slow in itself
-    (algorithm, protocol, NCCL_* setting, library), whatever the host's load; the absolute floors judge the
-    links.  None when the spec sets no such fraction."""
+    doc/PERFORMANCE.md, "Bus bandwidth"), so a collective that falls behind point-to-point traffic on the
+    same links in the same minute is slow in itself (algorithm, protocol, NCCL_* setting, library), whatever
+    the host's load; the absolute floors judge the links.  None when the spec sets no such fraction."""
     if fraction is None:
         return None
     ratios: dict[str, float] = {}
