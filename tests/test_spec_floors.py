@@ -13,7 +13,7 @@ import pytest
 from trainready.comm.evaluate import OpTable, judge_op
 from trainready.records import Status
 from trainready.spec import load_spec
-from trainready.spec.floors import SLOW_PROBE, comm_floor, low_percentile, spread
+from trainready.spec.floors import SLOW_PROBE, comm_floor, compute_floor, low_percentile, spread
 from trainready.spec.init import derive
 from trainready.util.strict import dump_toml
 
@@ -76,6 +76,10 @@ def test_a_noisy_backend_gets_a_wider_margin_and_says_what_it_cannot_catch() -> 
     assert f.low == 0.035 and f.fraction == pytest.approx(1 - 2 * spread(noisy), abs=1e-3)
     assert not f.catches_slowdown and "cannot catch a 20% slowdown" in f.describe()
     assert "set by the run-to-run spread" in f.describe()
+    one = comm_floor("all_reduce@8", [0.04], "gloo", 0.8)
+    assert "set by the tolerance (one run: the spread is unknown)" in one.describe()
+    gemm = compute_floor("compute.gemm_tflops_min", [724.2, 775.5], 0.8, "TFLOP/s")  # captured H200 pair (issue 10)
+    assert "set by the tolerance (--tolerance, the 80% rule)" in gemm.describe()
     quiet = comm_floor("all_reduce@8", [100.0, 100.5, 99.8, 100.2, 100.1], "nccl", 0.8)
     assert quiet.fraction == 0.95 and quiet.catches_slowdown  # NCCL's minimum margin is 5%
     one = comm_floor("all_reduce@8", [100.0], "nccl", 0.8)

@@ -56,6 +56,7 @@ class Floor:
     spread: float | None  # sample sd / mean over the runs; None with one run
     fraction: float  # floor = fraction x low
     unit: str
+    rule: str = ""  # what set the fraction, for people ('' = the spread or the backend's minimum margin)
 
     @property
     def floor(self) -> float:
@@ -73,12 +74,20 @@ class Floor:
         text = (f"{self.key}: {runs} run(s) {span} {self.unit} (median {_g(self.median)}, {spread}); "
                 f"floor = {self.fraction:g} x low {_g(self.low)} = {_g(self.floor)} {self.unit}")
         if not self.catches_slowdown:
-            # the fraction is rounded to 3 decimals (comm_fraction): compare at that precision
-            by_spread = self.spread is None or SPREAD_Z * self.spread >= 1 - self.fraction - 5e-4
-            why = "run-to-run spread" if by_spread else "backend's minimum margin, spec/floors.py"
-            text += (f"; cannot catch a {SLOW_PROBE - 1:.0%} slowdown (floor is "
-                     f"{self.floor / self.median:.0%} of the median; set by the {why})")
+            text += (f"; cannot catch a {SLOW_PROBE - 1:.0%} slowdown (floor is {self.floor / self.median:.0%} of "
+                     f"the median; set by the {self._why()})")
         return text
+
+    def _why(self) -> str:
+        """What set the fraction, for people."""
+        if self.rule:
+            return self.rule
+        if self.spread is None:
+            return "tolerance (one run: the spread is unknown)"
+        # the fraction is rounded to 3 decimals (comm_fraction): compare at that precision
+        if SPREAD_Z * self.spread >= 1 - self.fraction - 5e-4:
+            return "run-to-run spread"
+        return "backend's minimum margin, spec/floors.py"
 
 
 def _g(x: float) -> str:
@@ -120,4 +129,4 @@ def compute_floor(key: str, values: list[float], tolerance: float, unit: str) ->
     """GEMM/HBM: the 80% rule (tolerance) below the low figure; the spread is recorded, not applied
     (a GPU's own run-to-run spread is ~1%, far inside the 20% the rule leaves)."""
     return Floor(key, tuple(values), low_percentile(values), statistics.median(values), spread(values),
-                 tolerance, unit)
+                 tolerance, unit, rule="tolerance (--tolerance, the 80% rule)")
