@@ -140,3 +140,13 @@ def test_gloo_ranks_are_pinned_the_same_way_on_every_launch() -> None:
     assert mine == str([cores[1 % len(cores)]]) and rule.startswith(f"rank r on core r mod {len(cores)}")
     rule, mine = bound(0, 1)  # one rank: every core (one block of them; round-robin on a 1-core machine)
     assert mine == str(cores) and (f"{len(cores)} cores per rank" in rule or len(cores) == 1)
+
+
+def test_the_all_ops_rows_of_the_verdict_table_take_no_time_of_their_own() -> None:
+    # `trainready comm` shows each row's own time; a mean over the ops has no step of its own (issue 10, item 8)
+    from trainready.comm.run import _own_seconds
+
+    d = derive({}, [_record({op: BASE[op] * x for op, x in zip(FIVE, run)}) for run in RUNS])
+    c = d.spec.comm
+    eff = judge_efficiency(_tables(BASE), 8, "gloo", c.expected_efficiency, c.min_fraction_efficiency, "spec")
+    assert eff is not None and _own_seconds("comm.efficiency", eff, {}, 9.0) == 0.0

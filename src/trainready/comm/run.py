@@ -117,18 +117,15 @@ def outcomes(data: dict[str, Any], opts: CommOptions, spec: NodeSpec, source: st
                      spec.comm.min_fraction_by_op)
         name = f"comm.{t.op}" if len(opts.dtypes) == 1 else f"comm.{t.op}.{t.dtype}"
         out.append((name, f"{t.op} ({t.dtype}) correctness and bus bandwidth", o))
-    for dtype in opts.dtypes:  # expectations are per op, not per dtype: one mean per dtype
-        agg = judge_all_ops([t for t in ts if t.dtype == dtype], n, opts.backend, spec.comm.expected_busbw_gbps,
-                            spec.comm.min_fraction_all_ops, source)
-        if agg is not None:
-            out.append(("comm.all_ops" if len(opts.dtypes) == 1 else f"comm.all_ops.{dtype}",
-                        f"all ops together ({dtype}): bus bandwidth", agg))
-    for dtype in opts.dtypes:
-        eff = judge_efficiency([t for t in ts if t.dtype == dtype], n, opts.backend, spec.comm.expected_efficiency,
-                               spec.comm.min_fraction_efficiency, source)
-        if eff is not None:
-            out.append(("comm.efficiency" if len(opts.dtypes) == 1 else f"comm.efficiency.{dtype}",
-                        f"all ops together ({dtype}): busbw against same-run point-to-point", eff))
+    means = (("all_ops", "bus bandwidth", judge_all_ops, spec.comm.expected_busbw_gbps, spec.comm.min_fraction_all_ops),
+             ("efficiency", "busbw against same-run point-to-point", judge_efficiency, spec.comm.expected_efficiency,
+              spec.comm.min_fraction_efficiency))
+    for kind, what, judge, expected, fraction in means:
+        for dtype in opts.dtypes:  # expectations are per op, not per dtype: one mean per dtype
+            mean = judge([t for t in ts if t.dtype == dtype], n, opts.backend, expected, fraction, source)
+            if mean is not None:
+                out.append((f"comm.{kind}" if len(opts.dtypes) == 1 else f"comm.{kind}.{dtype}",
+                            f"all ops together ({dtype}): {what}", mean))
     out.append(("comm.pairs", "pairwise send/recv: slow rank or link",
                 judge_pairs(data.get("pairs"), n, opts.pair_bytes, opts.backend)))
     return out
@@ -196,8 +193,8 @@ def _own_seconds(name: str, o: Outcome, data: dict[str, Any], total: float) -> f
     matrix; the whole sweep's time only for data recorded without step times."""
     if name == "comm.pairs":
         own = data.get("pairs_wall_s")
-    elif name.startswith("comm.all_ops"):
-        own = 0.0  # a judgement over the ops' own figures: no step of its own
+    elif "ratio_by_op" in o.details:  # all ops together (busbw, efficiency): a judgement over the ops' own
+        own = 0.0  # figures, no step of its own
     else:
         walls = [r.get("wall_s") for r in o.details.get("rows", [])]
         own = sum(walls) if walls and all(isinstance(w, (int, float)) for w in walls) else None

@@ -243,7 +243,7 @@ def sweep_rank(
             # own count, loops >= 0.1 s each, spread 4.1% against 2.5% with the op's count; 8 runs each)
             n_iter = max(n_iter, loop_length(st, n_iter, ctx, group, eff_min_loop_s))
         ctx.stage(f"{op} {dtype} {size} B timed")
-        op_t, ring_t = alternate(st, ring, (n_iter, n_iter), ctx, group, slow_s, slow_pct / 100.0, loops, eff_loops)
+        op_t, ring_t = alternate(st, ring, n_iter, ctx, group, slow_s, slow_pct / 100.0, loops, eff_loops)
         # `loops` timed loops, the fastest kept (gloo: a rank the OS preempted during one loop is not slow)
         t = min(op_t[:loops])
         rows.append((op, dtype, size))
@@ -263,7 +263,8 @@ def sweep_rank(
     pairs = pair_matrix_rank(ctx, group, pair_bytes, pair_iters, slow_s) if pair_iters > 0 else None
     out: dict[str, Any] = {"rank": r, "host": socket.gethostname(), "device": str(ctx.device)}
     if r == 0:
-        every = [p.cpu().tolist() for p in parts]  # [rank][entry][time, wrong, bytes, count, iters, wall]
+        # [rank][entry][time, wrong, bytes, count, iters, wall, ring bytes, eff_loops op loop s, eff_loops ring loop s]
+        every = [p.cpu().tolist() for p in parts]
         out["entries"] = [
             {"op": op, "dtype": dt, "size": size, "bytes": int(every[0][i][2]), "count": int(every[0][i][3]), "iters": int(every[0][i][4]),
              "time_s": [every[k][i][0] for k in range(n)], "wrong": [int(every[k][i][1]) for k in range(n)],
@@ -308,18 +309,17 @@ def loop_length(st: Step, n_iter: int, ctx: RankContext, group: Any, min_loop_s:
     return math.ceil(min_loop_s / max(float(per_op.item()), 1e-9))
 
 
-def alternate(st: Step, ring: Step | None, counts: tuple[int, int], ctx: RankContext, group: Any, slow_s: float,
+def alternate(st: Step, ring: Step | None, n_iter: int, ctx: RankContext, group: Any, slow_s: float,
               slow_frac: float, loops: int, eff_loops: int) -> tuple[list[float], list[float]]:
-    """Seconds per op of max(loops, eff_loops) timed loops of the op and, with a ring reference, of
-    eff_loops ring loops, each right after the op's loop (host load in that second hits both alike);
-    counts = (ops per op loop, exchanges per ring loop).  A planted slow collective (slow_frac) slows the
-    op, never the point-to-point reference."""
+    """Seconds per op of max(loops, eff_loops) timed loops of `n_iter` ops and, with a ring reference, of
+    eff_loops ring loops of `n_iter` exchanges, each right after the op's loop (host load in that second hits
+    both alike).  A planted slow collective (slow_frac) slows the op, never the point-to-point reference."""
     op_t: list[float] = []
     ring_t: list[float] = []
     for i in range(max(loops, eff_loops if ring is not None else 0)):
-        op_t.append(time_loop(st.call, counts[0], ctx.device, group, slow_s, slow_frac))
+        op_t.append(time_loop(st.call, n_iter, ctx.device, group, slow_s, slow_frac))
         if ring is not None and i < eff_loops:
-            ring_t.append(time_loop(ring.call, counts[1], ctx.device, group))
+            ring_t.append(time_loop(ring.call, n_iter, ctx.device, group))
     return op_t, ring_t
 
 

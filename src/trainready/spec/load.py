@@ -6,7 +6,7 @@ import dataclasses
 import re
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from trainready.errors import ConfigError, UsageError
 from trainready.spec.model import CompareSpec, NodeSpec
@@ -101,37 +101,43 @@ def _validate_ranges(spec: NodeSpec, path: str) -> None:
     digest = spec.software.image_digest
     if digest is not None and not re.fullmatch(r"(?:[^@\s]+@)?sha256:[0-9a-f]{64}", digest):
         raise ConfigError(path, "software.image_digest", f"expected sha256:<64 hex digits> (optionally repo@...), got '{digest}'")
-    from trainready.comm.ops import EXPECTATION_KEY_GRAMMAR, valid_expectation_key
 
-    for key, gbps in c.expected_busbw_gbps.items():
-        if not valid_expectation_key(key):
-            raise ConfigError(path, f"comm.expected_busbw_gbps.{key}", f"expected {EXPECTATION_KEY_GRAMMAR}")
-        if not gbps > 0:
-            raise ConfigError(path, f"comm.expected_busbw_gbps.{key}", "expected GB/s > 0")
+    _check_expectations(path, "comm.expected_busbw_gbps", c.expected_busbw_gbps, "GB/s > 0")
     for key, frac in c.min_fraction_by_op.items():
         if key not in c.expected_busbw_gbps:
             raise ConfigError(path, f"comm.min_fraction_by_op.{key}",
                               "expected a key of comm.expected_busbw_gbps (a fraction of what?)")
         if not 0 < frac <= 1:
             raise ConfigError(path, f"comm.min_fraction_by_op.{key}", f"expected 0 < x <= 1, got {frac}")
-    agg = c.min_fraction_all_ops
-    if agg is not None:
-        if not c.expected_busbw_gbps:
-            raise ConfigError(path, "comm.min_fraction_all_ops", "expected comm.expected_busbw_gbps too (a fraction of what?)")
-        if not 0 < agg <= 2:  # > 1 is legitimate: expectations are the reference's LOW figures
-            raise ConfigError(path, "comm.min_fraction_all_ops", f"expected 0 < x <= 2, got {agg}")
-    for key, eff in c.expected_efficiency.items():
+    _check_mean_fraction(path, "comm.min_fraction_all_ops", c.min_fraction_all_ops, "comm.expected_busbw_gbps",
+                         c.expected_busbw_gbps)
+    _check_expectations(path, "comm.expected_efficiency", c.expected_efficiency, "a ratio > 0")
+    _check_mean_fraction(path, "comm.min_fraction_efficiency", c.min_fraction_efficiency, "comm.expected_efficiency",
+                         c.expected_efficiency)
+
+
+def _check_expectations(path: str, table: str, expected: Mapping[str, float], what: str) -> None:
+    """Keys of a per-op expectation table (comm.expected_busbw_gbps, comm.expected_efficiency): 'op' or
+    'op@N', each value > 0."""
+    from trainready.comm.ops import EXPECTATION_KEY_GRAMMAR, valid_expectation_key
+
+    for key, value in expected.items():
         if not valid_expectation_key(key):
-            raise ConfigError(path, f"comm.expected_efficiency.{key}", f"expected {EXPECTATION_KEY_GRAMMAR}")
-        if not eff > 0:
-            raise ConfigError(path, f"comm.expected_efficiency.{key}", "expected a ratio > 0")
-    frac = c.min_fraction_efficiency
-    if frac is not None:
-        if not c.expected_efficiency:
-            raise ConfigError(path, "comm.min_fraction_efficiency",
-                              "expected comm.expected_efficiency too (a fraction of what?)")
-        if not 0 < frac <= 2:
-            raise ConfigError(path, "comm.min_fraction_efficiency", f"expected 0 < x <= 2, got {frac}")
+            raise ConfigError(path, f"{table}.{key}", f"expected {EXPECTATION_KEY_GRAMMAR}")
+        if not value > 0:
+            raise ConfigError(path, f"{table}.{key}", f"expected {what}")
+
+
+def _check_mean_fraction(path: str, key: str, fraction: float | None, table: str,
+                         expected: Mapping[str, float]) -> None:
+    """A fraction judged on the geometric mean over ops of figure / expectation: it needs the expectations,
+    and 0 < x <= 2 (> 1 is legitimate: busbw expectations are the reference's LOW figures)."""
+    if fraction is None:
+        return
+    if not expected:
+        raise ConfigError(path, key, f"expected {table} too (a fraction of what?)")
+    if not 0 < fraction <= 2:
+        raise ConfigError(path, key, f"expected 0 < x <= 2, got {fraction}")
 
 
 VERSION_KEYS = ("python", "torch", "cuda", "cudnn", "nccl", "driver", "driver_cuda", "os", "kernel", "image_digest", "packages")
