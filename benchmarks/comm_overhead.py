@@ -72,7 +72,7 @@ def overhead_rank(ctx: Any, size: int, iters: int, warmup: int, reps: int, op: s
 
 def main() -> int:
     from trainready.comm.ops import bandwidths, parse_size
-    from trainready.dist.launch import launch
+    from trainready.ranks.launch import launch
     from trainready.util.devices import cuda_count
 
     gpus = cuda_count()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainready.dist.env import detect, expand_hostlist
+from trainready.ranks.env import detect, expand_hostlist
 from trainready.errors import UsageError
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from trainready.dist.launch import free_port
+from trainready.ranks.launch import free_port
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 WAIT_S = 90.0  # whole two-rank run incl. two torch imports on a loaded 2-core machine; the sweep itself is seconds

@@ -90,7 +90,7 @@ def _run(argv: list[str] | None) -> None:
         rc = app(args=argv, prog_name="trainready", standalone_mode=False)
     except Interrupted as exc:  # SIGINT/SIGTERM: every rank stopped, one line, 130 / 143
         handled()
-        from trainready.dist import live
+        from trainready.ranks import live
 
         live.stop()  # anything a command left running (normally nothing: the command stopped its ranks)
         notes = "".join(f"; {n}" for n in exc.notes)

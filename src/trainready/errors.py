@@ -89,7 +89,7 @@ class GpuUnusable(TrainreadyError):
 
 
 class Cancelled(TrainreadyError):
-    """A launch was asked for after its check's deadline or an interrupt stopped it (dist/live.py)."""
+    """A launch was asked for after its check's deadline or an interrupt stopped it (ranks/live.py)."""
 
 
 class Interrupted(BaseException):

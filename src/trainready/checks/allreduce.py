@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from trainready.checks.base import Check, CheckContext, register
-from trainready.dist.launch import RankContext, launch
+from trainready.ranks.launch import RankContext, launch
 from trainready.records import Level, Metric, Outcome, Status, Threshold
 from trainready.util.devices import local_world
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
-from trainready.dist import live
+from trainready.ranks import live
 from trainready.errors import DuplicateCheckError, GpuUnusable, Interrupted, TrainreadyError, UsageError
 from trainready.records import CheckResult, Level, Outcome, Status
 from trainready.spec.model import NodeSpec
@@ -100,7 +100,7 @@ class Check(ABC):
     def _run_bounded(self, ctx: CheckContext) -> Outcome:
         """Run `self.run` in a worker thread; at the deadline stop it and its ranks.
 
-        The ranks the check launched (`trainready.dist.launch`) are registered in `dist.live`: at
+        The ranks the check launched (`trainready.ranks.launch`) are registered in `dist.live`: at
         the deadline each gets SIGTERM, then SIGKILL after a grace, so the next check starts on a
         quiet machine, and the result names the stage each rank was in.  On SIGINT/SIGTERM
         (`Interrupted`) the same happens before the interrupt goes on to the command.

@@ -77,7 +77,7 @@ def sweep_to_record(opts: Any, ext: Any, spec: NodeSpec, source: str, out: str, 
 
 def run_collective(spec: NodeSpec, source: str, results: Path) -> tuple[int, dict[str, Any]]:
     """Join, sweep, and (rank 0) write the comm record; (exit code, short summary for this node's record)."""
-    from trainready.dist.env import detect
+    from trainready.ranks.env import detect
 
     ext = detect()
     if ext is None:

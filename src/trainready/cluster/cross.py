@@ -109,7 +109,7 @@ def storage_facts(results: Path, node: str, peers: list[str], wait_s: float, nf:
 
 
 def step_nodes() -> list[str]:
-    from trainready.dist.env import expand_hostlist
+    from trainready.ranks.env import expand_hostlist
 
     text = os.environ.get("SLURM_STEP_NODELIST") or os.environ.get("SLURM_JOB_NODELIST") or node_name()
     return expand_hostlist(text)

@@ -25,7 +25,7 @@ def run_pair_task(results: Path, rnd: int, pair: str, spec_path: str | None, pla
     from trainready.cluster import faults as fl
     from trainready.cluster.collective import cross_node_options, sweep_to_record
     from trainready.cluster.layout import node_name
-    from trainready.dist.env import detect
+    from trainready.ranks.env import detect
     from trainready.errors import UsageError
     from trainready.spec import load_spec
 

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Callable
 
-from trainready.dist.env import ExternalRank
-from trainready.dist.launch import RankContext, _short
-from trainready.dist.outcome import rank_ranges
+from trainready.ranks.env import ExternalRank
+from trainready.ranks.launch import RankContext, _short
+from trainready.ranks.outcome import rank_ranges
 from trainready.records import Outcome, Status
 
 # torchrun's agent may host the store across restarts: the restart count keeps an earlier attempt's stages apart.

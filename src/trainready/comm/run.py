@@ -12,8 +12,8 @@ from typing import Any, Callable, Mapping
 
 from trainready import __version__
 from trainready.comm.evaluate import OpTable, judge_all_ops, judge_efficiency, judge_op, judge_pairs, op_table
-from trainready.dist.env import ExternalRank
-from trainready.dist.launch import LaunchResult, launch
+from trainready.ranks.env import ExternalRank
+from trainready.ranks.launch import LaunchResult, launch
 from trainready.records import CheckResult, Level, Outcome, Report, Status
 from trainready.spec.load import spec_to_json
 from trainready.spec.model import NodeSpec

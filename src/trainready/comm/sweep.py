@@ -30,7 +30,7 @@ from datetime import timedelta
 from typing import Any, Callable
 
 from trainready.comm.ops import DTYPES, EXACT_INT, OPS, counts_for
-from trainready.dist.launch import RankContext
+from trainready.ranks.launch import RankContext
 
 HANG_S = 3600.0  # planted hang: far beyond any timeout
 

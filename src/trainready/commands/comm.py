@@ -57,7 +57,7 @@ def comm(
     from trainready.comm.external import leave
     from trainready.comm.run import (EFF_LOOPS, EFF_MIN_LOOP_S, PAIR_BYTES_CPU, PAIR_BYTES_GPU, CommOptions,
                                      build_report, launch_failure, sweep_external, sweep_faults, sweep_local, tables)
-    from trainready.dist.env import detect
+    from trainready.ranks.env import detect
     from trainready.spec import load_spec
     from trainready.util.devices import local_world
 

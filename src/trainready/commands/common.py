@@ -76,7 +76,7 @@ def on_interrupt(exc: Interrupted, scratch: Path | None, given: bool, json_path:
     """SIGINT/SIGTERM during a command: stop every rank, write the partial record (with --json), remove
     our own scratch directory (a user's `given` one is kept and named); `exc.notes` says what was done,
     for the CLI's one line."""
-    from trainready.dist import live
+    from trainready.ranks import live
 
     live.stop()  # every rank, for good: nothing may start on the way out
     if json_path and isinstance(exc.partial, Report):

@@ -31,7 +31,7 @@ def _planted(ctx: CheckContext) -> dict[str, str]:
 
 def _launch(role: str, man: dict[str, Any], directory: Path, world: int, backend: str, tol: tuple[float, float],
             plants: dict[str, str], data: str) -> Any:
-    from trainready.dist.launch import launch
+    from trainready.ranks.launch import launch
     from trainready.train.loop import CUBLAS_WORKSPACE
 
     env = {"CUBLAS_WORKSPACE_CONFIG": CUBLAS_WORKSPACE} if man["train"].get("deterministic", True) else {}

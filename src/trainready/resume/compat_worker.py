@@ -25,7 +25,7 @@ from trainready.ckpt.load import load_checkpoint, resolve_latest
 from trainready.ckpt.save import save_state
 from trainready.data.sampler import SequenceSampler
 from trainready.data.source import open_tokens
-from trainready.dist.launch import RankContext
+from trainready.ranks.launch import RankContext
 from trainready.errors import CheckpointError, DataError
 from trainready.resume import compare
 from trainready.resume.worker import _save_atomic, light_state, snapshot

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from trainready.ckpt.load import resolve_latest
-from trainready.dist.launch import launch
+from trainready.ranks.launch import launch
 from trainready.data.identity import DataIdentity
 from trainready.resume.compare import Tolerance
 from trainready.resume.sizing import ModelChoice

@@ -1,5 +1,5 @@
 """The rank side of the resume protocol: one function, three roles, each run in
-fresh processes by `trainready.dist.launch.launch`.
+fresh processes by `trainready.ranks.launch.launch`.
 
   A: steps 0→N uninterrupted; records its train state at K and its full state at N.
   B: steps 0→K, then saves a checkpoint at K (the run that gets "interrupted").
@@ -25,7 +25,7 @@ from trainready.ckpt.load import load_checkpoint, resolve_latest
 from trainready.ckpt.save import save_checkpoint
 from trainready.data.sampler import SequenceSampler
 from trainready.data.source import open_tokens
-from trainready.dist.launch import RankContext
+from trainready.ranks.launch import RankContext
 from trainready.errors import CheckpointError, CheckpointWriteError
 from trainready.resume import compare
 from trainready.train import rng

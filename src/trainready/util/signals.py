@@ -2,9 +2,9 @@
 
 Ctrl-C sends SIGINT; `kill` and Slurm (at a job's time limit, then SIGKILL after KillWait, 30 s by
 default: Slurm's slurm.conf documentation) send SIGTERM.  Both stop the run the same way: the running
-check's ranks are stopped (dist/live.py), the command writes its partial record and removes (or names)
+check's ranks are stopped (ranks/live.py), the command writes its partial record and removes (or names)
 its scratch directory, and the CLI prints one line and exits 128 + the signal number (130 / 143).
-The ranks themselves never see SIGINT (dist/launch.py blocks it in them), so no child prints a
+The ranks themselves never see SIGINT (ranks/launch.py blocks it in them), so no child prints a
 KeyboardInterrupt traceback.
 """
 
@@ -81,8 +81,8 @@ def exit_after_interrupt(line: str, code: int) -> NoReturn:
             pass
     try:
         atexit._run_exitfuncs()
-        if "trainready.dist.live" in sys.modules:  # ranks may have been started: reap the forkserver too
-            sys.modules["trainready.dist.live"].stop_helpers()
+        if "trainready.ranks.live" in sys.modules:  # ranks may have been started: reap the forkserver too
+            sys.modules["trainready.ranks.live"].stop_helpers()
     finally:
         os._exit(code)
 

@@ -164,7 +164,7 @@ def _signal(proc: Any, what: str) -> None:
 
 def describe(stopped: list[Stopped]) -> str:
     """'rank 3 at 'before all_reduce'; ranks 0-2,4-7 at 'in all_reduce'' (grouped by stage)."""
-    from trainready.dist.outcome import rank_ranges
+    from trainready.ranks.outcome import rank_ranges
 
     by_stage: dict[str, list[int]] = {}
     for s in stopped:

@@ -24,8 +24,8 @@ import traceback
 from datetime import timedelta
 from typing import Any, Callable
 
-from trainready.dist import live
-from trainready.dist.outcome import LaunchResult, RankContext, RankOutcome
+from trainready.ranks import live
+from trainready.ranks.outcome import LaunchResult, RankContext, RankOutcome
 from trainready.errors import Interrupted
 
 __all__ = ["LaunchResult", "RankContext", "RankOutcome", "free_port", "launch"]
@@ -77,7 +77,7 @@ def _short_socket_dir() -> None:
 def _mp_context() -> Any:
     _short_socket_dir()
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["torch", "torch.distributed", "trainready.dist.launch"])
+    ctx.set_forkserver_preload(["torch", "torch.distributed", "trainready.ranks.launch"])
     return ctx
 
 
