@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
-from trainready.cluster import collective, crosschecks, ledger, run
+from trainready.cluster import avail, collective, crosschecks, guard, ledger, run
 from trainready.cluster.layout import CROSS_SCHEMA, cross_record, read_json
 from trainready.cluster.options import FleetOptions, time_seconds
 from trainready.cluster.verdict import FleetVerdict, NodeInput, decide
@@ -45,14 +46,25 @@ def judge_cross(opts: FleetOptions, spec: NodeSpec, nodes: list[str]) -> tuple[l
     return results, findings
 
 
+def accept_nodes(opts: FleetOptions, sel: avail.Selection, gpus: int, say: run.Progress) -> tuple[str, list[NodeInput]]:
+    """Submit the array over the nodes that can be tested, wait, gather; plus the nodes not tested."""
+    for node, why in sel.not_tested.items():
+        say(f"{node}: not tested: {why}")
+    nodes = list(sel.nodes)
+    job, inputs = "", []
+    if nodes:
+        say(f"accepting {len(nodes)} node(s): {', '.join(nodes[:8])}{' ...' if len(nodes) > 8 else ''}")
+        job = run.submit(opts, nodes, gpus)
+        waves = -(-len(nodes) // max(1, opts.concurrency))  # ceil: K tasks run at a time
+        inputs = run.gather(opts, nodes, run.wait(job, nodes, time_seconds(opts.time_limit), waves, say))
+    inputs += [NodeInput(n, None, not_tested=why) for n, why in sel.not_tested.items()]
+    rank = {n: i for i, n in enumerate(sel.order)}
+    return job, sorted(inputs, key=lambda ni: rank.get(ni.node, len(rank)))
+
+
 def run_fleet(opts: FleetOptions, say: run.Progress) -> FleetVerdict:
     spec, source = load_spec(opts.spec)
-    nodes = run.select_nodes(opts)
-    say(f"accepting {len(nodes)} node(s): {', '.join(nodes[:8])}{' ...' if len(nodes) > 8 else ''}")
-    job = run.submit(opts, nodes, spec.gpu.count)
-    waves = -(-len(nodes) // max(1, opts.concurrency))  # ceil: K tasks run at a time
-    states = run.wait(job, nodes, time_seconds(opts.time_limit), waves, say)
-    inputs = run.gather(opts, nodes, states)
+    job, inputs = accept_nodes(opts, run.select_nodes(opts), spec.gpu.count, say)
     with_record = [ni.node for ni in inputs if ni.record is not None]
     cross_results, findings = [], []
     if opts.cross and with_record:
@@ -64,8 +76,10 @@ def run_fleet(opts: FleetOptions, say: run.Progress) -> FleetVerdict:
     verdict = decide(inputs, spec, cross_results, findings, opts.reference, opts.plants,
                      {"job_id": job, "spec_source": source, "results": str(opts.results),
                       "image": opts.container.image if opts.container else None})
+    dp = guard.plan(verdict, opts.max_drain)
+    verdict = dataclasses.replace(verdict, guard=dp.to_json())
     if opts.drain:
-        ledger.drain_rejected(opts.results, verdict, say)
+        ledger.drain_rejected(opts.results, verdict, say, dp)
     return verdict
 
 
@@ -79,8 +93,6 @@ def write_verdict(verdict: FleetVerdict, results: Path) -> Path:
 def resume_fleet(opts: FleetOptions, nodes: list[str] | None, say: run.Progress) -> tuple[FleetVerdict | None,
                                                                                             ledger.ResumePlan]:
     """Re-validate the nodes trainready drained; resume those that pass, drain again those that fail."""
-    import dataclasses
-
     from trainready.cluster import slurm
 
     plan = ledger.plan_resume(nodes, opts.partition)

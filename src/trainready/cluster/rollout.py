@@ -105,8 +105,8 @@ def canary_drift(verdict: Any, canary: str, canary_versions: dict[str, str]) -> 
     for nv in verdict.nodes:
         doc, _ = read_json(Path(nv.record), NODE_SCHEMA) if nv.record else (None, "")
         rows = drift.diff(canary_versions, dict(doc.get("versions") or {})) if doc is not None else []
-        if rows and not any(r.startswith("drift") for r in nv.reasons):
-            nv = dataclasses.replace(nv, accepted=False,
+        if rows and not nv.not_tested and not any(r.startswith("drift") for r in nv.reasons):
+            nv = dataclasses.replace(nv, accepted=False, causes=nv.causes + (f"drift {rows[0][0]} from the canary",),
                                      reasons=nv.reasons + (f"drift from the canary: {drift.describe(rows, canary)}",))
         nodes.append(nv)
     return dataclasses.replace(verdict, nodes=tuple(nodes))
@@ -125,7 +125,9 @@ def run_wave(opts: RolloutOptions, wave: dict[str, Any], canary: tuple[str, dict
         verdict = canary_drift(verdict, *canary)
     write_verdict(verdict, sub.results)
     if opts.fleet.drain:
-        ledger.drain_rejected(root, verdict, say)
+        from trainready.cluster.guard import plan
+
+        ledger.drain_rejected(root, verdict, say, plan(verdict, opts.fleet.max_drain))
     return verdict
 
 

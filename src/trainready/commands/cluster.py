@@ -32,8 +32,9 @@ TIME_HELP = "Slurm time limit of each node's task and of the cross-node step (sb
 def _options(results: str, nodes: int | None, nodelist: str | None, partition: str | None, spec: str | None,
              level: Level, only: list[str] | None, skip: list[str] | None, time_limit: str, concurrency: int,
              reference: str | None, drain: bool, image: str | None, mounts: list[str] | None, mount_home: bool,
-             plant: list[str] | None, cross: bool = True):  # type: ignore[no-untyped-def]
+             plant: list[str] | None, cross: bool = True, max_drain: str | None = None):  # type: ignore[no-untyped-def]
     from trainready.cluster import faults
+    from trainready.cluster.guard import DEFAULT_MAX_DRAIN, parse_max_drain
     from trainready.cluster.options import Container, FleetOptions, parse_mounts, time_seconds
     from trainready.spec import load_spec
 
@@ -56,7 +57,7 @@ def _options(results: str, nodes: int | None, nodelist: str | None, partition: s
                         only=tuple(split_names(only) or ()) or None, skip=tuple(split_names(skip) or ()) or None,
                         time_limit=time_limit, concurrency=concurrency, reference=reference, drain=drain,
                         container=Container(image, parse_mounts(mounts), mount_home) if image else None,
-                        plants=planted, cross=cross)
+                        plants=planted, cross=cross, max_drain=parse_max_drain(max_drain or DEFAULT_MAX_DRAIN))
 
 
 def _finish(verdict, results: Path, json_path: str | None) -> int:  # type: ignore[no-untyped-def]
@@ -90,6 +91,9 @@ def run_cmd(
                                   "the spec's software pins, else the fleet's most common versions)."),
     drain: bool = typer.Option(False, "--drain", help="Drain rejected nodes (reason 'trainready: ...'); never touches "
                                "an administrator's drain. Without it nothing in Slurm changes."),
+    max_drain: str = typer.Option("10%", "--max-drain", help="With --drain, drain at most this many nodes (a count, "
+                                  "or a percentage of the nodes tested); more rejected nodes, or most rejected for one "
+                                  "cause, drain none (a fleet-wide cause, cf. draino --max-simultaneous-cordon)."),
     image: str = typer.Option(None, "--container-image", help="Run every task inside this image (Pyxis)."),
     mounts: list[str] = typer.Option(None, "--container-mounts", help="Pyxis mounts SRC:DST[:FLAGS] (comma-separated)."),
     mount_home: bool = typer.Option(False, "--container-mount-home", help="Mount $HOME in the container (Pyxis default is on; trainready turns it off)."),
@@ -121,7 +125,7 @@ def run_cmd(
 
     check_out_path(json_path)
     opts = _options(results, nodes, nodelist, partition, spec, level, only, skip, time_limit, concurrency, reference,
-                    drain, image, mounts, mount_home, plant)
+                    drain, image, mounts, mount_home, plant, max_drain=max_drain)
     console = Console(stderr=True)
     verdict = run_fleet(opts, lambda s: console.print(f"[dim]{s}[/]"))
     raise typer.Exit(_finish(verdict, opts.results, json_path))
