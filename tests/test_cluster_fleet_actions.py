@@ -127,3 +127,69 @@ def test_polls_grow_with_the_run_and_the_fleet():
     assert max(run.poll_interval(32, t) for t in range(0, 7200, 7)) == 30.0
     assert polls(32, 120) <= 14  # < 0.5 slurmctld call per node over a 2-minute run of 32 nodes
     assert polls(128, 600) <= 32 and polls(640, 3600) <= 130
+
+
+def plant_failed_collective(res, silent: int, reporters: list[int], no_cross: set[int], store_gone: bool = False):
+    """RESULTS as the cross-node step leaves it when rank `silent` (node{silent+1}) fell silent: rank 0's comm
+    record (if rank 0 reported), one blame record per reporting rank, cross records except `no_cross`'s."""
+    import json
+
+    from trainready.cluster import blame
+    from trainready.cluster.layout import CROSS_SCHEMA
+    from trainready.records import SCHEMA_VERSION
+
+    (res / "cross" / "ranks").mkdir(parents=True)
+    for r in range(3):
+        if r not in no_cross:
+            (res / "cross" / f"node{r + 1}.json").write_text(json.dumps({"schema": CROSS_SCHEMA, "node": f"node{r + 1}",
+                                                                       "rank": r}))
+    for r in reporters:
+        det = {"rank": r, "stage": "rendezvous", **({"store_error": "refused"} if store_gone else
+                                                   {"absent": [silent], "behind": []})}
+        msg = f"gloo sweep over 3 ranks failed on rank {r} (vm) in 'rendezvous': DistStoreError; silent: rank {silent} never joined"
+        (res / "cross" / "ranks" / f"{r}.json").write_text(json.dumps(
+            {"schema": blame.RANK_SCHEMA, "node": f"node{r + 1}", "rank": r, "status": "fail", **blame.from_details(det)}))
+        if r == 0:
+            (res / "cross" / "comm.json").write_text(json.dumps({"schema": SCHEMA_VERSION, "results": [
+                {"name": "comm", "status": "fail", "message": msg, "details": det, "metrics": []}]}))
+
+
+@pytest.mark.parametrize("silent, no_cross", [(0, set()), (1, set()), (2, set()), (2, {2}), (0, {0})])
+def test_the_silent_rank_is_blamed_never_the_rank_that_reports_it(tmp_path, silent, no_cross):
+    from trainready.cluster import collective
+    from trainready.cluster.fleet import read_cross
+
+    reporters = [r for r in range(3) if r != silent]
+    plant_failed_collective(tmp_path, silent, reporters, no_cross, store_gone=silent == 0)
+    cross, _ = read_cross(tmp_path, ["node1", "node2", "node3"])
+    res, findings = collective.judge(tmp_path, cross, ["node1", "node2", "node3"], 1)
+    assert [f.node for f in findings] == [f"node{silent + 1}"]  # the silent rank's node, and only it
+    assert res.details["at_fault"] == [silent] and res.details["waiting"] == reporters
+    assert f"rank(s) [{silent}] at fault" in findings[0].text
+
+
+def test_wrong_elements_are_blamed_on_the_rank_that_sent_them(tmp_path):
+    import json
+
+    from trainready.cluster import collective
+    from trainready.records import SCHEMA_VERSION
+
+    (tmp_path / "cross").mkdir()
+    rows = [{"bytes": 1024, "wrong": 4, "wrong_by_rank": [0, 0, 4]}]
+    (tmp_path / "cross" / "comm.json").write_text(json.dumps({"schema": SCHEMA_VERSION, "results": [
+        {"name": "comm.all_reduce", "status": "fail", "message": "all_reduce: 4 wrong element(s), seen on rank(s) [2]",
+         "details": {"rows": rows}, "metrics": []}]}))
+    cross = {f"node{r + 1}": {"rank": r} for r in range(3)}
+    _, findings = collective.judge(tmp_path, cross, list(cross), 1)
+    assert [(f.node, "sent wrong elements" in f.text) for f in findings] == [("node3", True)]
+
+
+def test_blame_from_one_ranks_heartbeat_view():
+    from trainready.cluster import blame
+
+    assert blame.from_details({"rank": 0, "absent": [2], "behind": []}) == \
+        {"at_fault": [2], "waiting": [0], "why": "rank(s) [2] never joined"}
+    assert blame.from_details({"rank": 1, "absent": [], "behind": [1]})["waiting"] == []  # itself behind: at fault
+    assert blame.from_details({"rank": 1, "store_error": "x"})["at_fault"] == [0]
+    assert blame.from_details({"rank": 0, "store_error": "x"})["at_fault"] == []
+    assert blame.rank_nodes({0: "a", 2: "c"}, ["a", "b", "c"], 2, 6) == {0: "a", 1: "a", 2: "c", 3: "c", 4: "b", 5: "b"}

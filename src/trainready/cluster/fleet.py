@@ -38,7 +38,7 @@ def judge_cross(opts: FleetOptions, spec: NodeSpec, nodes: list[str]) -> tuple[l
         results.append(res)
         findings += found
     if len(nodes) > 1 or spec.gpu.count > 1:
-        res, found = collective.judge(opts.results, cross)
+        res, found = collective.judge(opts.results, cross, nodes, max(1, spec.gpu.count))
         results.append(res)
         findings += found
     findings += [crosschecks.Finding(n, "cross-node", Status.FAIL, f"no cross-node record ({why}); see "
@@ -71,6 +71,8 @@ def run_fleet(opts: FleetOptions, say: run.Progress) -> FleetVerdict:
         for n in with_record:
             cross_record(opts.results, n).unlink(missing_ok=True)
         (opts.results / "cross" / "comm.json").unlink(missing_ok=True)
+        for p in (opts.results / "cross" / "ranks").glob("*.json"):  # an earlier run's blame is not this run's
+            p.unlink()
         run.cross_phase(opts, with_record, spec.gpu.count, say)
         cross_results, findings = judge_cross(opts, spec, with_record)
     verdict = decide(inputs, spec, cross_results, findings, opts.reference, opts.plants,
