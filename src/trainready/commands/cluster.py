@@ -33,7 +33,8 @@ def _finish(verdict, results: Path, json_path: str | None) -> int:  # type: igno
     console = Console(stderr=json_path == "-")
     print_verdict(verdict, console)
     path = write_verdict(verdict, results)
-    console.print(f"fleet verdict written to {path}")
+    console.print(f"fleet verdict written to {Path(verdict.context['run']) / 'fleet.json'} (latest, with the "
+                  f"earlier runs: {path})", highlight=False)
     if json_path:
         write_json_doc(verdict.to_json(), json_path, console, "fleet record")
     write_evidence_outputs(verdict.to_json(), path=str(path))
