@@ -8,8 +8,8 @@ planted 20% slower (`--plant comm.slow_pct=20`, same checks as the later runs), 
 `comm` check FAILS and which verdicts catch it: each op's busbw floor, all ops together
 (comm.min_fraction_all_ops) and collective efficiency (comm.min_fraction_efficiency: busbw against a
 ring send/recv timed alternately in the same run, so the host's drifting load moves both alike).
-Target (issue 10): N of N pass (20 of 20 on the CPU, gloo) and every planted run fails.  Side by side in one
-run: the pass ratio and the planted-fail ratio, plus each floor.  Measured on the 2-core dev VM (22 min):
+Target: N of N pass (20 of 20 on the CPU, gloo) and every planted run fails.  Side by side in one
+run: the pass ratio and the planted-fail ratio, plus each floor.  Measured on a 2-core x86 VM (22 min):
 20/20 pass (efficiency 0.959-1.08 x expectation), 5/5 planted fail (0.822-0.860; floor 0.902).
 
     PYTHONPATH=src python3 benchmarks/spec_self_pass.py                 # 20 runs + 5 planted: minutes

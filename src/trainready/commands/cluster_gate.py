@@ -28,7 +28,7 @@ def pairs_cmd(
     spec: str = typer.Option(None, "--spec", "-s", help=SPEC_HELP),
     floor_fraction: float = typer.Option(None, "--floor-fraction", help="A pair passes at >= this x the reference busbw. "
                                          "Default 0.9 on GPUs (healthy pairs vary ~5%; a node 10% slow fails), 0.25 on "
-                                         "CPU nodes (gloo over shared cores: identical pairs differed ~3x here)."),
+                                         "CPU nodes (gloo over shared cores: identical pairs differed ~3x on a 2-core x86 VM)."),
     expected: float = typer.Option(None, "--expected-gbps", help="Reference pair busbw in GB/s (default: the median "
                                    "over nodes of each node's best pair, measured)."),
     confirm: int = typer.Option(2, "--confirm", help="Failures against distinct proven-good partners that name a node."),

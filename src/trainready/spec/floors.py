@@ -34,11 +34,11 @@ LOW_PERCENTILE = 10  # nearest-rank percentile of the k figures taken as "low"
 SPREAD_Z = 2.0  # margin = SPREAD_Z x run-to-run coefficient of variation (see the module doc)
 # Fraction below `low` a quiet node of that backend still reaches, later.  NCCL: CUDA-event timing on links no
 # other process shares.  gloo: its busbw follows the host's load, which the back-to-back reference runs do not
-# sample: on the 2-core dev VM the same sweep ran 20-25% slower ten minutes later (twice, two sessions), so an
+# sample: on a shared 2-core x86 VM the same sweep ran 20-25% slower ten minutes later (seen twice), so an
 # absolute gloo floor allows 25% and a slow gloo collective is left to the efficiency floor below.
 MIN_MARGIN = {"nccl": 0.05, "gloo": 0.25}
 # The same for collective efficiency (busbw / same-run ring send/recv busbw, comm/evaluate.row_efficiency):
-# host load slows both terms alike, so no drift allowance; gloo's ratio varied 2-6% run to run on the dev VM.
+# host load slows both terms alike, so no drift allowance; gloo's ratio varied 2-6% run to run on a 2-core x86 VM.
 EFFICIENCY_MIN_MARGIN = {"nccl": 0.05, "gloo": 0.08}
 DEFAULT_MARGIN = 0.10  # backends not in MIN_MARGIN (compute figures use the caller's tolerance instead)
 MIN_FRACTION = 0.5  # below this the floor judges nothing useful: the spread is the finding
