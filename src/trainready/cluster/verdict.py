@@ -174,9 +174,11 @@ def record_reasons(ni: NodeInput, ref: tuple[str, dict[str, str], bool]) -> list
 
 def decide(inputs: Sequence[NodeInput], spec: NodeSpec, cross: Sequence[CheckResult], findings: Sequence[Finding],
            reference: str | None = None, planted: Mapping[str, str] | None = None,
-           context: Mapping[str, Any] | None = None) -> FleetVerdict:
-    bounds, slow = slow_reasons(inputs, spec)
-    ref = reference_versions(inputs, reference, spec)
+           context: Mapping[str, Any] | None = None, peers: Sequence[NodeInput] = ()) -> FleetVerdict:
+    """Verdicts for `inputs`; `peers` (a resume's baseline run, history.py) add their figures and versions to
+    the statistics and the reference, and get no verdict of their own."""
+    bounds, slow = slow_reasons([*inputs, *peers], spec)
+    ref = reference_versions([*inputs, *peers], reference, spec)
     by_node: dict[str, list[Finding]] = {}
     for f in findings:
         by_node.setdefault(f.node, []).append(f)
