@@ -179,9 +179,10 @@ def run_rollout(opts: RolloutOptions, nodes: list[str], say: Say) -> dict[str, A
         wave.update(state="running", started_at=_now())
         save(root, doc)
         verdict = run_wave(opts, wave, canary_of(root, doc) if k > 1 else None, say)
-        rejected = {n.node: list(n.reasons) for n in verdict.nodes if not n.accepted}
-        rate = len(rejected) / len(wave["nodes"])
+        rejected = {n.node: list(n.reasons) for n in verdict.nodes if n.rejected}  # not tested: neither
+        rate = len(rejected) / max(1, len(wave["nodes"]) - len(verdict.not_tested))
         wave.update(accepted=[n.node for n in verdict.nodes if n.accepted], rejected=rejected, reject_rate=rate,
+                    not_tested={n.node: n.not_tested for n in verdict.nodes if n.not_tested},
                     verdict=str(Path(verdict.context["run"]) / "fleet.json"), finished_at=_now())
         if rate > opts.max_reject:
             why = "; ".join(f"{n}: {r[0] if r else '?'}" for n, r in rejected.items())
