@@ -193,3 +193,33 @@ def test_blame_from_one_ranks_heartbeat_view():
     assert blame.from_details({"rank": 1, "store_error": "x"})["at_fault"] == [0]
     assert blame.from_details({"rank": 0, "store_error": "x"})["at_fault"] == []
     assert blame.rank_nodes({0: "a", 2: "c"}, ["a", "b", "c"], 2, 6) == {0: "a", 1: "a", 2: "c", 3: "c", 4: "b", 5: "b"}
+
+
+def test_gather_names_overtime_stuck_and_finished_tasks(tmp_path):
+    """The collector's view after the wait: a record (accepted later), a task cancelled past --time that was
+    still moving (did not finish; judged as of when it was cancelled, not when the run ended), a task that
+    never started (not tested, with Slurm's reason)."""
+    import json
+    import time
+
+    from trainready.cluster.layout import NODE_SCHEMA
+    from trainready.cluster.options import FleetOptions
+
+    (tmp_path / "nodes").mkdir()
+    now = time.time()
+    (tmp_path / "nodes" / "node1.json").write_text(json.dumps({"schema": NODE_SCHEMA, "node": "node1", "task_s": 50.0}))
+    for n, phase, since, done in (("node1", "manifest", 1, [("start-up", 2.0), ("versions", 3.0)]),
+                                  ("node2", "versions", 100, [("start-up", 2.0)])):
+        d = doc(phase, since, done, total=1, now=now)
+        (tmp_path / "nodes" / f"{n}.progress.json").write_text(json.dumps(d))
+    w = run.Watch(states={0: slurm.TaskState(0, "10", "COMPLETED", "0:0", "node1", "None"),
+                          1: slurm.TaskState(1, "11", run.OVERTIME, "0:15", "node2", "None", 30.0),
+                          2: slurm.TaskState(2, "12", run.STUCK, "", "", "ReqNodeNotAvail")},
+                  over={1: now - 90}, stuck={2: "its task 12 stayed PENDING (ReqNodeNotAvail); the node: drained"})
+    opts = FleetOptions(results=tmp_path, time_limit="0:20")
+    got = {ni.node: ni for ni in run.gather(opts, ["node1", "node2", "node3"], w)}
+    assert got["node1"].record is not None and not got["node1"].not_tested
+    assert got["node2"].record is None and got["node2"].cause == "no result: did not finish within --time 0:20"
+    assert "did not finish within --time 0:20; it was in versions" in got["node2"].no_result
+    assert "~50 s (median of the 1 node(s) that finished)" in got["node2"].no_result  # node1's own time
+    assert got["node3"].not_tested.startswith("its task 12 stayed PENDING (ReqNodeNotAvail)")

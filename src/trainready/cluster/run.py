@@ -20,7 +20,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from trainready.cluster import avail, progress, slurm
 from trainready.cluster.layout import NODE_SCHEMA, node_record, read_json
@@ -118,7 +118,7 @@ class Watch:
     """What the collector has done to the array so far: tasks it cancelled, and why."""
 
     states: dict[int, slurm.TaskState] = field(default_factory=dict)  # the last word from Slurm, with marks
-    over: set[int] = field(default_factory=set)  # ran past --time + TASK_GRACE_S: cancelled
+    over: dict[int, float] = field(default_factory=dict)  # ran past --time + TASK_GRACE_S: cancelled at (time.time())
     stuck: dict[int, str] = field(default_factory=dict)  # pending for a reason that cannot clear: cancelled
 
 
@@ -140,7 +140,7 @@ def cancel_stalled(states: dict[int, slurm.TaskState], nodes: list[str], limit_s
     for i, s in sorted(states.items()):
         if s.state == "RUNNING" and s.run_s > limit_s + TASK_GRACE_S and i not in w.over:
             say(f"{nodes[i]}: task {s.job_id} still running {s.run_s:.0f} s, past its time limit; cancelling")
-            w.over.add(i)
+            w.over[i] = time.time()
             ids.append(s.job_id)
         elif s.state == "PENDING" and avail.stuck_reason(s.reason) and i not in w.stuck:
             w.stuck[i] = f"its task {s.job_id} stayed PENDING ({s.reason}), a reason that does not clear by itself"
@@ -231,23 +231,27 @@ def no_result_reason(s: slurm.TaskState, why: str) -> tuple[str, str]:
     return (f"no result: {'killed by signal' if killed else s.state}", f"task {s.job_id} {s.state} ({code}){extra}")
 
 
-def overtime(opts: FleetOptions, node: str, s: slurm.TaskState, finished_s: list[float]) -> tuple[str, str]:
+def overtime(opts: FleetOptions, node: str, s: slurm.TaskState, finished_s: list[float],
+             progs: dict[str, dict[str, Any]], ended: float | None) -> tuple[str, str]:
     """(cause, reason) of a task that ran past --time: 'did not finish within --time' or, when its progress
-    shows it stopped moving, 'hung' (progress.py)."""
-    others = [d for n in node_names(opts.results) if n != node and (d := progress.read(opts.results, n))]
-    ot = progress.judge(progress.read(opts.results, node), others, finished_s, s.run_s, opts.time_limit)
+    shows it stopped moving, 'hung' (progress.py); judged as of `ended`, when it was cancelled."""
+    others = [d for n, d in progs.items() if n != node]
+    ot = progress.judge(progs.get(node), others, finished_s, s.run_s, opts.time_limit, now=ended)
     end = "cancelled" if s.state == OVERTIME else "killed by Slurm at its time limit"
     return ot.cause, f"task {s.job_id} {ot.text}; {end}"
 
 
-def node_names(results: Path) -> list[str]:
-    return [p.name[: -len(".progress.json")] for p in (results / "nodes").glob("*.progress.json")]
+def read_progress(results: Path) -> dict[str, dict[str, Any]]:
+    """Every node's progress file under this run's folder (progress.py), read once."""
+    names = [p.name[: -len(".progress.json")] for p in (results / "nodes").glob("*.progress.json")]
+    return {n: d for n in names if (d := progress.read(results, n)) is not None}
 
 
 def gather(opts: FleetOptions, nodes: list[str], w: Watch) -> list[NodeInput]:
     """Each node's record, or why there is none: never started (not tested), ran past --time, died."""
     docs = {n: read_json(node_record(opts.results, n), NODE_SCHEMA) for n in nodes}
     finished = [float(d["task_s"]) for d, _ in docs.values() if d and isinstance(d.get("task_s"), (int, float))]
+    progs: dict[str, dict[str, Any]] | None = None
     out = []
     for i, node in enumerate(nodes):
         s = w.states.get(i)
@@ -261,8 +265,11 @@ def gather(opts: FleetOptions, nodes: list[str], w: Watch) -> list[NodeInput]:
         elif s is None or never_started(s, w.stuck.get(i, "")):
             out.append(NodeInput(node, None, "", str(path), info, not_tested=never_started(s, w.stuck.get(i, ""))))
         else:
-            cause, text = (overtime(opts, node, s, finished) if s.state in (OVERTIME, "TIMEOUT")
-                           else no_result_reason(s, why))
+            if s.state in (OVERTIME, "TIMEOUT"):
+                progs = progs if progs is not None else read_progress(opts.results)
+                cause, text = overtime(opts, node, s, finished, progs, w.over.get(i))
+            else:
+                cause, text = no_result_reason(s, why)
             out.append(NodeInput(node, None, text, str(path), info, cause=cause))
     return out
 
