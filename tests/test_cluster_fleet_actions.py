@@ -223,3 +223,9 @@ def test_gather_names_overtime_stuck_and_finished_tasks(tmp_path):
     assert "did not finish within --time 0:20; it was in versions" in got["node2"].no_result
     assert "~50 s (median of the 1 node(s) that finished)" in got["node2"].no_result  # node1's own time
     assert got["node3"].not_tested.startswith("its task 12 stayed PENDING (ReqNodeNotAvail)")
+
+
+def test_exit_codes_in_slurms_two_forms():
+    assert run.exit_words(slurm.TaskState(0, "5", "FAILED", "137:0", "n", "")) == "exit code 137 = killed by signal 9"
+    assert run.exit_words(slurm.TaskState(0, "5", "FAILED", "0:9", "n", "")) == "exit code 0, killed by signal 9"
+    assert run.exit_words(slurm.TaskState(0, "5", "FAILED", "1:0", "n", "")) == "exit code 1"

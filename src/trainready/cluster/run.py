@@ -202,7 +202,9 @@ def _at_deadline(before: dict[int, slurm.TaskState], after: dict[int, slurm.Task
 def exit_words(s: slurm.TaskState) -> str:
     """'exit code 137 = killed by signal 9' from Slurm's 'rc:signal'."""
     rc, _, sig = s.exit_code.partition(":")
-    code = f"exit code {rc}" + (f", signal {sig}" if sig and sig != "0" else "")
+    if sig.isdigit() and sig != "0":  # Slurm's own word: the batch script was killed by signal SIG
+        return f"exit code {rc}, killed by signal {sig}"
+    code = f"exit code {rc}"
     if rc.isdigit() and int(rc) > 128:  # srun (and a shell) report a task killed by signal S as 128 + S
         code += f" = killed by signal {int(rc) - 128}"
     return code
