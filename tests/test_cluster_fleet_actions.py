@@ -210,7 +210,7 @@ def test_blame_from_one_ranks_heartbeat_view():
     reports = [{"rank": 0, **blame.from_details({"rank": 0, "absent": [1], "behind": []})},
                {"rank": 2, **blame.from_details({"rank": 2, "store_error": "refused"})}]
     assert blame.tally(reports, []) == ({1: ["rank 0: rank(s) [1] never joined"]}, {0, 2})
-    assert blame.tally(reports[1:], [])[0] == {0: ["rank 2: " + blame.STORE_WHY]}  # rank 0 said nothing: it
+    assert blame.tally(reports[1:], [])[0] == {0: ["rank 2: " + blame.STORE_WHY]}  # rank 0 filed no report: blamed
     assert blame.rank_nodes({0: "a", 2: "c"}, ["a", "b", "c"], 2, 6) == {0: "a", 1: "a", 2: "c", 3: "c", 4: "b", 5: "b"}
 
 

@@ -87,13 +87,17 @@ def task_command(opts: FleetOptions) -> list[str]:
 
 
 def batch_script(opts: FleetOptions, gpus: int = 0) -> str:
-    """The array task: one step with every CPU (a step gets one CPU per task unless it asks) and GPU of the node."""
-    flags = opts.container.srun_flags(opts.results) if opts.container else []
-    head = ["srun", "--ntasks=1", "--nodes=1"] + ([f"--gpus-per-node={gpus}"] if gpus else [])
-    return ("#!/bin/bash\n"
+    """The array task.  In a container (Pyxis): one step with every CPU (a step gets one CPU per task unless it
+    asks) and GPU of the node.  Without: the batch step itself runs the acceptance (it holds every CPU and GPU of
+    the --exclusive allocation), which spares slurmctld a step create and a step complete per node."""
+    head = ("#!/bin/bash\n"
             "# trainready cluster run: array task $SLURM_ARRAY_TASK_ID is one node's acceptance (pinned with\n"
-            "# ReqNodeList); it writes RESULTS/nodes/$SLURMD_NODENAME.json.\n"
-            f'exec {shlex.join(head)} --cpus-per-task="$SLURM_CPUS_ON_NODE" {shlex.join(flags + task_command(opts))}\n')
+            "# ReqNodeList); it writes RESULTS/nodes/$SLURMD_NODENAME.json.\n")
+    if not opts.container:
+        return head + f"exec {shlex.join(task_command(opts))}\n"
+    flags = opts.container.srun_flags(opts.results)
+    srun = ["srun", "--ntasks=1", "--nodes=1"] + ([f"--gpus-per-node={gpus}"] if gpus else [])
+    return head + f'exec {shlex.join(srun)} --cpus-per-task="$SLURM_CPUS_ON_NODE" {shlex.join(flags + task_command(opts))}\n'
 
 
 def submit(opts: FleetOptions, nodes: list[str], gpus: int = 0) -> str:
