@@ -12,11 +12,20 @@ import dataclasses
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainready.spec.model import NodeSpec
 
+if TYPE_CHECKING:  # types only: the comm module (and torch) load when a collective runs
+    from trainready.comm.run import CommOptions
+    from trainready.ranks.env import ExternalRank
+    from trainready.records import Report
+
 OPS = ["all_reduce"]
+# Collective sizes: GPUs 1 MiB..1 GiB x4 (the busbw plateau of IB all_reduce is above ~256 MiB, nccl-tests);
+# CPU (gloo) 1 KiB..1 MiB x4, seconds on a shared host.
+SIZES_GPU = (1 << 20, 1 << 30)
+SIZES_CPU = (1 << 10, 1 << 20)
 
 
 def fleet_spec(spec: NodeSpec) -> NodeSpec:
@@ -27,11 +36,10 @@ def fleet_spec(spec: NodeSpec) -> NodeSpec:
 
 
 def cross_node_options(spec: NodeSpec, world_size: int, *, narrow: bool = False,
-                       faults: dict[str, Any] | None = None) -> Any:
+                       faults: dict[str, Any] | None = None) -> CommOptions:
     """The comm sweep's options for a cross-node all_reduce (this collective and `cluster pairs`):
     NCCL with 5 warm-up + 20 timed iterations on GPU nodes, gloo with 2 + 10 and a 0.5 s step budget on CPU
     nodes; no pairwise matrix.  `narrow`: only the top 1/16 of the size range (a pair's quick figure)."""
-    from trainready.cluster.cross import SIZES_CPU, SIZES_GPU
     from trainready.comm.ops import size_steps
     from trainready.comm.run import CommOptions
     from trainready.util.devices import cuda_count
@@ -45,14 +53,14 @@ def cross_node_options(spec: NodeSpec, world_size: int, *, narrow: bool = False,
                        faults=faults or {})
 
 
-def sweep_to_record(opts: Any, ext: Any, spec: NodeSpec, source: str, out: str, context: dict[str, Any],
-                    label: str) -> Any:
+def sweep_to_record(opts: CommOptions, ext: ExternalRank, spec: NodeSpec, source: str, out: str,
+                    context: dict[str, Any], label: str) -> Report | None:
     """Run the sweep as this externally launched rank; rank 0 writes the comm record to OUT, also when the
     sweep fails (then every rank leaves with exit 1, the others saying why on stderr).  Rank 0's Report,
     else None."""
     from trainready.comm.external import leave
     from trainready.comm.run import build_report, sweep_external
-    from trainready.commands.common import write_json_doc
+    from trainready.report.write import write_json_doc
     from trainready.records import Outcome
 
     t0 = time.perf_counter()
