@@ -66,7 +66,7 @@ class Check(ABC):
     title: ClassVar[str] = ""
     level: ClassVar[Level] = Level.QUICK
     timeout_s: ClassVar[float] = 120.0
-    order: ClassVar[int] = 100  # lower runs first; the seed's four questions in order
+    order: ClassVar[int] = 100  # lower runs first; the README's four bring-up questions in order
 
     def skip_reason(self, ctx: CheckContext) -> str | None:
         """Return why this check does not apply here (e.g. no GPU), or None."""

@@ -2,7 +2,7 @@
 
 driver → the CUDA version it supports (NVML's "CUDA driver version", which is
 what `nvidia-smi` prints as "CUDA Version": the driver's ceiling, NOT the
-installed toolkit — seed 003's trap) ≥ the CUDA toolkit torch was built for
+installed toolkit, a common misreading) ≥ the CUDA toolkit torch was built for
 (torch.version.cuda); NCCL and cuDNN present in torch and matching the spec;
 torch/Python/image digest as the spec pins them; the image's OS (os-release
 NAME + VERSION_ID) and Python distributions (importlib.metadata) likewise.

@@ -1,4 +1,4 @@
-"""`trainready node`: the seed's four questions on this machine."""
+"""`trainready node`: the four bring-up questions (README) on this machine."""
 
 from __future__ import annotations
 
