@@ -134,7 +134,7 @@ def rollout_cmd(
     nodelist: str = typer.Option(None, "--nodelist", "-w", help="Roll out to these nodes, in this order (Slurm hostlist)."),
     partition: str = typer.Option(None, "--partition", "-p", help="Slurm partition."),
     spec: str = typer.Option(None, "--spec", "-s", help=SPEC_HELP),
-    level: Level = typer.Option(Level.STANDARD, "--level", "-l", help="Node checks per node: quick or standard (all)."),
+    level: Level = typer.Option(Level.STANDARD, "--level", "-l", help="Node checks per node: light (versions + manifest: orchestration tests), quick or standard (all)."),
     only: list[str] = typer.Option(None, "--only", help="Node checks to run on each node (comma-separated)."),
     skip: list[str] = typer.Option(None, "--skip", help="Node checks to leave out."),
     time_limit: str = typer.Option("30:00", "--time", "-t", help=TIME_HELP),
