@@ -3,7 +3,10 @@
 #
 #   scripts/local-slurm.sh up [--nodes N]   install (apt) what is missing, write the config, start munged,
 #                                           slurmctld and one slurmd per node (node1..nodeN); idempotent;
-#                                           a cluster up with another N is reconfigured to N
+#                                           a cluster up with another N is reconfigured to N.
+#                                           LOCAL_SLURM_NO_INSTALL=1: install nothing (the test suite's fixture
+#                                           sets it: tests never change the host's packages); missing
+#                                           slurm-wlm/munge is then a "cannot start" line
 #   scripts/local-slurm.sh down             stop the daemons this script started, remove its state and logs
 #   scripts/local-slurm.sh status           exit 0 when sinfo shows the nodes up, else 1 (with the reason)
 #
@@ -15,7 +18,7 @@
 # (Debian's slurm-wlm 22.05 + munge, multiple slurmd per host with `slurmd -N`) are from the Slurm
 # docs (slurm.conf(5), "Multiple slurmd support") and were checked on a Debian 12 host.
 #
-# When it cannot start (not root, no apt-get, a foreign slurm.conf) it prints ONE line starting with
+# When it cannot start (not root, no apt-get, installs forbidden, a foreign slurm.conf) it prints ONE line starting with
 # "local-slurm: cannot start:" and exits 3, so the tests skip with that reason.
 set -u
 
@@ -50,10 +53,11 @@ ensure_packages() {
     local missing=()
     for b in slurmctld slurmd sbatch munged; do command -v "$b" >/dev/null 2>&1 || missing+=("$b"); done
     [ ${#missing[@]} = 0 ] && return 0
+    [ "${LOCAL_SLURM_NO_INSTALL:-0}" = 1 ] && cannot "missing ${missing[*]} and LOCAL_SLURM_NO_INSTALL=1 (installs nothing): apt-get install slurm-wlm munge first"
     command -v apt-get >/dev/null 2>&1 || cannot "missing ${missing[*]} and no apt-get to install slurm-wlm munge"
     say "installing slurm-wlm munge (missing: ${missing[*]})"
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge; } \
-        >"/tmp/local-slurm-apt.log" 2>&1 || cannot "apt-get install slurm-wlm munge failed (see /tmp/local-slurm-apt.log)"
+        >"${TMPDIR:-/tmp}/local-slurm-apt.log" 2>&1 || cannot "apt-get install slurm-wlm munge failed (see ${TMPDIR:-/tmp}/local-slurm-apt.log)"
 }
 
 ensure_munge() {

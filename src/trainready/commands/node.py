@@ -1,4 +1,4 @@
-"""`trainready node`: the seed's four questions on this machine."""
+"""`trainready node`: the four bring-up questions (README) on this machine."""
 
 from __future__ import annotations
 
@@ -67,6 +67,7 @@ def node(
         raise typer.Exit(run_health(spec, parse_plants(plant, "node"), typer.echo))
 
     from trainready.checks import REGISTRY, CheckContext, select  # imports torch: only when the command runs
+    from trainready.checks.options import CheckOptions
     from trainready.spec import load_spec
     from trainready.probe.container import image_digest as find_digest
 
@@ -84,8 +85,7 @@ def node(
     report: Report | None = None
     try:
         scratch = workdir(Path(work) if work else None)
-        ctx = CheckContext(node_spec, scratch, faults, {"image_digest": image_digest} if image_digest else {},
-                           timeouts=timeouts)
+        ctx = CheckContext(node_spec, scratch, faults, CheckOptions(image_digest=image_digest), timeouts=timeouts)
         limits = {c.name: c().timeout_for(ctx) for c in checks}  # recorded: every check's limit, flags applied
         report = _run(checks, ctx, {"spec_source": source, "workdir": str(ctx.workdir), "timeouts_s": limits,
                                     **({"timeouts_given": timeouts} if timeouts else {})})
