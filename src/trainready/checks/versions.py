@@ -236,7 +236,7 @@ def _judge_packages(pins: Mapping[str, str], found: Mapping[str, str], said: lis
 class VersionsCheck(Check):
     name = "versions"
     title = "Version chain: driver ≥ torch's CUDA, NCCL/cuDNN, pins"
-    level = Level.QUICK
+    level = Level.LIGHT
     order = 15
     timeout_s = 120.0
 
