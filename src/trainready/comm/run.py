@@ -20,8 +20,8 @@ from trainready.records import CheckResult, Level, Outcome, Report, Status
 from trainready.spec.load import spec_to_json
 from trainready.spec.model import NodeSpec
 
-# Planted faults of the sweep (rankdata.SweepFaults) with their types: `--plant comm.NAME=VALUE`, for planted-fault tests only
-# (names and values are checked first, against checks/plants.py).
+# Planted faults of the sweep (rankdata.SweepFaults) with their types: `--plant comm.NAME=VALUE`, for
+# planted-fault tests only (names and values are checked first, against checks/plants.py).
 SWEEP_FAULTS: dict[str, type] = {"slow_rank": int, "slow_ms": float, "slow_pct": float, "hang_rank": int,
                                  "wrong_rank": int, "die_rank": int, "fault_step": int}
 STARTUP_S = 60.0  # launch's start-up allowance (process start + rendezvous on a loaded host), as launch's default
