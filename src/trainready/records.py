@@ -56,7 +56,7 @@ class Level(str, enum.Enum):
 class Threshold:
     """The bound a metric was judged against: ``value <op> bound``.
 
-    `source` says where the bound came from (spec key, seed rule, table entry).
+    `source` says where the bound came from (spec key, a named rule, table entry).
     """
 
     op: str  # one of ">=", "<=", "==", ">", "<"

@@ -2,7 +2,7 @@
 
 driver → the CUDA version it supports (NVML's "CUDA driver version", which is
 what `nvidia-smi` prints as "CUDA Version": the driver's ceiling, NOT the
-installed toolkit — seed 003's trap) ≥ the CUDA toolkit torch was built for
+installed toolkit, a common misreading) ≥ the CUDA toolkit torch was built for
 (torch.version.cuda); NCCL and cuDNN present in torch and matching the spec;
 torch/Python/image digest as the spec pins them; the image's OS (os-release
 NAME + VERSION_ID) and Python distributions (importlib.metadata) likewise.
@@ -241,7 +241,7 @@ class VersionsCheck(Check):
     timeout_s = 120.0
 
     def run(self, ctx: CheckContext) -> Outcome:
-        digest, digest_source = image_digest(ctx.options.get("image_digest"), os.environ)
+        digest, digest_source = image_digest(ctx.options.image_digest, os.environ)
         pins = ctx.spec.software.packages
         replayed = ctx.fault("versions.facts") is not None
         out = judge_versions(ctx.spec, node_facts(ctx, "versions.facts"), digest, None if replayed else os_release_fields(),

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping
 
 from trainready import __version__
+from trainready.comm.defaults import SWEEP_DEFAULTS
 from trainready.comm.evaluate import OpTable, judge_all_ops, judge_efficiency, judge_op, judge_pairs, op_table
 from trainready.ranks.env import ExternalRank
 from trainready.ranks.launch import LaunchResult, launch
@@ -18,18 +19,10 @@ from trainready.records import CheckResult, Level, Outcome, Report, Status
 from trainready.spec.load import spec_to_json
 from trainready.spec.model import NodeSpec
 
-PAIR_BYTES_CPU = 1 << 20  # 1 MiB per pairwise exchange on gloo: ~ms per exchange, noise well above timer resolution
-PAIR_BYTES_GPU = 64 << 20  # 64 MiB on NVLink: ~0.2 ms at ~400 GB/s, bandwidth-bound rather than latency-bound
 # Fault kwargs of sweep.sweep_rank with their types: `--plant comm.NAME=VALUE`, for planted-fault tests only
 # (names and values are checked first, against checks/plants.py).
 SWEEP_FAULTS: dict[str, type] = {"slow_rank": int, "slow_ms": float, "slow_pct": float, "hang_rank": int,
                                  "wrong_rank": int, "die_rank": int, "fault_step": int}
-# Alternating (op, ring) loop pairs of comm.efficiency's reference per judged size: on gloo the ratio's run-to-run
-# spread fell from 6% with 3 pairs to ~2% with 12 (2-core dev VM, 10 runs each); CUDA events time NCCL, 3 suffice.
-EFF_LOOPS = {"gloo": 12, "nccl": 3}
-# ... and their shortest timed loop, seconds: a loop of a few ms on 8 gloo ranks sharing 2 cores times the
-# scheduler's slices (4 ms), not the op; CUDA events need no floor.
-EFF_MIN_LOOP_S = {"gloo": 0.1, "nccl": 0.0}
 STARTUP_S = 60.0  # launch's start-up allowance (process start + rendezvous on a loaded host), as launch's default
 SLOW_MS_DEFAULT = 20.0  # how long a planted slow rank sleeps per op when comm.slow_ms is not given
 
@@ -51,14 +44,16 @@ class CommOptions:
     ops: list[str]
     sizes: list[int]
     dtypes: list[str] = field(default_factory=lambda: ["float"])
-    warmup: int = 5
-    iters: int = 20
+    # a bare CommOptions times like nccl-tests (-w 5 -n 20, the table's nccl row); callers fill these per
+    # backend from comm/defaults.py
+    warmup: int = SWEEP_DEFAULTS["nccl"].warmup
+    iters: int = SWEEP_DEFAULTS["nccl"].iters
     world_size: int = 8
     backend: str = "gloo"
     timeout_s: float = 60.0  # per step (one op at one size); a hung rank fails after this
     avg_floor: int | None = None  # bytes; None → max size / 8
-    pair_bytes: int = PAIR_BYTES_CPU
-    pair_iters: int = 5
+    pair_bytes: int = SWEEP_DEFAULTS["gloo"].pair_bytes  # as `backend`'s default
+    pair_iters: int = SWEEP_DEFAULTS["nccl"].pair_iters
     step_budget_s: float | None = None  # cap on one step's timed loop (CPU default); None: always `iters`
     deadline_s: float | None = None  # whole sweep, start-up included; None: `default_deadline_s` (per-step bound)
     loops: int = 1  # timed loops per step, the fastest kept (1 = nccl-tests; the node check on gloo: 3)

@@ -282,8 +282,8 @@ def bind_cpus(rank: int, world: int) -> str | None:
     """Pin this rank to a fixed share of the cores this process may use, the same on every launch: one core
     each, round-robin, when ranks >= cores (8 gloo ranks on 2 cores: rank r on core r mod 2), else a block of
     cores // ranks each (Slurm's --cpu-bind=cores, block distribution).  Which ranks share a core changes how
-    a ring exchange and a collective compete for it; left to the scheduler it changes at every launch (on the
-    2-core dev VM the efficiency's run-to-run spread was 3.7% unpinned, 2.0% round-robin; 8 runs each)."""
+    a ring exchange and a collective compete for it; left to the scheduler it changes at every launch (on a
+    2-core x86 VM the efficiency's run-to-run spread was 3.7% unpinned, 2.0% round-robin; 8 runs each)."""
     try:
         cores = sorted(os.sched_getaffinity(0))
         k = max(1, len(cores) // world)
@@ -299,7 +299,7 @@ def loop_length(st: Step, n_iter: int, ctx: RankContext, group: Any, min_loop_s:
     """Ops per timed loop so that one loop lasts >= min_loop_s, from a warm loop of n_iter ops (the slowest
     rank's; every rank must agree).  The first call at a size (allocation, connection set-up) overstates an
     op several times, and on 8 gloo ranks sharing 2 cores a loop of a few ms times the ranks' start skew
-    after the barrier (scheduler slices of ~4 ms), not the op: on the dev VM the same broadcast's efficiency
+    after the barrier (scheduler slices of ~4 ms), not the op: on a 2-core x86 VM the same broadcast's efficiency
     read 1.13 with 12-op loops and 1.52 with 23."""
     import torch
     import torch.distributed as dist

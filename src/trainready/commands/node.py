@@ -1,4 +1,4 @@
-"""`trainready node`: the four bring-up questions on this machine."""
+"""`trainready node`: the four bring-up questions (README) on this machine."""
 
 from __future__ import annotations
 
@@ -72,14 +72,16 @@ def node(
             typer.echo(f"{c.name:<16} {c.level.value:<9} {c.title}")
         raise typer.Exit(0)
     node_spec, source = _early(spec, json_path, work, image_digest)
-    from trainready.checks import REGISTRY, select  # imports torch: only once the command line and spec are good
+    from trainready.checks import REGISTRY, CheckContext, select  # imports torch: once the command line and spec are good
+    from trainready.checks.options import CheckOptions
 
     checks = select(split_names(only), split_names(skip), level)
     timeouts = parse_timeouts(timeout, list(REGISTRY))
     faults = parse_plants(plant, "node")
     scratch = workdir(Path(work) if work else None)
     try:
-        rc = _accept(checks, node_spec, source, scratch, faults, image_digest, timeouts, json_path, verbose)
+        ctx = CheckContext(node_spec, scratch, faults, CheckOptions(image_digest=image_digest), timeouts=timeouts)
+        rc = _accept(checks, ctx, source, json_path, verbose)
     except Interrupted as exc:
         on_interrupt(exc, scratch, work is not None, json_path)
         raise
@@ -107,13 +109,9 @@ def _early(spec: str | None, json_path: str | None, work: str | None, image_dige
     return node_spec, source
 
 
-def _accept(checks: list[type[Check]], node_spec: NodeSpec, source: str, scratch: Path, faults: dict[str, str],
-            image_digest: str | None, timeouts: dict[str, float], json_path: str | None, verbose: bool) -> int:
-    """Run the checks in `scratch` and report (table, --json, --junit, --prometheus): the exit code."""
-    from trainready.checks import CheckContext
-
-    ctx = CheckContext(node_spec, scratch, faults, {"image_digest": image_digest} if image_digest else {},
-                       timeouts=timeouts)
+def _accept(checks: list[type[Check]], ctx: CheckContext, source: str, json_path: str | None, verbose: bool) -> int:
+    """Run the checks in `ctx.workdir` and report (table, --json, --junit, --prometheus): the exit code."""
+    timeouts = dict(ctx.timeouts)
     limits = {c.name: c().timeout_for(ctx) for c in checks}  # recorded: every check's limit, flags applied
     report = _run(checks, ctx, {"spec_source": source, "workdir": str(ctx.workdir), "timeouts_s": limits,
                                 **({"timeouts_given": timeouts} if timeouts else {})})

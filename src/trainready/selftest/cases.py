@@ -6,8 +6,8 @@ planted, and is "detected" when the named check fails (or errors) with a message
 the command to refuse bad input (exit 2) with a line matching `expect`.
 
 Placeholders in ARGV, filled by selftest/prepare.py: {spec} a short self-test spec (4 gloo ranks
-or one rank per GPU, 10 s collective deadline, 10-step resume), {rank} a rank that exists here,
-{facts_*}/{data_*}/{spec_*} files made for the case.  `needs` names what the case requires
+or one rank per GPU, collective deadline 20 s on gloo and 60 s with NCCL, 10-step resume), {rank} a rank
+that exists here, {facts_*}/{data_*}/{spec_*} files made for the case.  `needs` names what the case requires
 (gpu, slurm, multirank); without it the case is skipped with the reason.
 
 Adding a plant to checks/plants.py without a case here fails tests/test_selftest.py.
