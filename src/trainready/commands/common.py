@@ -124,6 +124,13 @@ def finish_workdir(path: Path, given: bool, rc: int, console: Console) -> None:
         console.print(f"scratch files kept for inspection in {path}")
 
 
+def drop_scratch(path: Path | None, given: bool) -> None:
+    """On an error exit: our own scratch folder goes (a run that ended in an error leaves nothing behind);
+    a folder the user gave (--workdir, --dir) is never touched."""
+    if path is not None and not given:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 @dataclasses.dataclass(frozen=True)
 class EvidenceOutputs:
     """Where a command also writes its record for CI (JUnit XML) and monitoring (Prometheus textfile)."""
