@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 def node(
     spec: str = typer.Option(None, "--spec", "-s", help=SPEC_HELP),
-    level: Level = typer.Option(Level.STANDARD, "--level", "-l", help="quick: seconds-long checks only; standard: all."),
+    level: Level = typer.Option(Level.STANDARD, "--level", "-l", help="light: versions only; quick: seconds-long checks only; standard: all."),
     only: list[str] = typer.Option(None, "--only", help="Run only these checks (comma-separated or repeated)."),
     skip: list[str] = typer.Option(None, "--skip", help="Leave out these checks."),
     json_path: str = typer.Option(None, "--json", help=JSON_HELP),
