@@ -24,6 +24,7 @@ class FleetNode:
     accepted: bool
     reasons: tuple[str, ...]
     report: Mapping[str, Any] | None  # the node's trainready.report/1, when its record is readable
+    not_tested: str = ""  # why Slurm ran no task on it (drained, down, reserved, never started): never rejected
 
 
 def _node_report(rec: Record, entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -53,7 +54,7 @@ def fleet_nodes(rec: Record) -> list[FleetNode]:
         if isinstance(n, Mapping):
             accepted = bool(n.get("accepted", n.get("verdict") in ("accept", "pass")))
             out.append(FleetNode(str(n.get("node", "?")), accepted, tuple(map(str, n.get("reasons", []) or [])),
-                                 _node_report(rec, n)))
+                                 _node_report(rec, n), str(n.get("not_tested") or "")))
     return out
 
 

@@ -92,7 +92,8 @@ def _fleet_findings(rec: Record) -> list[Finding]:
 
     out = [(f"node {n.node}", "fail", "rejected: " + "; ".join(n.reasons),
             "drained with a 'trainready:' reason until repaired and re-validated (trainready cluster resume)")
-           for n in fleet_nodes(rec) if not n.accepted]
+           for n in fleet_nodes(rec) if not n.accepted and not n.not_tested]
+    out += [(f"node {n.node}", "skip", f"not tested: {n.not_tested}", "") for n in fleet_nodes(rec) if n.not_tested]
     return out + [(str(c.get("name")), str(c.get("status")), str(c.get("message", "")), str(c.get("remedy", "")))
                   for c in rec.doc.get("cross", []) or [] if isinstance(c, Mapping) and c.get("status") in ("fail", "error", "warn")]
 
@@ -100,7 +101,8 @@ def _fleet_findings(rec: Record) -> list[Finding]:
 def _fleet_details(rec: Record) -> str:
     from trainready.report.fleet import fleet_history, fleet_nodes
 
-    rows = [[escape(n.node), _pill("pass" if n.accepted else "fail"), escape("; ".join(n.reasons) or "—")]
+    rows = [[escape(n.node), _pill("skip" if n.not_tested else "pass" if n.accepted else "fail"),
+             escape("; ".join(n.reasons) or "—")]
             for n in fleet_nodes(rec)]
     out = _table(("node", "verdict", "reasons"), rows)
     earlier = [[escape(h.run), escape(h.kind + (" (planted: a test)" if h.planted else "")),
