@@ -5,6 +5,7 @@ page with an external image shows the detector works first)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -180,13 +181,11 @@ def fleet_640(root: Path) -> Path:
     for ni in made:
         node_record(root, ni.node).parent.mkdir(parents=True, exist_ok=True)
         node_record(root, ni.node).write_text(json.dumps(ni.record))
-    tested = [ni for ni in made if ni.node not in NOT_TESTED]
-    doc = decide(tested, load_spec("example:h200-8x")[0], [], []).to_json()
-    for node, why in NOT_TESTED.items():  # the fleet record's not-tested entry (cluster/verdict.py)
+    for node in NOT_TESTED:
         node_record(root, node).unlink()
-        doc["nodes"].insert(int(node[3:]) - 1, {"node": node, "verdict": "not tested", "accepted": False,
-                                                "reasons": [f"not tested: {why}"], "not_tested": why, "warnings": [],
-                                                "record": "", "slurm": {}})
+    inputs = [dataclasses.replace(ni, record=None, not_tested=NOT_TESTED[ni.node]) if ni.node in NOT_TESTED else ni
+              for ni in made]
+    doc = decide(inputs, load_spec("example:h200-8x")[0], [], []).to_json()
     (root / "fleet.json").write_text(json.dumps(doc))
     return root / "fleet.json"
 
