@@ -268,12 +268,12 @@ def _judge_packages(pins: Mapping[str, str], found: Mapping[str, str], said: lis
 class VersionsCheck(Check):
     name = "versions"
     title = "Version chain: driver ≥ torch's CUDA, NCCL/cuDNN, pins"
-    level = Level.QUICK
+    level = Level.LIGHT
     order = 15
     timeout_s = 120.0
 
     def run(self, ctx: CheckContext) -> Outcome:
-        digest, digest_source = image_digest(ctx.options.get("image_digest"), os.environ)
+        digest, digest_source = image_digest(ctx.options.image_digest, os.environ)
         pins = ctx.spec.software.packages
         replayed = ctx.fault("versions.facts") is not None
         out = judge_versions(ctx.spec, node_facts(ctx, "versions.facts"), digest, None if replayed else os_release_fields(),

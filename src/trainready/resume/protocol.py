@@ -23,6 +23,7 @@ from trainready.ckpt.load import resolve_latest
 from trainready.ranks.launch import launch
 from trainready.data.identity import DataIdentity
 from trainready.resume.compare import Tolerance
+from trainready.resume.job import RankJob
 from trainready.resume.sizing import ModelChoice
 from trainready.resume.verdict import judge
 from trainready.records import Outcome, Status
@@ -79,11 +80,8 @@ def run_protocol(pc: ProtocolConfig, progress: Callable[[str], None] | None = No
         "declared_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }
     atomic_write_json(out / "declared.json", declared)  # written before any run starts
-    kwargs: dict[str, Any] = dict(
-        train=pc.train.to_json(), data=pc.data, dtype=pc.dtype, ckpt_dir=str(ckpt), out_dir=str(out),
-        checkpoint_step=pc.checkpoint_step, atol=pc.tolerance.atol, rtol=pc.tolerance.rtol,
-        plants=tuple(pc.plants),
-    )
+    job = RankJob(role="A", train=pc.train, data=pc.data, dtype=pc.dtype, ckpt_dir=ckpt, out_dir=out,
+                  checkpoint_step=pc.checkpoint_step, tolerance=pc.tolerance, plants=tuple(pc.plants))
     env = {"CUBLAS_WORKSPACE_CONFIG": CUBLAS_WORKSPACE} if pc.train.deterministic else {}
     runs: dict[str, Any] = {}
     walls: dict[str, float] = {}
@@ -94,7 +92,7 @@ def run_protocol(pc: ProtocolConfig, progress: Callable[[str], None] | None = No
     def one(role: str) -> tuple[str, Any, float]:
         t0 = time.perf_counter()
         res = launch("trainready.resume.worker:resume_rank", pc.world_size, pc.backend,
-                     {**kwargs, "role": role}, timeout_s=pc.timeout_s, env=env,
+                     {"job": dataclasses.replace(job, role=role)}, timeout_s=pc.timeout_s, env=env,
                      # One intra-op thread per CPU rank: OpenMP's spinning barriers make 2+
                      # threads ~10x slower on a shared, oversubscribed CPU (measured here).
                      threads_per_rank=1 if pc.backend == "gloo" else None)

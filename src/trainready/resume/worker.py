@@ -28,8 +28,9 @@ from trainready.data.source import open_tokens
 from trainready.ranks.launch import RankContext
 from trainready.errors import CheckpointError, CheckpointWriteError
 from trainready.resume import compare
+from trainready.resume.job import RankJob
 from trainready.train import rng
-from trainready.train.loop import Trainer, TrainConfig
+from trainready.train.loop import Trainer
 from trainready.util.atomic import atomic_write_stream
 
 
@@ -79,26 +80,13 @@ def snapshot(tr: Trainer, sampler: SequenceSampler) -> dict[str, Any]:
     return {"tensors": tensors, **light_state(tr, sampler)}
 
 
-def resume_rank(
-    ctx: RankContext,
-    role: str,
-    train: dict[str, Any],
-    data: str,
-    dtype: str | None,
-    ckpt_dir: str,
-    out_dir: str,
-    checkpoint_step: int,
-    atol: float = 0.0,
-    rtol: float = 0.0,
-    plants: tuple[str, ...] = (),
-) -> dict[str, Any]:
+def resume_rank(ctx: RankContext, job: RankJob) -> dict[str, Any]:
     t0 = time.perf_counter()
-    cfg = TrainConfig(**train)
-    r, ws, k = ctx.rank, ctx.world_size, checkpoint_step
-    out, ckpt = Path(out_dir), Path(ckpt_dir)
-    tol = compare.Tolerance(atol, rtol)
+    cfg, role, plants, tol = job.train, job.role, job.plants, job.tolerance
+    r, ws, k = ctx.rank, ctx.world_size, job.checkpoint_step
+    out, ckpt = job.out_dir, job.ckpt_dir
     tr = Trainer(cfg, ctx.device, ws, r)
-    source = open_tokens(data, dtype)
+    source = open_tokens(job.data, job.dtype)
     sampler = SequenceSampler(source, tr.model_config.seq_len, cfg.batch_size, cfg.seed, r, ws)
     losses: dict[int, float] = {}
     result: dict[str, Any] = {"role": role, "rank": r}
