@@ -157,7 +157,6 @@ class TrainStepCheck(Check):
 
     def run(self, ctx: CheckContext) -> Outcome:
         import torch
-        from torch.nn.attention import SDPBackend
 
         from trainready.train.model import GPT
 
@@ -180,32 +179,7 @@ class TrainStepCheck(Check):
         bad += self._judge_train(runs, metrics)
         speed = throughput(runs, cfg, _preset(on_gpu), metrics)  # informational: not judged
 
-        # SDPA: one backend at a time on all devices (sdpa_kernel sets process-global flags).
-        dtype = torch.bfloat16 if on_gpu else torch.float32
-        backends = (
-            [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION]
-            if on_gpu
-            else [SDPBackend.FLASH_ATTENTION]  # the CPU's fused (flash-style) kernel
-        )
-        planted = ctx.fault("train_step.sdpa")
-        compared: list[str] = []
-        for be in backends:
-            bname = be.name.lower()
-            runs_s = on_each_device(
-                lambda d, be=be: sdpa_compare(sdpa_inputs(d, on_gpu), dtype, be, perturb=planted is not None and be == backends[0]),
-                devices,
-            )
-            failed = [r for r in runs_s if r.error]
-            optional = be == SDPBackend.CUDNN_ATTENTION  # not every build has it; torch does not pick it first
-            if failed and len(failed) == len(runs_s):  # the same everywhere: this build lacks the kernel
-                if not optional:
-                    warn.append(f"SDPA {bname} not available ({failed[0].error})")
-                continue
-            if failed:  # works on some GPUs, raises on others: the others are suspect
-                bad += [f"{r.where}: SDPA {bname} raised {r.error}" for r in failed]
-                continue
-            compared.append(bname)
-            (warn if optional else bad).extend(self._judge_sdpa(bname, runs_s, metrics))
+        compared = self._check_sdpa(ctx, devices, on_gpu, metrics, bad, warn)
 
         planted_adam = ctx.fault("train_step.adamw") is not None
         params = [p.detach() for p in model.parameters()]
@@ -231,6 +205,41 @@ class TrainStepCheck(Check):
                            remedy="A fused SDPA kernel is missing (training falls back to a slower one) or the optional cuDNN "
                            "attention disagrees (do not enable it for training on this image).", details={"throughput": speed})
         return Outcome(Status.PASS, msg, tuple(metrics), details={"throughput": speed})
+
+    def _check_sdpa(self, ctx: CheckContext, devices: list[str], on_gpu: bool, metrics: list[Metric],
+                    bad: list[str], warn: list[str]) -> list[str]:
+        """SDPA: one backend at a time on all devices (sdpa_kernel sets process-global flags), each against
+        float64 math; appends failures and warnings; the backends compared."""
+        import torch
+        from torch.nn.attention import SDPBackend
+
+        dtype = torch.bfloat16 if on_gpu else torch.float32
+        backends = (
+            [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION]
+            if on_gpu
+            else [SDPBackend.FLASH_ATTENTION]  # the CPU's fused (flash-style) kernel
+        )
+        planted = ctx.fault("train_step.sdpa")
+        compared: list[str] = []
+        for be in backends:
+            bname = be.name.lower()
+            runs_s = on_each_device(
+                lambda d, be=be: sdpa_compare(sdpa_inputs(d, on_gpu), dtype, be,
+                                              perturb=planted is not None and be == backends[0]),
+                devices,
+            )
+            failed = [r for r in runs_s if r.error]
+            optional = be == SDPBackend.CUDNN_ATTENTION  # not every build has it; torch does not pick it first
+            if failed and len(failed) == len(runs_s):  # the same everywhere: this build lacks the kernel
+                if not optional:
+                    warn.append(f"SDPA {bname} not available ({failed[0].error})")
+                continue
+            if failed:  # works on some GPUs, raises on others: the others are suspect
+                bad += [f"{r.where}: SDPA {bname} raised {r.error}" for r in failed]
+                continue
+            compared.append(bname)
+            (warn if optional else bad).extend(self._judge_sdpa(bname, runs_s, metrics))
+        return compared
 
     @staticmethod
     def _judge_train(runs: list[DeviceRun[dict[str, Any]]], metrics: list[Metric]) -> list[str]:
