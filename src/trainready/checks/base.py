@@ -186,7 +186,7 @@ def select(only: list[str] | None, skip: list[str] | None, level: Level) -> list
         if only:
             if cls.name not in only:
                 continue
-        elif level == Level.QUICK and cls.level != Level.QUICK:
+        elif cls.level.depth > level.depth:
             continue
         if skip and cls.name in skip:
             continue

@@ -136,7 +136,7 @@ _DECLARED: dict[str, tuple[Any, Callable[[Any], Any]]] = {
     "partition": (str, lambda d: typer.Option(d, "--partition", "-p", help="Slurm partition (default: the "
                                               "cluster's default).")),
     "spec": (str, lambda d: typer.Option(d, "--spec", "-s", help=CLUSTER_SPEC_HELP)),
-    "level": (Level, lambda d: typer.Option(d, "--level", "-l", help="Node checks per node: quick or standard (all).")),
+    "level": (Level, lambda d: typer.Option(d, "--level", "-l", help="Node checks per node: light (versions + manifest: orchestration tests), quick or standard (all).")),
     "only": (list[str], lambda d: typer.Option(d, "--only", help="Node checks to run on each node (comma-separated).")),
     "skip": (list[str], lambda d: typer.Option(d, "--skip", help="Node checks to leave out (comma-separated).")),
     "time_limit": (str, lambda d: typer.Option(d, "--time", "-t", help=_TIME_HELP)),
