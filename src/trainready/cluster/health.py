@@ -31,7 +31,7 @@ def run_health(spec_arg: str | None, plants: Mapping[str, str], say: Callable[[s
     spec, source = load_spec(spec_arg)
     work = Path(tempfile.mkdtemp(prefix="trainready-health-"))
     try:
-        ctx = CheckContext(spec, work, dict(plants), {f"timeout.{c}": CHECK_TIMEOUT_S for c in CHECKS})
+        ctx = CheckContext(spec, work, dict(plants), timeouts={c: CHECK_TIMEOUT_S for c in CHECKS})
         report = run_checks("node", select(list(CHECKS), None, Level.QUICK), ctx, context={"spec_source": source})
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from trainready.ckpt.load import resolve_latest
-from trainready.ranks.launch import launch
+from trainready.ranks.launch import LaunchResult, launch
 from trainready.data.identity import DataIdentity
 from trainready.resume.compare import Tolerance
 from trainready.resume.job import RankJob
@@ -60,6 +60,15 @@ def flip_byte(directory: Path) -> Path:
     return victim
 
 
+@dataclass(frozen=True)
+class RunDone:
+    """One of the runs A, B, C: what its ranks returned and how long it took."""
+
+    role: str
+    result: LaunchResult
+    wall_s: float
+
+
 def run_protocol(pc: ProtocolConfig, progress: Callable[[str], None] | None = None) -> Outcome:
     say = progress or (lambda _msg: None)
     for p in pc.plants:
@@ -69,6 +78,32 @@ def run_protocol(pc: ProtocolConfig, progress: Callable[[str], None] | None = No
     run_dir = Path(pc.root) / f"resume-{stamp}-{os.getpid()}-{time.monotonic_ns() % 10**6}"
     out, ckpt = run_dir / "evidence", run_dir / "ckpt"
     out.mkdir(parents=True)
+    declared = _declare(pc, out)
+    job = RankJob(role="A", train=pc.train, data=pc.data, dtype=pc.dtype, ckpt_dir=ckpt, out_dir=out,
+                  checkpoint_step=pc.checkpoint_step, tolerance=pc.tolerance, plants=tuple(pc.plants))
+    runs: dict[str, Any] = {}
+    walls: dict[str, float] = {}
+    t_all = time.perf_counter()
+    plan = _plan(pc)
+    for stage in (_runs_a_b(pc, job, plan, say), None):
+        if stage is None:
+            say(plan["C"])
+            stage = [_run(pc, job, "C")]
+        for done in stage:
+            walls[done.role] = done.wall_s
+            failed = _failed(pc, done, plan, {"declared": declared, "run_dir": str(run_dir)})
+            if failed is not None:
+                return failed
+            runs[done.role] = done.result.values
+            if done.role == "B" and "flip_byte" in pc.plants:
+                victim = flip_byte(resolve_latest(ckpt))
+                say(f"planted: flipped a byte of {victim.name}")
+    walls["total"] = time.perf_counter() - t_all
+    return judge(runs, declared, walls, pc, str(run_dir))
+
+
+def _declare(pc: ProtocolConfig, out: Path) -> dict[str, Any]:
+    """What the runs will be judged by, written to OUT/declared.json before any run starts."""
     declared = {
         "tolerance": {"atol": pc.tolerance.atol, "rtol": pc.tolerance.rtol, "mode": pc.tolerance.describe()},
         "train": pc.train.to_json(),
@@ -79,64 +114,60 @@ def run_protocol(pc: ProtocolConfig, progress: Callable[[str], None] | None = No
         "model": pc.model.to_json() if pc.model else None,
         "declared_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }
-    atomic_write_json(out / "declared.json", declared)  # written before any run starts
-    job = RankJob(role="A", train=pc.train, data=pc.data, dtype=pc.dtype, ckpt_dir=ckpt, out_dir=out,
-                  checkpoint_step=pc.checkpoint_step, tolerance=pc.tolerance, plants=tuple(pc.plants))
-    env = {"CUBLAS_WORKSPACE_CONFIG": CUBLAS_WORKSPACE} if pc.train.deterministic else {}
-    runs: dict[str, Any] = {}
-    walls: dict[str, float] = {}
-    t_all = time.perf_counter()
+    atomic_write_json(out / "declared.json", declared)
+    return declared
+
+
+def _plan(pc: ProtocolConfig) -> dict[str, str]:
     n, k = pc.train.steps, pc.checkpoint_step
-    plan = {"A": f"A: 0→{n} uninterrupted", "B": f"B: 0→{k}, save", "C": f"C: fresh, load {k}, {k}→{n}"}
+    return {"A": f"A: 0→{n} uninterrupted", "B": f"B: 0→{k}, save", "C": f"C: fresh, load {k}, {k}→{n}"}
 
-    def one(role: str) -> tuple[str, Any, float]:
-        t0 = time.perf_counter()
-        res = launch("trainready.resume.worker:resume_rank", pc.world_size, pc.backend,
-                     {"job": dataclasses.replace(job, role=role)}, timeout_s=pc.timeout_s, env=env,
-                     # One intra-op thread per CPU rank: OpenMP's spinning barriers make 2+
-                     # threads ~10x slower on a shared, oversubscribed CPU (measured here).
-                     threads_per_rank=1 if pc.backend == "gloo" else None)
-        return role, res, time.perf_counter() - t0
 
-    # A and B are independent: on GPUs (latency-bound, small model) they run side by
-    # side as two separate process groups; on CPU ranks they would only share cores.
-    # C always starts after both, as a fresh set of processes.
+def _run(pc: ProtocolConfig, job: RankJob, role: str) -> RunDone:
+    """Run `role` on its own fresh set of ranks."""
+    env = {"CUBLAS_WORKSPACE_CONFIG": CUBLAS_WORKSPACE} if pc.train.deterministic else {}
+    t0 = time.perf_counter()
+    res = launch("trainready.resume.worker:resume_rank", pc.world_size, pc.backend,
+                 {"job": dataclasses.replace(job, role=role)}, timeout_s=pc.timeout_s, env=env,
+                 # One intra-op thread per CPU rank: OpenMP's spinning barriers make 2+
+                 # threads ~10x slower on a shared, oversubscribed CPU (measured here).
+                 threads_per_rank=1 if pc.backend == "gloo" else None)
+    return RunDone(role, res, time.perf_counter() - t0)
+
+
+def _runs_a_b(pc: ProtocolConfig, job: RankJob, plan: dict[str, str], say: Callable[[str], None]) -> list[RunDone]:
+    """A and B are independent: on GPUs (latency-bound, small model) they run side by side as two separate
+    process groups; on CPU ranks they would only share cores, so B starts after A (and not if A failed).
+    C always starts after both, as a fresh set of processes."""
     if pc.backend == "nccl":
         say(f"{plan['A']}  ||  {plan['B']}")
         with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-            first = list(pool.map(one, ("A", "B")))
-    else:
-        first = []
-        for role in ("A", "B"):
-            say(plan[role])
-            first.append(one(role))
-            if not first[-1][1].ok:
-                break
-    for stage in (first, None):
-        if stage is None:
-            say(plan["C"])
-            stage = [one("C")]
-        for role, res, wall in stage:
-            walls[role] = wall
-            if not res.ok:
-                return Outcome(
-                    Status.FAIL,
-                    f"run {role} ({plan[role]}) failed on {pc.world_size} {pc.backend} rank(s): {res.describe()}",
-                    remedy="The named rank's error is above; rerun `trainready resume` with TRAINREADY_DEBUG=1.",
-                    details={"declared": declared, "run_dir": str(run_dir)},
-                )
-            runs[role] = res.values
-            saved = next((v["save_error"] for v in res.values if v.get("save_error")), None)
-            if saved:
-                return Outcome(Status.FAIL, f"run B could not save its checkpoint at step {k}: {saved}",
-                               remedy="The filesystem of --dir filled or failed during the save; free space there "
-                               "(or give another --dir) and run again.",
-                               details={"declared": declared, "run_dir": str(run_dir)})
-            if role == "B" and "flip_byte" in pc.plants:
-                victim = flip_byte(resolve_latest(ckpt))
-                say(f"planted: flipped a byte of {victim.name}")
-    walls["total"] = time.perf_counter() - t_all
-    return judge(runs, declared, walls, pc, str(run_dir))
+            return list(pool.map(lambda role: _run(pc, job, role), ("A", "B")))
+    first: list[RunDone] = []
+    for role in ("A", "B"):
+        say(plan[role])
+        first.append(_run(pc, job, role))
+        if not first[-1].result.ok:
+            break
+    return first
+
+
+def _failed(pc: ProtocolConfig, done: RunDone, plan: dict[str, str], details: dict[str, Any]) -> Outcome | None:
+    """FAIL naming the run when its ranks failed or B could not save its checkpoint; else None."""
+    res = done.result
+    if not res.ok:
+        return Outcome(
+            Status.FAIL,
+            f"run {done.role} ({plan[done.role]}) failed on {pc.world_size} {pc.backend} rank(s): {res.describe()}",
+            remedy="The named rank's error is above; rerun `trainready resume` with TRAINREADY_DEBUG=1.",
+            details=details,
+        )
+    saved = next((v["save_error"] for v in res.values if v.get("save_error")), None)
+    if saved:
+        return Outcome(Status.FAIL, f"run B could not save its checkpoint at step {pc.checkpoint_step}: {saved}",
+                       remedy="The filesystem of --dir filled or failed during the save; free space there "
+                       "(or give another --dir) and run again.", details=details)
+    return None
 
 
 def config_for(train: TrainConfig, **changes: Any) -> TrainConfig:
