@@ -152,15 +152,10 @@ def fleet_charts(rec: Record) -> list[Chart]:
     nodes = fleet_nodes(rec)
     out = []
     for name in ("gemm_bf16", "hbm_copy", "train_tokens_per_s"):
-        bars = []
-        for n in nodes:
-            for r in _results(n.report or {}):
-                for m in r.get("metrics", []) or []:
-                    if m.get("name") == name:
-                        lab = m.get("labels") or {}
-                        where = f"/{lab['gpu']}" if "gpu" in lab else ""
-                        bars.append(Bar(n.node + where, _f(m.get("value")), "pass" if n.accepted else "reject",
-                                        "; ".join(n.reasons)))
+        bars = [Bar(n.node + (f"/{m['labels']['gpu']}" if "gpu" in (m.get("labels") or {}) else ""),
+                    _f(m.get("value")), "pass" if n.accepted else "reject", "; ".join(n.reasons))
+                for n in nodes for r in _results(n.report or {}) for m in r.get("metrics", []) or []
+                if m.get("name") == name]
         if not bars:
             continue
         unit = next((m.get("unit", "") for n in nodes for r in _results(n.report or {}) for m in r.get("metrics", [])
