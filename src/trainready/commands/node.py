@@ -43,7 +43,9 @@ def node(
     run made with --plant (planted faults: a test, never evidence),
     130 / 143 when interrupted (SIGINT / SIGTERM: every rank stopped, one line,
     partial record with --json, own scratch removed).
-    On a CPU spec, GPU-only checks say `skip`; under a GPU spec (gpu.count > 0) a
+    With no --spec, the GPUs NVML sees are judged against an automatic spec (their count, their
+    model's datasheet peaks, NCCL; `trainready spec show auto` prints it); without GPUs, the CPU
+    default (example:cpu-default).  On a CPU spec, GPU-only checks say `skip`; under a GPU spec (gpu.count > 0) a
     machine without usable GPUs FAILS every compute, collective and resume check,
     naming why (never a CPU fallback).  Each check has a limit (--timeout);
     at it, its ranks are stopped and the result names each rank's stage.
@@ -51,7 +53,7 @@ def node(
     Examples:
 
     
-      trainready node                  # CPU default, 8 gloo ranks
+      trainready node                  # GPUs NVML sees (spec auto), else CPU default, 8 gloo ranks
       trainready node --spec example:h200-8x --json node.json
       trainready node --level quick --skip throughput
       trainready node --timeout comm=1200 --timeout resume=1800
@@ -77,7 +79,9 @@ def node(
         raise typer.Exit(0)
     check_out_path(json_path)
     timeouts = parse_timeouts(timeout, list(REGISTRY))
-    node_spec, source = load_spec(spec)
+    node_spec, source = load_spec(spec or "auto")
+    if spec is None:  # the first line says what the machine is judged against
+        typer.echo(f"trainready node: spec {source}", err=json_path == "-")
     faults = parse_plants(plant, "node")
     find_digest(image_digest, os.environ, None)  # a malformed flag or env value: one line, exit 2, before any check
     scratch: Path | None = None
@@ -86,6 +90,10 @@ def node(
         scratch = workdir(Path(work) if work else None)
         ctx = CheckContext(node_spec, scratch, faults, {"image_digest": image_digest} if image_digest else {},
                            timeouts=timeouts)
+        if any(c.launches_ranks for c in checks):  # the forkserver imports torch while in-process checks run
+            from trainready.ranks.launch import warm_up
+
+            warm_up()
         limits = {c.name: c().timeout_for(ctx) for c in checks}  # recorded: every check's limit, flags applied
         report = _run(checks, ctx, {"spec_source": source, "workdir": str(ctx.workdir), "timeouts_s": limits,
                                     **({"timeouts_given": timeouts} if timeouts else {})})

@@ -74,11 +74,27 @@ def _short_socket_dir() -> None:
         tempfile.tempdir = old
 
 
+# Imported once by the forkserver, inherited by every rank it forks.  The resume ranks' modules are
+# here because torch.distributed.checkpoint pulls in torch.distributed.tensor and sympy: ~3 s per rank
+# process on a 1x H200 VM when each rank imported them itself.  None of them initialises CUDA.
+PRELOAD = ["torch", "torch.distributed", "trainready.ranks.launch", "trainready.resume.worker"]
+
+
 def _mp_context() -> Any:
     _short_socket_dir()
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["torch", "torch.distributed", "trainready.ranks.launch"])
+    ctx.set_forkserver_preload(PRELOAD)
     return ctx
+
+
+def warm_up() -> None:
+    """Start the forkserver now, so that it imports PRELOAD while this process does other work (the
+    in-process checks): the first launch then costs a fork, not an interpreter and torch's import."""
+    from multiprocessing import forkserver
+
+    _mp_context()
+    with live.quiet_starts():  # as in launch: the forkserver inherits the blocked SIGTERM (see there)
+        forkserver.ensure_running()
 
 
 def _resolve(fn: str | Callable[..., Any]) -> Callable[..., Any]:

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from trainready.ckpt.load import resolve_latest
 from trainready.ranks.launch import launch
 from trainready.data.identity import DataIdentity
 from trainready.resume.compare import Tolerance
@@ -27,7 +26,7 @@ from trainready.resume.sizing import ModelChoice
 from trainready.resume.verdict import judge
 from trainready.records import Outcome, Status
 from trainready.train.loop import CUBLAS_WORKSPACE, TrainConfig
-from trainready.util.atomic import atomic_write_json
+from trainready.util.atomic import atomic_write_json, atomic_write_text
 
 PLANTS = ("skip_rng", "skip_rng_python", "skip_rng_numpy", "skip_data", "skip_lr", "flip_byte", "fill_disk")
 
@@ -85,60 +84,104 @@ def run_protocol(pc: ProtocolConfig, progress: Callable[[str], None] | None = No
         plants=tuple(pc.plants),
     )
     env = {"CUBLAS_WORKSPACE_CONFIG": CUBLAS_WORKSPACE} if pc.train.deterministic else {}
-    runs: dict[str, Any] = {}
-    walls: dict[str, float] = {}
     t_all = time.perf_counter()
+    res = _run_all(pc, kwargs, env, out / GO_FILE, say)
+    walls = {**res.walls, "total": time.perf_counter() - t_all}
+    failed = res.failure(pc)
+    if failed:
+        return dataclasses.replace(failed, details={"declared": declared, "run_dir": str(run_dir)})
+    return judge(res.values, declared, walls, pc, str(run_dir))
+
+
+GO_FILE = "go-C"  # written by the parent once A and B ended: "run" (load and go on) or "stop"
+
+
+def plan(pc: ProtocolConfig) -> dict[str, str]:
     n, k = pc.train.steps, pc.checkpoint_step
-    plan = {"A": f"A: 0→{n} uninterrupted", "B": f"B: 0→{k}, save", "C": f"C: fresh, load {k}, {k}→{n}"}
+    return {"A": f"A: 0→{n} uninterrupted", "B": f"B: 0→{k}, save", "C": f"C: fresh, load {k}, {k}→{n}"}
 
-    def one(role: str) -> tuple[str, Any, float]:
-        t0 = time.perf_counter()
-        res = launch("trainready.resume.worker:resume_rank", pc.world_size, pc.backend,
-                     {**kwargs, "role": role}, timeout_s=pc.timeout_s, env=env,
-                     # One intra-op thread per CPU rank: OpenMP's spinning barriers make 2+
-                     # threads ~10x slower on a shared, oversubscribed CPU (measured here).
-                     threads_per_rank=1 if pc.backend == "gloo" else None)
-        return role, res, time.perf_counter() - t0
 
-    # A and B are independent: on GPUs (latency-bound, small model) they run side by
-    # side as two separate process groups; on CPU ranks they would only share cores.
-    # C always starts after both, as a fresh set of processes.
-    if pc.backend == "nccl":
-        say(f"{plan['A']}  ||  {plan['B']}")
-        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-            first = list(pool.map(one, ("A", "B")))
-    else:
-        first = []
-        for role in ("A", "B"):
-            say(plan[role])
-            first.append(one(role))
-            if not first[-1][1].ok:
-                break
-    for stage in (first, None):
-        if stage is None:
-            say(plan["C"])
-            stage = [one("C")]
-        for role, res, wall in stage:
-            walls[role] = wall
+@dataclass
+class Runs:
+    """What the three launches returned, by role (A, B, C), and each one's wall seconds."""
+
+    results: dict[str, Any] = field(default_factory=dict)
+    walls: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def values(self) -> dict[str, Any]:
+        return {role: res.values for role, res in self.results.items()}
+
+    def failure(self, pc: ProtocolConfig) -> Outcome | None:
+        """FAIL for the first run that broke (A, B, then C) or B's failed save; None when all three ran."""
+        for role in ("A", "B", "C"):
+            res = self.results.get(role)
+            if res is None:
+                continue
             if not res.ok:
                 return Outcome(
-                    Status.FAIL,
-                    f"run {role} ({plan[role]}) failed on {pc.world_size} {pc.backend} rank(s): {res.describe()}",
-                    remedy="The named rank's error is above; rerun `trainready resume` with TRAINREADY_DEBUG=1.",
-                    details={"declared": declared, "run_dir": str(run_dir)},
-                )
-            runs[role] = res.values
+                    Status.FAIL, f"run {role} ({plan(pc)[role]}) failed on {pc.world_size} {pc.backend} rank(s): "
+                    f"{res.describe()}",
+                    remedy="The named rank's error is above; rerun `trainready resume` with TRAINREADY_DEBUG=1.")
             saved = next((v["save_error"] for v in res.values if v.get("save_error")), None)
             if saved:
-                return Outcome(Status.FAIL, f"run B could not save its checkpoint at step {k}: {saved}",
+                return Outcome(Status.FAIL, f"run B could not save its checkpoint at step {pc.checkpoint_step}: {saved}",
                                remedy="The filesystem of --dir filled or failed during the save; free space there "
-                               "(or give another --dir) and run again.",
-                               details={"declared": declared, "run_dir": str(run_dir)})
-            if role == "B" and "flip_byte" in pc.plants:
-                victim = flip_byte(resolve_latest(ckpt))
+                               "(or give another --dir) and run again.")
+        return None
+
+
+def _run_all(pc: ProtocolConfig, kwargs: dict[str, Any], env: dict[str, str], go: Path,
+             say: Callable[[str], None]) -> Runs:
+    """A and B, and C's processes started alongside them: C builds its model, then waits for `go` (written
+    here once A and B ended well, after any planted corruption) before it reads anything they wrote.  C's
+    process start-up (interpreter, CUDA context, process group) thus overlaps A and B instead of following
+    them; C is still a fresh set of processes that never held A's or B's state."""
+    out = Runs()
+
+    def one(role: str, timeout_s: float) -> bool:
+        t0 = time.perf_counter()
+        # One intra-op thread per CPU rank: OpenMP's spinning barriers make 2+ threads ~10x slower on a
+        # shared, oversubscribed CPU (measured on a 2-core x86 VM).
+        res = launch("trainready.resume.worker:resume_rank", pc.world_size, pc.backend,
+                     {**kwargs, "role": role, "go": str(go)}, timeout_s=timeout_s, env=env,
+                     threads_per_rank=1 if pc.backend == "gloo" else None)
+        out.results[role], out.walls[role] = res, time.perf_counter() - t0
+        return res.ok and not any(v.get("save_error") for v in res.values)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+        # C waits for A and B: its limit covers theirs (each up to pc.timeout_s) plus its own run.
+        c_run = pool.submit(one, "C", 3 * pc.timeout_s)
+        ok = False
+        try:
+            ok = _first_runs(pc, pool, one, say)
+            if ok and "flip_byte" in pc.plants:
+                from trainready.ckpt.load import resolve_latest  # torch.distributed.checkpoint: ~3 s to import
+
+                victim = flip_byte(resolve_latest(Path(kwargs["ckpt_dir"])))
                 say(f"planted: flipped a byte of {victim.name}")
-    walls["total"] = time.perf_counter() - t_all
-    return judge(runs, declared, walls, pc, str(run_dir))
+            if ok:
+                say(plan(pc)["C"])
+        finally:  # C never waits on a parent that broke off
+            atomic_write_text(go, "run" if ok else "stop")
+        c_run.result()
+    if not ok:
+        out.results.pop("C", None)  # stopped before it loaded anything: A's or B's failure is the finding
+    return out
+
+
+def _first_runs(pc: ProtocolConfig, pool: concurrent.futures.ThreadPoolExecutor, one: Callable[[str, float], bool],
+                say: Callable[[str], None]) -> bool:
+    """A and B: side by side on GPUs (latency-bound, small model; two separate process groups), one after
+    the other on CPU ranks (they would only share cores), B left out when A failed.  True when both ran well."""
+    if pc.backend == "nccl":
+        say(f"{plan(pc)['A']}  ||  {plan(pc)['B']}")
+        return all(pool.map(one, ("A", "B"), (pc.timeout_s, pc.timeout_s)))
+    say(plan(pc)["A"])
+    if not one("A", pc.timeout_s):
+        return False
+    say(plan(pc)["B"])
+    return one("B", pc.timeout_s)
 
 
 def config_for(train: TrainConfig, **changes: Any) -> TrainConfig:

@@ -79,6 +79,15 @@ def snapshot(tr: Trainer, sampler: SequenceSampler) -> dict[str, Any]:
     return {"tensors": tensors, **light_state(tr, sampler)}
 
 
+def wait_for_go(ctx: RankContext, go: Path, poll_s: float = 0.02) -> bool:
+    """C's processes start beside A and B and build their model; here they wait for the parent's word that
+    A and B ended (the file `go`: "run", or "stop" when one of them failed).  Bounded by the launch's limit."""
+    ctx.stage("C: waiting for runs A and B")
+    while not go.exists():
+        time.sleep(poll_s)
+    return go.read_text().strip() == "run"
+
+
 def resume_rank(
     ctx: RankContext,
     role: str,
@@ -91,6 +100,7 @@ def resume_rank(
     atol: float = 0.0,
     rtol: float = 0.0,
     plants: tuple[str, ...] = (),
+    go: str = "",
 ) -> dict[str, Any]:
     t0 = time.perf_counter()
     cfg = TrainConfig(**train)
@@ -132,6 +142,8 @@ def resume_rank(
             return result
         result["save_s"] = time.perf_counter() - ts
     elif role == "C":
+        if go and not wait_for_go(ctx, Path(go)):
+            return {**result, "stopped": True}
         a_final = torch.load(out / f"A-final-rank{r}.pt", weights_only=True)
         result["differs_before_load"] = compare.differs_before_load(snapshot(tr, sampler), a_final, tol)
         ctx.stage("C: loading")
