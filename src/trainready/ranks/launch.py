@@ -218,7 +218,30 @@ def _end(group: live.Group) -> None:
         live.unregister(group)
 
 
-def launch(
+# free_port() lets the port go before rank 0's store binds it, so a launch beside this one (the self-test
+# runs cases side by side; resume starts C beside A and B) can take it first: rank 0 then fails to listen
+# (EADDRINUSE) before any rank ran `fn`, and the launch is made again on another port.
+PORT_TRIES = 3
+
+
+def launch(fn: str, world_size: int, backend: str = "gloo", kwargs: dict[str, Any] | None = None,
+           timeout_s: float = 60.0, env: dict[str, str] | None = None, threads_per_rank: int | None = None,
+           stall_s: float | None = None, startup_s: float = 60.0) -> LaunchResult:
+    """Run ``fn(ctx: RankContext, **kwargs)`` on `world_size` local ranks (`_launch_once`), again on another
+    port when rank 0 could not listen on the one it was given (PORT_TRIES)."""
+    for _ in range(PORT_TRIES - 1):
+        res = _launch_once(fn, world_size, backend, kwargs, timeout_s, env, threads_per_rank, stall_s, startup_s)
+        if not _port_taken(res):
+            return res
+    return _launch_once(fn, world_size, backend, kwargs, timeout_s, env, threads_per_rank, stall_s, startup_s)
+
+
+def _port_taken(res: LaunchResult) -> bool:
+    return any(o.state == "error" and "EADDRINUSE" in o.message and o.last_stage == "init_process_group"
+               for o in res.outcomes)
+
+
+def _launch_once(
     fn: str,
     world_size: int,
     backend: str = "gloo",

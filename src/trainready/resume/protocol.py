@@ -93,7 +93,7 @@ def run_protocol(pc: ProtocolConfig, progress: Callable[[str], None] | None = No
     return judge(res.values, declared, walls, pc, str(run_dir))
 
 
-GO_FILE = "go-C"  # written by the parent once A and B ended: "run" (load and go on) or "stop"
+GO_FILE = "go-C"  # written by the parent once B ended ("run": load and go on, or "stop"); "go-C-A" once A ended
 
 
 def plan(pc: ProtocolConfig) -> dict[str, str]:
@@ -134,10 +134,11 @@ class Runs:
 def _run_all(pc: ProtocolConfig, kwargs: dict[str, Any], env: dict[str, str], go: Path,
              say: Callable[[str], None]) -> Runs:
     """A and B, and C's processes started alongside them: C builds its model, then waits for `go` (written
-    here once A and B ended well, after any planted corruption) before it reads anything they wrote.  C's
-    process start-up (interpreter, CUDA context, process group) thus overlaps A and B instead of following
-    them; C is still a fresh set of processes that never held A's or B's state."""
-    out = Runs()
+    here once B saved, after any planted corruption) before it loads B's checkpoint and trains on, and for
+    `go`-A (A ended) before it compares anything with A's files.  C's process start-up (interpreter, CUDA
+    context, process group) and its own steps thus overlap A and B instead of following them; C is still a
+    fresh set of processes that never held A's or B's state in memory."""
+    out, go_a = Runs(), go.with_name(go.name + "-A")
 
     def one(role: str, timeout_s: float) -> bool:
         t0 = time.perf_counter()
@@ -152,36 +153,46 @@ def _run_all(pc: ProtocolConfig, kwargs: dict[str, Any], env: dict[str, str], go
     with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
         # C waits for A and B: its limit covers theirs (each up to pc.timeout_s) plus its own run.
         c_run = pool.submit(one, "C", 3 * pc.timeout_s)
-        ok = False
+        ok = {"A": False, "B": False}
         try:
-            ok = _first_runs(pc, pool, one, say)
-            if ok and "flip_byte" in pc.plants:
+            a_run = _first_runs(pc, pool, one, say, ok)
+            if ok["B"] and "flip_byte" in pc.plants:
                 from trainready.ckpt.load import resolve_latest  # torch.distributed.checkpoint: ~3 s to import
 
                 victim = flip_byte(resolve_latest(Path(kwargs["ckpt_dir"])))
                 say(f"planted: flipped a byte of {victim.name}")
-            if ok:
+            if ok["B"]:
                 say(plan(pc)["C"])
+            atomic_write_text(go, "run" if ok["B"] else "stop")  # C loads B's checkpoint and trains on
+            ok["A"] = a_run.result()
+            atomic_write_text(go_a, "run" if ok["A"] and ok["B"] else "stop")  # C compares with A's files
         finally:  # C never waits on a parent that broke off
-            atomic_write_text(go, "run" if ok else "stop")
+            for path in (go, go_a):
+                if not path.exists():
+                    atomic_write_text(path, "stop")
         c_run.result()
-    if not ok:
-        out.results.pop("C", None)  # stopped before it loaded anything: A's or B's failure is the finding
+    if not (ok["A"] and ok["B"]):
+        out.results.pop("C", None)  # stopped early: A's or B's failure is the finding
     return out
 
 
 def _first_runs(pc: ProtocolConfig, pool: concurrent.futures.ThreadPoolExecutor, one: Callable[[str, float], bool],
-                say: Callable[[str], None]) -> bool:
+                say: Callable[[str], None], ok: dict[str, bool]) -> concurrent.futures.Future[bool]:
     """A and B: side by side on GPUs (latency-bound, small model; two separate process groups), one after
-    the other on CPU ranks (they would only share cores), B left out when A failed.  True when both ran well."""
+    the other on CPU ranks (they would only share cores), B left out when A failed.  Returns once B ended
+    (ok["B"]: it ran and saved), with A's run (its future: True when it ran well)."""
     if pc.backend == "nccl":
         say(f"{plan(pc)['A']}  ||  {plan(pc)['B']}")
-        return all(pool.map(one, ("A", "B"), (pc.timeout_s, pc.timeout_s)))
+        a_run = pool.submit(one, "A", pc.timeout_s)
+        ok["B"] = one("B", pc.timeout_s)
+        return a_run
     say(plan(pc)["A"])
-    if not one("A", pc.timeout_s):
-        return False
-    say(plan(pc)["B"])
-    return one("B", pc.timeout_s)
+    done: concurrent.futures.Future[bool] = concurrent.futures.Future()
+    done.set_result(one("A", pc.timeout_s))
+    if done.result():
+        say(plan(pc)["B"])
+        ok["B"] = one("B", pc.timeout_s)
+    return done
 
 
 def config_for(train: TrainConfig, **changes: Any) -> TrainConfig:
