@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-TARGET_S = 180.0  # issue: a fleet run on the local cluster in <= 180 s on the 2-core dev machine
+TARGET_S = 180.0  # target: a fleet run on the local cluster in <= 180 s on a 2-core x86 VM
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 

@@ -22,7 +22,7 @@ from trainready.cluster.layout import NODE_SCHEMA, node_record, read_json
 from trainready.cluster.verdict import decide
 from trainready.spec import load_spec
 
-TARGET_S = 2.0  # issue: verdicts for 640 nodes x 8 GPUs in <= 2 s on the 2-core dev machine
+TARGET_S = 2.0  # target: verdicts for 640 nodes x 8 GPUs in <= 2 s on a 2-core x86 VM
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """Naming the slow nodes of a simulated fleet with the decision code `trainready cluster pairs` runs.
 
 The code under test is trainready.cluster.pairing.find_culprits itself (not a copy); only the
-measurement is simulated.  Fleet model (issue 12): every pair's busbw is drawn anew at each
+measurement is simulated.  Fleet model: every pair's busbw is drawn anew at each
 measurement: a healthy pair at nominal x U(0.95, 1.05) (±5%), a pair holding a bad node at
 nominal x U(0.50, 0.90).  Bad nodes are planted at random, 0.1%-2% of the fleet (at least one).
 The floor is 0.925 x the fleet's own median (between a healthy pair's worst, 0.95, and a bad

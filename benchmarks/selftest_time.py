@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 
-TARGET_S = 300.0  # issue 13: every CPU-applicable fault detected in <= 5 minutes on the 2-core machine
+TARGET_S = 300.0  # target: every CPU-applicable fault detected in <= 5 minutes on the 2-core machine
 
 
 def startup_s() -> float:

@@ -3,7 +3,7 @@
 Each command runs in a fresh interpreter (as a user runs it), interleaved with the bare
 interpreter so both see the same machine load; prints the median wall time and CPU time
 (user + system: what the command itself costs, less inflated by a loaded machine) of each and
-their ratio to the bare interpreter.  Target (issue 10): each help under 1 s.  What made it ~4 s was
+their ratio to the bare interpreter.  Target: each help under 1 s.  What made it ~4 s was
 importing torch before parsing; tests/test_startup_help.py asserts torch stays unimported.
 
     PYTHONPATH=src python3 benchmarks/startup.py              # 7 runs each

@@ -1,21 +1,29 @@
 #!/usr/bin/env bash
-# A real 3-node Slurm cluster on this one host, for trainready's tests and CI.
+# A real N-node Slurm cluster on this one host (3 by default), for trainready's tests and CI.
 #
-#   scripts/local-slurm.sh up       install (apt) what is missing, write the config, start munged,
-#                                   slurmctld and one slurmd per node (node1..node3); idempotent
-#   scripts/local-slurm.sh down     stop the daemons this script started, remove its state
-#   scripts/local-slurm.sh status   exit 0 when sinfo shows the nodes up, else 1 (with the reason)
+#   scripts/local-slurm.sh up [--nodes N]   install (apt) what is missing, write the config, start munged,
+#                                           slurmctld and one slurmd per node (node1..nodeN); idempotent;
+#                                           a cluster up with another N is reconfigured to N.
+#                                           LOCAL_SLURM_NO_INSTALL=1: install nothing (the test suite's fixture
+#                                           sets it: tests never change the host's packages); missing
+#                                           slurm-wlm/munge is then a "cannot start" line
+#   scripts/local-slurm.sh down             stop the daemons this script started, remove its state and logs
+#   scripts/local-slurm.sh status           exit 0 when sinfo shows the nodes up, else 1 (with the reason)
 #
-# All three "nodes" are this host (NodeHostname=$(hostname -s), one slurmd each on ports 17001-17003),
+# Largest N measured on a 2-core x86 VM with 24 GiB: see docs/cluster.md ("The fleet at scale"); each idle
+# slurmd holds a few MiB, so memory is not what bounds N: the tasks' own processes are.
+#
+# All "nodes" are this host (NodeHostname=$(hostname -s), one slurmd each on ports 17001-(17000+N)),
 # so a node's identity inside a job is $SLURMD_NODENAME, never the hostname.  The facts used here
 # (Debian's slurm-wlm 22.05 + munge, multiple slurmd per host with `slurmd -N`) are from the Slurm
 # docs (slurm.conf(5), "Multiple slurmd support") and were checked on a Debian 12 host.
 #
-# When it cannot start (not root, no apt-get, a foreign slurm.conf) it prints ONE line starting with
+# When it cannot start (not root, no apt-get, installs forbidden, a foreign slurm.conf) it prints ONE line starting with
 # "local-slurm: cannot start:" and exits 3, so the tests skip with that reason.
 set -u
 
 NODES=${LOCAL_SLURM_NODES:-3}
+MAX_NODES=1000  # ports 17001..18000; far above what one small host holds
 CONF_DIR=/etc/slurm
 CONF=$CONF_DIR/slurm.conf
 MARK="# written by trainready scripts/local-slurm.sh"
@@ -26,16 +34,30 @@ HOST=$(hostname -s)
 cannot() { echo "local-slurm: cannot start: $*"; exit 3; }
 say() { echo "local-slurm: $*" >&2; }
 
+# A daemon started here must not inherit this script's open files: under `flock LOCK scripts/local-slurm.sh up`
+# the lock's descriptor would live on in munged/slurmd and hold the lock until they exit.
+detached() {
+    (
+        for fd in /proc/$BASHPID/fd/*; do
+            fd=${fd##*/}
+            case "$fd" in ''|*[!0-9]*) continue ;; esac
+            [ "$fd" -gt 2 ] && eval "exec $fd>&-" 2>/dev/null
+        done
+        exec "$@"
+    )
+}
+
 need_root() { [ "$(id -u)" = 0 ] || cannot "needs root (to install slurm-wlm/munge and run slurmd); run as root or in CI"; }
 
 ensure_packages() {
     local missing=()
     for b in slurmctld slurmd sbatch munged; do command -v "$b" >/dev/null 2>&1 || missing+=("$b"); done
     [ ${#missing[@]} = 0 ] && return 0
+    [ "${LOCAL_SLURM_NO_INSTALL:-0}" = 1 ] && cannot "missing ${missing[*]} and LOCAL_SLURM_NO_INSTALL=1 (installs nothing): apt-get install slurm-wlm munge first"
     command -v apt-get >/dev/null 2>&1 || cannot "missing ${missing[*]} and no apt-get to install slurm-wlm munge"
     say "installing slurm-wlm munge (missing: ${missing[*]})"
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge; } \
-        >"/tmp/local-slurm-apt.log" 2>&1 || cannot "apt-get install slurm-wlm munge failed (see /tmp/local-slurm-apt.log)"
+        >"${TMPDIR:-/tmp}/local-slurm-apt.log" 2>&1 || cannot "apt-get install slurm-wlm munge failed (see ${TMPDIR:-/tmp}/local-slurm-apt.log)"
 }
 
 ensure_munge() {
@@ -48,7 +70,7 @@ ensure_munge() {
     chmod 0700 /etc/munge
     if ! munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1; then
         # --force: start even if a stale socket from an earlier run is left behind
-        (su -s /bin/sh munge -c "munged --force" 2>/dev/null || munged --force) \
+        (detached su -s /bin/sh munge -c "munged --force" 2>/dev/null || detached munged --force) \
             || cannot "munged does not start (see /var/log/munge/munged.log)"
         sleep 0.5
         munge -n </dev/null | unmunge >/dev/null 2>&1 || cannot "munge does not encode/decode (see /var/log/munge/munged.log)"
@@ -99,35 +121,43 @@ EOF
 pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 start_daemons() {
-    pid_alive /var/run/slurmctld-trainready.pid || slurmctld || cannot "slurmctld does not start (see $LOG/slurmctld.log)"
+    pid_alive /var/run/slurmctld-trainready.pid || detached slurmctld || cannot "slurmctld does not start (see $LOG/slurmctld.log)"
     local k
     for k in $(seq 1 "$NODES"); do
         mkdir -p "/var/spool/slurmd/node$k"
-        pid_alive "/var/run/slurmd-node$k.pid" || slurmd -N "node$k" || cannot "slurmd -N node$k does not start (see $LOG/slurmd-node$k.log)"
+        pid_alive "/var/run/slurmd-node$k.pid" || detached slurmd -N "node$k" || cannot "slurmd -N node$k does not start (see $LOG/slurmd-node$k.log)"
     done
 }
 
 wait_idle() {
-    local i
-    for i in $(seq 1 60); do
+    local i tries=$((60 + NODES))  # 0.5 s each: 30 s, plus 0.5 s per node for slurmd registrations
+    for i in $(seq 1 "$tries"); do
         if [ "$(sinfo -h -N -o '%N %T' 2>/dev/null | grep -cE ' (idle|mixed|allocated|drained|draining)')" -ge "$NODES" ]; then
             return 0
         fi
         sleep 0.5
     done
-    cannot "nodes did not come up within 30 s: $(sinfo -h -N -o '%N %T' 2>&1 | tr '\n' ' ')"
+    cannot "nodes did not come up within $((tries / 2)) s: $(sinfo -h -N -o '%N %T' 2>&1 | tr '\n' ' ')"
+}
+
+running_nodes() {  # the slurmd pid files this script wrote (node1..nodeK), as a count
+    ls /var/run/slurmd-node[0-9]*.pid 2>/dev/null | wc -l
 }
 
 up() {
     need_root
     ensure_packages
     ensure_munge
+    if [ -f "$CONF" ] && grep -qF "$MARK" "$CONF" && ! grep -qF "NodeName=node[1-$NODES] " "$CONF"; then
+        say "reconfiguring from $(running_nodes) to $NODES node(s)"
+        down  # slurmctld keeps node records in its state: a new node count starts from a clean state
+    fi
     write_conf
     start_daemons
     wait_idle
     # A node left drained by an earlier test run (trainready: reason) comes back clean.
     scontrol update nodename="node[1-$NODES]" state=resume >/dev/null 2>&1 || true
-    say "up: $(sinfo -h -N -o '%N:%T' | tr '\n' ' ')"
+    say "up: $(sinfo -h -o '%N:%T' | tr '\n' ' ')"  # one entry per state: node[1-128]:idle
 }
 
 stop_pidfile() {
@@ -143,10 +173,10 @@ stop_pidfile() {
 }
 
 down() {
-    local k
-    for k in $(seq 1 "$NODES"); do stop_pidfile "/var/run/slurmd-node$k.pid"; done
+    local f
+    for f in /var/run/slurmd-node[0-9]*.pid; do stop_pidfile "$f"; done  # every node up, whatever N was
     stop_pidfile /var/run/slurmctld-trainready.pid
-    rm -rf "$STATE" /var/spool/slurmd/node[0-9]*
+    rm -rf "$STATE" /var/spool/slurmd/node[0-9]* "$LOG"
     if [ -f "$CONF" ] && grep -qF "$MARK" "$CONF"; then rm -f "$CONF"; fi
     if [ -f "$CONF_DIR/cgroup.conf" ] && grep -qF "$MARK" "$CONF_DIR/cgroup.conf"; then rm -f "$CONF_DIR/cgroup.conf"; fi
     say "down"
@@ -159,9 +189,27 @@ status() {
     sinfo -N -o '%N %T %E'
 }
 
-case "${1:-}" in
-    up) up ;;
+parse_nodes() {  # up's options: --nodes N (or --nodes=N)
+    while [ $# -gt 0 ]; do
+        case "$1" in
+            --nodes|-N) [ $# -ge 2 ] || { echo "local-slurm: --nodes: expected a count" >&2; exit 2; }; NODES=$2; shift 2 ;;
+            --nodes=*) NODES=${1#--nodes=}; shift ;;
+            *) echo "local-slurm: up: unknown option '$1' (expected --nodes N)" >&2; exit 2 ;;
+        esac
+    done
+    case "$NODES" in
+        ''|*[!0-9]*) echo "local-slurm: --nodes '$NODES': expected a whole number 1..$MAX_NODES" >&2; exit 2 ;;
+    esac
+    if [ "$NODES" -lt 1 ] || [ "$NODES" -gt "$MAX_NODES" ]; then
+        echo "local-slurm: --nodes $NODES: expected 1..$MAX_NODES" >&2; exit 2
+    fi
+}
+
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+case "$cmd" in
+    up) parse_nodes "$@"; up ;;
     down) down ;;
     status) status ;;
-    *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+    *) echo "usage: $0 up [--nodes N]|down|status" >&2; exit 2 ;;
 esac

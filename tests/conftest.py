@@ -70,6 +70,28 @@ def private_tmpdir(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no
             shutil.rmtree(p, ignore_errors=True) if p.is_dir() and not p.is_symlink() else p.unlink(missing_ok=True)
 
 
+PACKAGE_TOOLS = ("apt-get", "apt", "aptitude")  # what would change the host's system packages
+REFUSE = """#!/bin/sh
+echo "trainready tests: refused '${0##*/} $*': the test suite installs no system packages" >&2
+exit 100
+"""
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_package_installs(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """For the whole session (this process and every subprocess), apt-get/apt/aptitude on PATH are stand-ins
+    that refuse and exit 100: a test that tries to install a system package fails, naming the call,
+    instead of changing the host."""
+    d = tmp_path_factory.mktemp("no-package-installs")
+    for name in PACKAGE_TOOLS:
+        (d / name).write_text(REFUSE)
+        (d / name).chmod(0o755)
+    old = os.environ.get("PATH", "")
+    os.environ["PATH"] = f"{d}{os.pathsep}{old}"
+    yield d
+    os.environ["PATH"] = old
+
+
 @pytest.fixture(autouse=True)
 def no_scratch_left_behind(private_tmpdir: Path, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
     """A test that leaves a trainready scratch folder in TMPDIR errors at teardown, naming it (then it is removed)."""
@@ -109,22 +131,35 @@ def params(tr) -> dict:  # type: ignore[no-untyped-def, type-arg]
 
 
 SLURM_SCRIPT = REPO / "scripts" / "local-slurm.sh"
+BASH = shutil.which("bash") or "/bin/bash"
+NO_INSTALL = {"LOCAL_SLURM_NO_INSTALL": "1"}  # scripts/local-slurm.sh: install no package, say what is missing
+
+
+def local_slurm_script(action: str, env: dict[str, str] | None = None,
+                       timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    """`scripts/local-slurm.sh ACTION` as the tests run it: with package installs forbidden
+    (LOCAL_SLURM_NO_INSTALL=1), so a test run never changes the host's packages; where slurm-wlm or
+    munge is missing, `up` says so in one 'cannot start' line (exit 3)."""
+    e = {**os.environ, **(env or {}), **NO_INSTALL}
+    return subprocess.run([BASH, str(SLURM_SCRIPT), action], capture_output=True, text=True, env=e,
+                          timeout=timeout)
 
 
 @pytest.fixture(scope="session")
 def local_slurm():
     """The local 3-node Slurm cluster (scripts/local-slurm.sh), up for the session; skipped with the script's
-    own reason when it cannot start here (not root, no apt-get).  Taken down afterwards only if this
+    own one-line reason when it cannot start here (not root, slurm-wlm/munge not installed: the tests
+    install no system packages, .ci/run installs them first).  Taken down afterwards only if this
     session brought it up."""
-    was_up = subprocess.run(["bash", str(SLURM_SCRIPT), "status"], capture_output=True, text=True).returncode == 0
-    p = subprocess.run(["bash", str(SLURM_SCRIPT), "up"], capture_output=True, text=True, timeout=900)
+    was_up = local_slurm_script("status", timeout=60).returncode == 0
+    p = local_slurm_script("up")
     line = (p.stdout.strip() or p.stderr.strip() or f"exit {p.returncode}").splitlines()[-1]
     if p.returncode == 3:  # "local-slurm: cannot start: <what is missing>"
         pytest.skip(line)
     assert p.returncode == 0, f"scripts/local-slurm.sh up failed: {p.stdout}{p.stderr}"
     yield ["node1", "node2", "node3"]
     if not was_up:
-        subprocess.run(["bash", str(SLURM_SCRIPT), "down"], capture_output=True, text=True, timeout=120)
+        local_slurm_script("down", timeout=120)
 
 
 # Test modules that use the local Slurm cluster (the `local_slurm` fixture).  Under pytest-xdist (`-n N`, the
@@ -132,7 +167,8 @@ def local_slurm():
 # test drains, plants or scancels nodes under another's jobs.  (xdist's own `--dist loadgroup` cannot do it
 # with pytest >= 9: it tags node ids through a private attribute pytest no longer reads.)  Collection stops
 # on a test of any other module that uses the fixture, so this list cannot silently fall behind.
-SLURM_MODULES = ("test_cluster_cli.py", "test_cluster_e2e.py", "test_cluster_gate.py", "test_report_html.py")
+SLURM_MODULES = ("test_cluster_cli.py", "test_cluster_e2e.py", "test_cluster_gate.py", "test_fleet_history.py",
+                 "test_report_html.py")
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:

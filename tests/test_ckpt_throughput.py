@@ -8,7 +8,9 @@ import pytest
 import torch
 
 from trainready.checks.base import CheckContext
-from trainready.ckpt.throughput import ThroughputCheck, measure
+from trainready.checks.ckpt_throughput import CkptThroughputCheck
+from trainready.checks.options import CheckOptions, ThroughputOptions
+from trainready.ckpt.throughput import measure
 from trainready.records import Status
 from trainready.spec import load_spec
 
@@ -25,8 +27,8 @@ def test_measure_reports_all_variants_and_cleans_up(tmp_path: Path) -> None:
 @pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 def test_check_judges_the_save_ratio(tmp_path: Path) -> None:
     spec, _ = load_spec(None)
-    ctx = CheckContext(spec, tmp_path, {}, {"throughput.bytes": 8 << 20, "throughput.rounds": 1})
-    res = ThroughputCheck().execute(ctx)
+    ctx = CheckContext(spec, tmp_path, {}, CheckOptions(throughput=ThroughputOptions(nbytes=8 << 20, rounds=1)))
+    res = CkptThroughputCheck().execute(ctx)
     assert res.status in (Status.PASS, Status.WARN), res.message
     ratio = next(m for m in res.metrics if m.name == "ckpt_ratio" and m.label_dict["ratio"] == "save/raw_write")
     assert ratio.threshold is not None and ratio.threshold.bound == 0.85

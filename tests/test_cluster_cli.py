@@ -86,20 +86,18 @@ def test_drain_reason_has_the_prefix_and_a_bounded_length():
 
 
 def _opts(**kw):  # type: ignore[no-untyped-def]
-    from trainready.commands.cluster import _options
+    from trainready.commands.cluster_options import FleetArgs
 
-    base = dict(results="/tmp/x", nodes=None, nodelist=None, partition=None, spec=None, level=Level.QUICK, only=None,
-                skip=None, time_limit="5:00", concurrency=64, reference=None, drain=False, image=None, mounts=None,
-                mount_home=False, plant=None)
-    return _options(**{**base, **kw})
+    base = dict(results="/tmp/x", level=Level.QUICK, time_limit="5:00")
+    return FleetArgs(**{**base, **kw}).build()
 
 
 @pytest.mark.parametrize("kw, words", [
     (dict(nodes=2, nodelist="node[1-2]"), "--nodes and --nodelist"),
     (dict(time_limit="soon"), "--time 'soon'"),
-    (dict(plant=["cluster.slow=node3:fast"]), "cluster.slow=node3:fast"),
-    (dict(plant=["cluster.slw=node3"]), "did you mean cluster.slow"),
-    (dict(mounts=["/a:/b"]), "needs --container-image"),
+    (dict(plant=("cluster.slow=node3:fast",)), "cluster.slow=node3:fast"),
+    (dict(plant=("cluster.slw=node3",)), "did you mean cluster.slow"),
+    (dict(mounts=("/a:/b",)), "needs --container-image"),
     (dict(results="/no/such/dir/r"), "does not exist"),
     (dict(spec="/no/such.toml"), "/no/such.toml"),
 ])
@@ -112,6 +110,76 @@ def test_usage_errors_before_anything_is_submitted(kw, words):
 def test_usage_error_through_the_cli_is_one_line_exit_2():
     p = run_cli("cluster", "run", "-N", "2", "-w", "node[1-2]", "--results", "/tmp/x")
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "--nodes and --nodelist" in p.stderr
+
+
+SUBMITTING = ("run", "resume", "pairs", "rollout")  # the cluster commands that submit Slurm jobs
+
+
+def _cluster_params() -> dict[str, dict[str, str]]:
+    """command -> {option flag: its help}, as click sees them (the real --help)."""
+    import typer
+
+    from trainready.cli import app
+
+    group = typer.main.get_command(app).commands["cluster"]  # type: ignore[attr-defined]
+    return {name: {p.opts[0]: p.help or "" for p in group.commands[name].params if p.opts[0].startswith("--")}
+            for name in SUBMITTING}
+
+
+def test_cluster_options_are_declared_once_with_one_help_text():
+    params = _cluster_params()
+    job = {"--results", "--partition", "--spec", "--time", "--container-image", "--container-mounts",
+           "--container-mount-home", "--plant"}
+    for name, opts in params.items():
+        assert not job - set(opts), f"cluster {name} lacks {sorted(job - set(opts))}"
+    helps: dict[str, set[str]] = {}
+    for opts in params.values():
+        for flag, text in opts.items():
+            helps.setdefault(flag, set()).add(text)
+    drifted = {flag: texts for flag, texts in helps.items() if len(texts) > 1}
+    assert not drifted, drifted
+    assert "example:local-slurm" in params["run"]["--spec"]  # the spec the local examples use
+
+
+@pytest.fixture()
+def slurm_tripwire(tmp_path):  # type: ignore[no-untyped-def]
+    """PATH with every Slurm client first in line, each leaving a mark if called: 'not asked' is observed."""
+    bin_dir, mark = tmp_path / "bin", tmp_path / "slurm-was-asked"
+    bin_dir.mkdir()
+    for tool in ("sinfo", "squeue", "sbatch", "srun", "scontrol", "sacct", "scancel"):
+        (bin_dir / tool).write_text(f"#!/bin/sh\necho \"$0 $*\" >> {mark}\nexit 1\n")
+        (bin_dir / tool).chmod(0o755)
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}, mark
+
+
+def _read_only_dir(path: Path) -> bool:
+    """`path` made unwritable even for root (chattr +i on ext4), or by mode for another user; False: cannot."""
+    path.mkdir()
+    if os.geteuid() != 0:
+        path.chmod(0o555)
+        return True
+    return shutil.which("chattr") is not None and subprocess.run(["chattr", "+i", str(path)],
+                                                                  capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize("where", ["read-only", "/proc/acc", "/sys/acc", "a-file"])
+def test_unwritable_results_is_one_line_exit_2_before_slurm_is_asked(where, tmp_path, slurm_tripwire):
+    env, mark = slurm_tripwire
+    ro = tmp_path / "ro"
+    if where == "read-only" and not _read_only_dir(ro):
+        pytest.skip("cannot make a read-only directory here (no chattr, or not ext-like)")
+    results = {"read-only": str(ro / "acc"), "a-file": str(Path(env["PATH"].split(os.pathsep)[0]) / "sinfo")}.get(
+        where, where)
+    try:
+        for cmd in (["run", "-N", "3"], ["resume"], ["pairs", "-N", "2"], ["rollout", "-N", "3"]):
+            p = run_cli("cluster", *cmd, "--results", results, "--spec", "example:local-slurm", env=env, timeout=120)
+            lines = p.stderr.strip().splitlines()
+            assert p.returncode == 2 and len(lines) == 1, (cmd, p.returncode, p.stderr)
+            assert f"--results {results}" in lines[0] and "internal error" not in lines[0], lines[0]
+            assert not mark.exists(), mark.read_text()  # Slurm was not asked anything
+    finally:
+        if where == "read-only" and os.geteuid() == 0:
+            subprocess.run(["chattr", "-i", str(ro)], check=True)
 
 
 def test_task_states_parse_scontrol_and_fall_back_to_sacct(monkeypatch):

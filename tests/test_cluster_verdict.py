@@ -147,3 +147,20 @@ def test_plants_are_keyed_by_node():
     for bad in ({"cluster.slow": "node3:x"}, {"cluster.clock": "node2"}, {"cluster.fail": "node2:1"}):
         with pytest.raises(UsageError):
             validate(bad)
+
+
+def test_a_resumed_node_is_judged_with_its_baseline_runs_figures_and_reference():
+    """`cluster resume` re-validates one node: alone it is its own fleet (its slowness is the median, the
+    majority is itself); with the rejecting run's other nodes as peers (cluster/history.py) it is caught."""
+    run = synthetic.fleet(8, 8, slow={"gpu0005": {g: 0.5 for g in range(8)}})
+    drifted = dataclasses.replace(run[4], record={**run[4].record, "versions": {**run[4].record["versions"],
+                                                                                "nccl": "2.21.5"}})
+    alone = decide([drifted], SPEC, [], [], reference="gpu0001")
+    assert alone.nodes[0].accepted and alone.stats[0].n == 8  # the planted slow, drifted node passes alone
+    judged = decide([drifted], SPEC, [], [], reference="gpu0001", peers=run[:4] + run[5:])
+    assert [n.node for n in judged.nodes] == ["gpu0005"]  # peers get no verdict of their own
+    reasons = judged.nodes[0].reasons
+    assert any(r.startswith("slow: GPU 0 gemm_bf16") for r in reasons), reasons
+    assert "drift: nccl 2.27.7 (gpu0001) ≠ 2.21.5" in reasons and judged.stats[0].n == 64
+    healthy = decide([run[3]], SPEC, [], [], reference="gpu0001", peers=run[:3] + run[4:])
+    assert healthy.nodes[0].accepted, healthy.nodes[0].reasons

@@ -172,14 +172,18 @@ def test_node_check_fails_on_planted_wrong_rank(tmp_path: Path) -> None:
 def test_help_defaults_match_the_code() -> None:
     import inspect
 
-    from trainready.commands.comm import CPU_DEFAULTS, GPU_DEFAULTS, comm
+    from trainready.comm.defaults import SWEEP_DEFAULTS
+    from trainready.comm.ops import human
+    from trainready.commands.comm import comm
 
     helps = {k: p.default.help for k, p in inspect.signature(comm).parameters.items()}
-    for param, key in [("min_bytes", "min"), ("max_bytes", "max"), ("factor", "factor"), ("step_budget", "budget"),
-                       ("warmup", "warmup"), ("iters", "iters")]:
-        cpu, gpu = (v if isinstance(v, str) else f"{v:g}" for v in (CPU_DEFAULTS[key], GPU_DEFAULTS[key]))
-        assert f"{cpu} on CPU" in helps[param], (param, helps[param])
-        assert f"{gpu} on GPUs" in helps[param], (param, helps[param])
+    gpu, cpu = SWEEP_DEFAULTS["nccl"], SWEEP_DEFAULTS["gloo"]
+    for param, get in [("min_bytes", lambda d: human(d.comm_sizes.min_bytes)),
+                       ("max_bytes", lambda d: human(d.comm_sizes.max_bytes)), ("factor", lambda d: d.comm_sizes.factor),
+                       ("step_budget", lambda d: f"{d.step_budget_s:g}"), ("warmup", lambda d: d.warmup),
+                       ("iters", lambda d: d.iters), ("pair_bytes", lambda d: human(d.pair_bytes))]:
+        assert f"{get(cpu)} on CPU" in helps[param], (param, helps[param])
+        assert f"{get(gpu)} on GPUs" in helps[param], (param, helps[param])
 
 
 def test_each_verdict_row_shows_its_own_time(healthy: dict) -> None:  # type: ignore[type-arg]

@@ -81,3 +81,18 @@ def test_a_planted_fleet_record_is_refused_by_bundle(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="planted faults"):
         read_records((str(path),))
     assert read_records((str(fleet_dir(tmp_path / "ok")),))[0].kind == "fleet"
+
+
+def test_fleet_html_lists_the_earlier_runs_of_the_latest_record(tmp_path: Path) -> None:
+    path = fleet_dir(tmp_path)
+    doc = json.loads(path.read_text())
+    assert "earlier runs under this --results" not in render_html([read_record(str(path))])  # a run's own record
+    doc["history"] = [{"run": "20261203T210512Z-run", "kind": "run", "verdict": "reject", "rejected": ["node2"],
+                       "record": "/acc/runs/20261203T210512Z-run/fleet.json", "planted": {"cluster.fail": "node2"}},
+                      {"run": "20261203T200000Z-run", "record": None,
+                       "verdict": "none: the run ended before its verdict (no record at /acc/runs/x/fleet.json)"}]
+    path.write_text(json.dumps(doc))
+    html = render_html([read_record(str(path))])
+    table = html.split("earlier runs under this --results")[1].split("</table>")[0]
+    assert "20261203T210512Z-run" in table and "/acc/runs/20261203T210512Z-run/fleet.json" in table
+    assert "node2" in table and "planted: a test" in table and "none: the run ended before its verdict" in table

@@ -61,13 +61,14 @@ def test_bad_numbers_are_usage_errors_before_any_run(tmp_path: Path, change: dic
     import dataclasses
 
     from trainready.errors import UsageError
+    from trainready.resume.options import ResumeOptions
     from trainready.resume.setup import prepare
     from trainready.spec.model import ResumeSpec
 
     good = dataclasses.replace(ResumeSpec(), steps=20, checkpoint_step=10)
-    prepare(good, {"cpu": True}, {}, tmp_path / "ok")  # the base case is accepted
+    prepare(good, ResumeOptions(cpu=True), {}, tmp_path / "ok")  # the base case is accepted
     with pytest.raises(UsageError) as info:
-        prepare(dataclasses.replace(good, **change), {"cpu": True, **options}, {}, tmp_path / "bad")
+        prepare(dataclasses.replace(good, **change), ResumeOptions(cpu=True, **options), {}, tmp_path / "bad")
     assert expected in str(info.value) and "\n" not in str(info.value)
     assert not (tmp_path / "bad").exists()  # refused before anything was written
 

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from trainready.checks.base import CheckContext
+from trainready.checks.options import CheckOptions
+from trainready.resume.options import ResumeOptions
 from trainready.checks.resume import ResumeCheck
 from trainready.records import CheckResult, Status
 from trainready.spec import load_spec
@@ -18,7 +20,7 @@ def _run(tmp_path: Path, faults: dict[str, str] | None = None, **resume: object)
     spec, _ = load_spec(None)
     short = {"steps": 20, "checkpoint_step": 10, **resume}
     spec = dataclasses.replace(spec, resume=dataclasses.replace(spec.resume, **short))
-    ctx = CheckContext(spec, tmp_path, faults or {}, {"resume": {"cpu": True}})
+    ctx = CheckContext(spec, tmp_path, faults or {}, CheckOptions(resume=ResumeOptions(cpu=True)))
     return ResumeCheck().execute(ctx)
 
 

@@ -47,22 +47,24 @@ def test_vocab_is_sized_from_the_ids_the_run_reads(gpt2_corpus: Path) -> None:
 
 
 def test_sample_corpus_keeps_the_preset_shape(tmp_path: Path) -> None:
+    from trainready.resume.options import ResumeOptions
     from trainready.resume.setup import prepare
 
-    pc = prepare(SHORT, {"cpu": True}, {}, tmp_path)
+    pc = prepare(SHORT, ResumeOptions(cpu=True), {}, tmp_path)
     assert pc.model is not None and pc.model.vocab_from == "data"
     assert pc.model.config.vocab_size <= 512 and not pc.model.config.tie_embeddings
     assert pc.train.vocab_size == pc.model.config.vocab_size  # what the ranks build
 
 
 def test_an_id_above_an_explicit_vocab_size_is_one_line(gpt2_corpus: Path, tmp_path: Path) -> None:
+    from trainready.resume.options import ResumeOptions
     from trainready.resume.setup import prepare
 
     with pytest.raises(DataError) as info:
-        prepare(SHORT, {"cpu": True, "data": str(gpt2_corpus), "vocab_size": 1000}, {}, tmp_path)
+        prepare(SHORT, ResumeOptions(cpu=True, data=str(gpt2_corpus), vocab_size=1000), {}, tmp_path)
     msg = str(info.value)
     assert "\n" not in msg and str(gpt2_corpus) in msg and "expected 0 <= id < --vocab-size 1000" in msg
-    pc = prepare(SHORT, {"cpu": True, "data": str(gpt2_corpus), "vocab_size": 65536}, {}, tmp_path)
+    pc = prepare(SHORT, ResumeOptions(cpu=True, data=str(gpt2_corpus), vocab_size=65536), {}, tmp_path)
     assert pc.model is not None and pc.model.vocab_from == "--vocab-size" and pc.train.vocab_size == 65536
 
 
@@ -79,11 +81,12 @@ def test_negative_ids_are_refused(tmp_path: Path) -> None:
 
 def test_record_names_the_data_exactly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A relative --data path is recorded absolute, with bytes, tokens, dtype and each file's sha256."""
+    from trainready.resume.options import ResumeOptions
     from trainready.resume.setup import prepare
 
     prefix = write_sample_corpus(tmp_path / "data", name="tokens")
     monkeypatch.chdir(tmp_path / "data")
-    pc = prepare(SHORT, {"cpu": True, "data": "tokens"}, {}, tmp_path / "run")
+    pc = prepare(SHORT, ResumeOptions(cpu=True, data="tokens"), {}, tmp_path / "run")
     assert pc.identity is not None
     ident = pc.identity.to_json()
     assert ident["path"] == str(prefix.resolve()) and Path(pc.data).is_absolute()
@@ -139,13 +142,15 @@ def test_gpt2_sized_corpus_runs_with_the_documented_command(cli, gpt2_corpus: Pa
 @pytest.mark.slow
 def test_node_check_path_sizes_the_vocab_the_same_way(gpt2_corpus: Path, tmp_path: Path) -> None:
     from trainready.checks.base import CheckContext
+    from trainready.checks.options import CheckOptions
+    from trainready.resume.options import ResumeOptions
     from trainready.checks.resume import ResumeCheck
     from trainready.records import Status
     from trainready.spec import load_spec
 
     spec, _ = load_spec(None)
     spec = dataclasses.replace(spec, resume=dataclasses.replace(spec.resume, steps=6, checkpoint_step=3))
-    ctx = CheckContext(spec, tmp_path, {}, {"resume": {"cpu": True, "data": str(gpt2_corpus)}})
+    ctx = CheckContext(spec, tmp_path, {}, CheckOptions(resume=ResumeOptions(cpu=True, data=str(gpt2_corpus))))
     res = ResumeCheck().execute(ctx)
     assert res.status == Status.PASS, res.message
     assert res.details["model"]["vocab_size"] > 50000 and res.details["model"]["vocab_from"] == "data"

@@ -46,17 +46,25 @@ SEVERITY: dict[Status, int] = {
 
 
 class Level(str, enum.Enum):
-    """How deep a run goes: `quick` checks take seconds, `standard` adds the rest."""
+    """How deep a run goes, each level including the ones before it: `light` is the version chain and the
+    manifest alone (one interpreter and torch start-up per node: for exercising fleet orchestration on many
+    nodes, not an acceptance of the hardware), `quick` adds the checks that take seconds, `standard` the rest."""
 
+    LIGHT = "light"
     QUICK = "quick"
     STANDARD = "standard"
+
+    @property
+    def depth(self) -> int:
+        """0 light, 1 quick, 2 standard: a check runs at every level at least as deep as its own."""
+        return list(Level).index(self)
 
 
 @dataclass(frozen=True)
 class Threshold:
     """The bound a metric was judged against: ``value <op> bound``.
 
-    `source` says where the bound came from (spec key, seed rule, table entry).
+    `source` says where the bound came from (spec key, a named rule, table entry).
     """
 
     op: str  # one of ">=", "<=", "==", ">", "<"

@@ -1,7 +1,7 @@
 """Question 3, first step: do the GPUs exchange results?
 
 Rank r contributes r+1; after a SUM all_reduce every rank must hold
-N(N+1)/2 (36 for 8 ranks, the seed's example).  One process per local GPU with
+N(N+1)/2 (36 for 8 ranks).  One process per local GPU with
 NCCL, or 8 gloo ranks on a CPU node.  A hung or dead rank ends the check
 within its timeout with a failure that names the rank.
 """

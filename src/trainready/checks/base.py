@@ -14,8 +14,9 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping
 
+from trainready.checks.options import CheckOptions
 from trainready.ranks import live
 from trainready.errors import DuplicateCheckError, GpuUnusable, Interrupted, TrainreadyError, UsageError
 from trainready.records import CheckResult, Level, Outcome, Status
@@ -46,11 +47,14 @@ class CheckContext:
     spec: NodeSpec
     workdir: Path
     faults: Mapping[str, str] = field(default_factory=dict)
-    options: dict[str, Any] = field(default_factory=dict)
+    # The command's options (one typed record, built once by the command): each check reads its own field.
+    options: CheckOptions = field(default_factory=CheckOptions)
     # Results of checks that ran before this one, by name (e.g. spec init reads them).
     previous: dict[str, CheckResult] = field(default_factory=dict)
     # Per-check limits in seconds (`--timeout NAME=SECONDS`), overriding each check's `timeout_s`.
     timeouts: Mapping[str, float] = field(default_factory=dict)
+    # Where a long check says which stage it is in (a command's status line); None = nowhere.
+    progress: Callable[[str], None] | None = None
 
     def fault(self, name: str) -> str | None:
         """The value of a planted fault, or None when not planted."""
@@ -62,7 +66,7 @@ class Check(ABC):
     title: ClassVar[str] = ""
     level: ClassVar[Level] = Level.QUICK
     timeout_s: ClassVar[float] = 120.0
-    order: ClassVar[int] = 100  # lower runs first; the seed's four questions in order
+    order: ClassVar[int] = 100  # lower runs first; the README's four bring-up questions in order
     launches_ranks: ClassVar[bool] = False  # runs rank processes (ranks.launch): `node` starts their forkserver early
 
     def skip_reason(self, ctx: CheckContext) -> str | None:
@@ -183,7 +187,7 @@ def select(only: list[str] | None, skip: list[str] | None, level: Level) -> list
         if only:
             if cls.name not in only:
                 continue
-        elif level == Level.QUICK and cls.level != Level.QUICK:
+        elif cls.level.depth > level.depth:
             continue
         if skip and cls.name in skip:
             continue

@@ -9,9 +9,9 @@ named straggler fails it; no expectation → warn.
 from __future__ import annotations
 
 from trainready.checks.base import Check, CheckContext, register
-from trainready.comm.ops import OPS, size_steps
-from trainready.comm.run import (EFF_LOOPS, EFF_MIN_LOOP_S, PAIR_BYTES_CPU, PAIR_BYTES_GPU, SWEEP_FAULTS, CommOptions,
-                                 launch_failure, outcomes, sweep_faults, sweep_local)
+from trainready.comm.ops import OPS
+from trainready.comm.defaults import sweep_defaults
+from trainready.comm.run import SWEEP_FAULTS, CommOptions, launch_failure, outcomes, sweep_faults, sweep_local
 from trainready.records import SEVERITY, Level, Outcome, Status
 from trainready.util.devices import local_world
 
@@ -39,19 +39,15 @@ class CommSweepCheck(Check):
         world, backend = local_world(ctx.spec)
         gpu = backend == "nccl"
         faults = sweep_faults({k: v for k in SWEEP_FAULTS if (v := ctx.fault(f"comm.{k}")) is not None})
+        d = sweep_defaults(backend)  # the node check's short sweep: its check_* fields say why it differs
         opts = CommOptions(
-            ops=list(OPS),
-            # CPU: 1 KiB..1 MiB x4 (latency and small-bandwidth regime, seconds); GPU: 1 MiB..1 GiB x2.
-            sizes=size_steps(1 << 20, 1 << 30, 2) if gpu else size_steps(1 << 10, 1 << 20, 4),
-            warmup=5 if gpu else 1, iters=20 if gpu else 5, world_size=world, backend=backend,
-            timeout_s=ctx.spec.comm.timeout_s, pair_bytes=PAIR_BYTES_GPU if gpu else PAIR_BYTES_CPU,
-            pair_iters=5 if gpu else 3, step_budget_s=None if gpu else 0.5, faults=faults,
-            deadline_s=sweep_deadline_s(self.timeout_for(ctx)),
-            # gloo shares the CPU with the host: best of 3 timed loops per size (measured on the 2-core dev VM
-            # under load: run-to-run spread of busbw 0.18-0.42 instead of 0.24-0.53 with one loop)
-            loops=1 if gpu else 3,
-            eff_loops=EFF_LOOPS[backend],  # comm.efficiency's same-run point-to-point reference (docs/comm.md)
-            eff_min_loop_s=EFF_MIN_LOOP_S[backend], cpu_bind=not gpu,
+            ops=list(OPS), sizes=d.check_sizes.steps(),
+            warmup=d.check_warmup, iters=d.check_iters, world_size=world, backend=backend,
+            timeout_s=ctx.spec.comm.timeout_s, pair_bytes=d.pair_bytes, pair_iters=d.check_pair_iters,
+            step_budget_s=d.step_budget_s or None, faults=faults, deadline_s=sweep_deadline_s(self.timeout_for(ctx)),
+            loops=d.check_loops,
+            eff_loops=d.eff_loops,  # comm.efficiency's same-run point-to-point reference (docs/comm.md)
+            eff_min_loop_s=d.eff_min_loop_s, cpu_bind=not gpu,
             eff_from=ctx.spec.comm.expected_sizes_bytes[0] if ctx.spec.comm.expected_sizes_bytes else None,
         )
         res, _ = sweep_local(opts)

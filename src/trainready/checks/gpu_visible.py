@@ -1,6 +1,6 @@
 """Question 1: can the GPUs be used?  Count and model match the spec, every GPU
-is healthy, and the GPUs torch sees are the GPUs NVML sees (seed 000: check on
-the host, then inside the container; the two views must correspond).
+is healthy, and the GPUs torch sees are the GPUs NVML sees (checked on
+the host, then inside the container: the two views must correspond).
 
 `judge_gpus` is pure over `NodeFacts` so facts captured on real nodes
 (tests/data/*.json) can be replayed; `GpusCheck.run` only gathers and calls it.

@@ -1,7 +1,7 @@
 """Every `--plant NAME=VALUE` name, with what it does: the ONE table the CLI validates against.
 
 Plants are fault injections and fact replays for tests of the whole CLI. A misspelled
-plant used to be silently ignored (a PASS that tested nothing), so each command accepts
+plant silently ignored would be a PASS that tested nothing, so each command accepts
 only the names below that its checks actually read; tests/test_plants.py scans the
 sources so this table cannot drift from the code.  Any run with plants is marked in its
 record (context "planted"), its overall verdict is capped at WARN and it exits

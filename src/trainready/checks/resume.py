@@ -28,12 +28,11 @@ class ResumeCheck(Check):
     timeout_s = 1200.0  # three runs of up to 300 s each, plus start-up
 
     def run(self, ctx: CheckContext) -> Outcome:
-        faults = {k: v for k, v in ctx.faults.items() if k.startswith("resume.")}
-        pc = prepare(ctx.spec.resume, ctx.options.get("resume", {}), faults, ctx.workdir / "resume", ctx.spec)
-        progress = ctx.options.get("resume.progress")
-        out = run_protocol(pc, progress if callable(progress) else None)
+        opts = ctx.options
+        pc = opts.protocol or prepare(ctx.spec.resume, opts.resume, ctx.faults, ctx.workdir / "resume", ctx.spec)
+        out = run_protocol(pc, ctx.progress)
         # `trainready resume` runs on the ranks it was given; `trainready node` says when they differ.
-        note = "" if ctx.options.get("resume.standalone") else ranks_note(ctx.spec, pc.world_size, pc.backend)
+        note = "" if opts.resume.standalone else ranks_note(ctx.spec, pc.world_size, pc.backend)
         return dataclasses.replace(out, message=out.message + note) if note else out
 
 

@@ -25,10 +25,9 @@ from typing import Any
 import torch
 import torch.distributed.checkpoint as dcp
 
-from trainready.checks.base import Check, CheckContext
 from trainready.ckpt.load import resolve_latest, verify
 from trainready.ckpt.save import WRITE_THREADS, release_staging, save_state, stage_to_cpu
-from trainready.records import Level, Metric, Outcome, Status, Threshold
+from trainready.records import Metric, Outcome, Status, Threshold
 
 TARGET = 0.85  # save ÷ raw write+fsync: within 15% of what the disk itself sustains (trainready's target)
 BLOCK = 64 << 20  # raw writes/reads of 64 MiB
@@ -152,25 +151,6 @@ def measure(directory: Path, nbytes: int = 256 << 20, rounds: int = 3, device: s
     per_round = {k: [round(t, 4) for t in v] for k, v in times.items()}
     return {"bytes": n, "device": str(dev), "rounds": rounds, "write_threads": WRITE_THREADS,
             "gbps": gbps, "ratio": ratio, "seconds": per_round, "dir": str(directory)}
-
-
-class ThroughputCheck(Check):
-    """Used by `trainready resume --throughput` (not part of `trainready node`)."""
-
-    name = "ckpt_throughput"
-    title = "Checkpoint save/load GB/s vs raw write+fsync on the same directory"
-    level = Level.STANDARD
-    order = 41
-    timeout_s = 600.0
-
-    def run(self, ctx: CheckContext) -> Outcome:
-        from trainready.util.devices import require_gpus
-
-        require_gpus(ctx.spec)  # under a GPU spec: GpuUnusable (FAIL) rather than a CPU-staged figure
-        directory = Path(ctx.options.get("throughput.dir") or ctx.workdir)
-        nbytes = int(ctx.options.get("throughput.bytes") or ((2 << 30) if torch.cuda.is_available() else (256 << 20)))
-        res = measure(directory, nbytes, int(ctx.options.get("throughput.rounds") or 3))
-        return judge(res, directory)
 
 
 def judge(res: dict[str, Any], directory: Path) -> Outcome:

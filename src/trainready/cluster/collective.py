@@ -12,9 +12,14 @@ import dataclasses
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainready.spec.model import NodeSpec
+
+if TYPE_CHECKING:  # types only: the comm module (and torch) load when a collective runs
+    from trainready.comm.run import CommOptions
+    from trainready.ranks.env import ExternalRank
+    from trainready.records import Report
 
 OPS = ["all_reduce"]
 
@@ -27,32 +32,32 @@ def fleet_spec(spec: NodeSpec) -> NodeSpec:
 
 
 def cross_node_options(spec: NodeSpec, world_size: int, *, narrow: bool = False,
-                       faults: dict[str, Any] | None = None) -> Any:
-    """The comm sweep's options for a cross-node all_reduce (this collective and `cluster pairs`):
-    NCCL with 5 warm-up + 20 timed iterations on GPU nodes, gloo with 2 + 10 and a 0.5 s step budget on CPU
-    nodes; no pairwise matrix.  `narrow`: only the top 1/16 of the size range (a pair's quick figure)."""
-    from trainready.cluster.cross import SIZES_CPU, SIZES_GPU
-    from trainready.comm.ops import size_steps
+                       faults: dict[str, Any] | None = None) -> CommOptions:
+    """The comm sweep's options for a cross-node all_reduce (this collective and `cluster pairs`): NCCL on GPU
+    nodes, gloo on CPU nodes, with the backend's warm-up, iterations, step budget and cross-node sizes
+    (comm/defaults.py); no pairwise matrix.  `narrow`: only the top 1/16 of the size range (a pair's quick
+    figure)."""
+    from trainready.comm.defaults import sweep_defaults
     from trainready.comm.run import CommOptions
     from trainready.util.devices import cuda_count
 
     backend = "nccl" if cuda_count() else "gloo"
-    lo, hi = SIZES_GPU if backend == "nccl" else SIZES_CPU
-    gpu = backend == "nccl"
-    return CommOptions(ops=list(OPS), sizes=size_steps(max(lo, hi // 16) if narrow else lo, hi, 4),
-                       warmup=5 if gpu else 2, iters=20 if gpu else 10, world_size=world_size, backend=backend,
-                       timeout_s=spec.comm.timeout_s, pair_iters=0, step_budget_s=None if gpu else 0.5,
+    d = sweep_defaults(backend)
+    lo, hi = d.cross_sizes.min_bytes, d.cross_sizes.max_bytes
+    return CommOptions(ops=list(OPS), sizes=d.cross_sizes.steps(max(lo, hi // 16) if narrow else lo),
+                       warmup=d.warmup, iters=d.iters, world_size=world_size, backend=backend,
+                       timeout_s=spec.comm.timeout_s, pair_iters=0, step_budget_s=d.step_budget_s or None,
                        faults=faults or {})
 
 
-def sweep_to_record(opts: Any, ext: Any, spec: NodeSpec, source: str, out: str, context: dict[str, Any],
-                    label: str) -> Any:
+def sweep_to_record(opts: CommOptions, ext: ExternalRank, spec: NodeSpec, source: str, out: str,
+                    context: dict[str, Any], label: str) -> Report | None:
     """Run the sweep as this externally launched rank; rank 0 writes the comm record to OUT, also when the
     sweep fails (then every rank leaves with exit 1, the others saying why on stderr).  Rank 0's Report,
     else None."""
     from trainready.comm.external import leave
     from trainready.comm.run import build_report, sweep_external
-    from trainready.commands.common import write_json_doc
+    from trainready.report.write import write_json_doc
     from trainready.records import Outcome
 
     t0 = time.perf_counter()

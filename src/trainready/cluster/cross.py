@@ -23,10 +23,6 @@ from trainready.util.atomic import atomic_write_json, atomic_write_text
 
 CLOCK_ENV = "TRAINREADY_CLOCK_SERVER"  # host:port of the submitting host's clock server
 POLL_S = 0.2
-# Collective sizes: GPUs 1 MiB..1 GiB x4 (the busbw plateau of IB all_reduce is above ~256 MiB, nccl-tests);
-# CPU (gloo) 1 KiB..1 MiB x4, seconds on a shared host.
-SIZES_GPU = (1 << 20, 1 << 30)
-SIZES_CPU = (1 << 10, 1 << 20)
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,11 @@
-"""The whole fleet run (run.py's steps in order) and the verdict document."""
+"""The whole fleet run (run.py's steps in order, in the run's own folder) and the verdict document."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from trainready.cluster import collective, crosschecks, ledger, run
+from trainready.cluster import collective, crosschecks, history, ledger, run
 from trainready.cluster.layout import CROSS_SCHEMA, cross_record, read_json
 from trainready.cluster.options import FleetOptions, time_seconds
 from trainready.cluster.verdict import FleetVerdict, NodeInput, decide
@@ -45,40 +45,49 @@ def judge_cross(opts: FleetOptions, spec: NodeSpec, nodes: list[str]) -> tuple[l
     return results, findings
 
 
-def run_fleet(opts: FleetOptions, say: run.Progress) -> FleetVerdict:
+def run_fleet(opts: FleetOptions, say: run.Progress, kind: str = "run",
+              base: history.Baseline | None = None) -> FleetVerdict:
+    """One run in its own folder RESULTS/runs/ID/ (history.py); `base`: the run a resume is judged against."""
+    import dataclasses
+
     spec, source = load_spec(opts.spec)
     nodes = run.select_nodes(opts)
-    say(f"accepting {len(nodes)} node(s): {', '.join(nodes[:8])}{' ...' if len(nodes) > 8 else ''}")
-    job = run.submit(opts, nodes, spec.gpu.count)
+    started = history.now()
+    here = dataclasses.replace(opts, results=history.new_run_dir(opts.results, kind))
+    say(f"accepting {len(nodes)} node(s): {', '.join(nodes[:8])}{' ...' if len(nodes) > 8 else ''} (records in "
+        f"{here.results})")
+    job = run.submit(here, nodes, spec.gpu.count)
     waves = -(-len(nodes) // max(1, opts.concurrency))  # ceil: K tasks run at a time
     states = run.wait(job, nodes, time_seconds(opts.time_limit), waves, say)
-    inputs = run.gather(opts, nodes, states)
+    inputs = run.gather(here, nodes, states)
     with_record = [ni.node for ni in inputs if ni.record is not None]
     cross_results, findings = [], []
     if opts.cross and with_record:
-        for n in with_record:
-            cross_record(opts.results, n).unlink(missing_ok=True)
-        (opts.results / "cross" / "comm.json").unlink(missing_ok=True)
-        run.cross_phase(opts, with_record, spec.gpu.count, say)
-        cross_results, findings = judge_cross(opts, spec, with_record)
-    verdict = decide(inputs, spec, cross_results, findings, opts.reference, opts.plants,
-                     {"job_id": job, "spec_source": source, "results": str(opts.results),
-                      "image": opts.container.image if opts.container else None})
+        run.cross_phase(here, with_record, spec.gpu.count, say)
+        cross_results, findings = judge_cross(here, spec, with_record)
+    reference = opts.reference or (base.reference if base else None)
+    context = {"job_id": job, "spec_source": source, "results": str(opts.results), "run": str(here.results),
+               "kind": kind, "started": started, "finished": history.now(), "reference_option": reference,
+               "image": opts.container.image if opts.container else None}
+    if base is not None:
+        context.update(baseline=base.record, baseline_nodes=[p.node for p in base.peers])
+    verdict = decide(inputs, spec, cross_results, findings, reference, opts.plants, context,
+                     peers=base.peers if base else ())
     if opts.drain:
         ledger.drain_rejected(opts.results, verdict, say)
     return verdict
 
 
 def write_verdict(verdict: FleetVerdict, results: Path) -> Path:
-    from trainready.probe.envvars import scrub
-    from trainready.util.atomic import atomic_write_json
+    """The run's own verdict (RESULTS/runs/ID/fleet.json) and RESULTS/fleet.json, the latest with its history;
+    returns the latter."""
+    return history.write(verdict.to_json(), results, Path(str(verdict.context["run"])))[1]
 
-    return atomic_write_json(results / "fleet.json", scrub(verdict.to_json()))
 
-
-def resume_fleet(opts: FleetOptions, nodes: list[str] | None, say: run.Progress) -> tuple[FleetVerdict | None,
-                                                                                            ledger.ResumePlan]:
-    """Re-validate the nodes trainready drained; resume those that pass, drain again those that fail."""
+def resume_fleet(opts: FleetOptions, nodes: list[str] | None, say: run.Progress,
+                 runs_in: tuple[Path, ...] = ()) -> tuple[FleetVerdict | None, ledger.ResumePlan]:
+    """Re-validate the nodes trainready drained; resume those that pass, drain again those that fail.  They are
+    judged against the run that rejected them, looked for under `runs_in` (default: --results)."""
     import dataclasses
 
     from trainready.cluster import slurm
@@ -88,6 +97,7 @@ def resume_fleet(opts: FleetOptions, nodes: list[str] | None, say: run.Progress)
         say(f"{node}: {why}")
     if not plan.revalidate:
         return None, plan
+    base = history.baseline(runs_in or (opts.results,), plan.revalidate)
     resv = ledger.reserve(plan.revalidate, max(10, time_seconds(opts.time_limit) // 60 * 2 + 10))
     before = slurm.nodes(list(plan.revalidate))
     try:
@@ -96,7 +106,7 @@ def resume_fleet(opts: FleetOptions, nodes: list[str] | None, say: run.Progress)
             ledger.append(opts.results, {"action": "revalidate", "node": node,
                                          "why": [before[node].reason] if node in before else [], "reservation": resv})
         sub = dataclasses.replace(opts, nodelist=",".join(plan.revalidate), count=None, reservation=resv, drain=False)
-        verdict = run_fleet(sub, say)
+        verdict = run_fleet(sub, say, "resume", base)
         for nv in verdict.nodes:
             if nv.accepted:
                 ledger.append(opts.results, {"action": "resume", "node": nv.node, "why": ["passed acceptance again"],

@@ -1,16 +1,18 @@
-"""Where a fleet run keeps its files under --results (a directory every node sees), and their schemas.
+"""Where a fleet run keeps its files, and their schemas.  RUN is the run's own folder, RESULTS/runs/ID/
+(history.py: every run and resume has one; RESULTS/fleet.json is the latest verdict with the earlier runs).
 
 Every per-node file is named by the Slurm node name ($SLURMD_NODENAME), never the hostname: several
 Slurm nodes may share a host (the local test cluster), and a node name is what `scontrol` acts on.
 
-    RESULTS/nodes/NODE.json     node record (trainready.fleetnode/1): the node report + manifest
-    RESULTS/cross/NODE.json     cross-node record of NODE (trainready.fleetcross/1)
-    RESULTS/cross/storage/NODE  the shared-storage probe file NODE wrote
-    RESULTS/cross/comm.json     the multi-node collective's report (rank 0)
-    RESULTS/fleet.json          the fleet verdict (trainready.fleet/1)
+    RUN/nodes/NODE.json         node record (trainready.fleetnode/1): the node report + manifest
+    RUN/cross/NODE.json         cross-node record of NODE (trainready.fleetcross/1)
+    RUN/cross/storage/NODE      the shared-storage probe file NODE wrote
+    RUN/cross/comm.json         the multi-node collective's report (rank 0)
+    RUN/fleet.json              the run's fleet verdict (trainready.fleet/1)
+    RUN/logs/                   Slurm's output of each task and of the cross-node step
+    RUN/job/                    the batch script as submitted
+    RESULTS/fleet.json          the latest verdict, with "run" and "history"
     RESULTS/drain-ledger.jsonl  who drained / resumed which node, when, why, with which record
-    RESULTS/logs/               Slurm's output of each task and of the cross-node step
-    RESULTS/job/                the batch script as submitted
 """
 
 from __future__ import annotations

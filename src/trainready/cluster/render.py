@@ -32,6 +32,10 @@ def print_verdict(v: FleetVerdict, console: Console) -> None:
         for r in v.cross:
             c.add_row(r.name, f"[{STYLE[r.status.value]}]{r.status.value.upper()}[/]", r.message)
         console.print(c)
+    if v.context.get("baseline"):
+        peers = v.context.get("baseline_nodes") or []
+        console.print(f"judged against the run {v.context['baseline']}: its reference and the figures of its "
+                      f"{len(peers)} other node(s) ({', '.join(peers[:8]) or 'none'})", highlight=False)
     for s in v.stats:
         judged = f"floor {s.floor:.4g}, robust bound {s.bound:.4g}" if s.judged else "too few figures to judge"
         console.print(f"{s.metric}: {s.n} figure(s), median {s.median:.4g} {s.unit}, MAD {s.mad:.3g}; {judged}")

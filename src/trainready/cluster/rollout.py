@@ -1,8 +1,8 @@
 """`trainready cluster rollout`: a new image or driver reaches the fleet wave by wave, never all at once.
 
     --waves 1,8,64,all   wave 1 is the canary (the reference server); each wave is `cluster run` over its
-                         nodes (RESULTS/waves/wave-K/); a node of a later wave is also rejected for drift
-                         from the canary's versions
+                         nodes (RESULTS/waves/wave-K/, a run folder per attempt); a node of a later wave is
+                         also rejected for drift from the canary's versions
     --max-reject R       a wave whose rejected fraction exceeds R stops the rollout, with the reasons
     --drain              rejected nodes are drained ('trainready: <reason>'); without it Slurm is untouched
     --revalidate         first, nodes trainready drained are accepted again and resumed if they pass
@@ -130,19 +130,22 @@ def run_wave(opts: RolloutOptions, wave: dict[str, Any], canary: tuple[str, dict
 
 
 def canary_of(results: Path, doc: dict[str, Any]) -> tuple[str, dict[str, str]] | None:
-    """(canary node, its recorded versions) once wave 1 is done and accepted its node."""
-    from trainready.cluster.layout import NODE_SCHEMA, node_record, read_json
+    """(canary node, its recorded versions) once wave 1 is done and accepted its node: its node record is
+    the one wave 1's verdict names."""
+    from trainready.cluster.layout import FLEET_SCHEMA, NODE_SCHEMA, read_json
 
     first = doc["waves"][0]
     if first.get("state") != "done" or not first.get("accepted"):
         return None
     node = first["accepted"][0]
-    rec, _ = read_json(node_record(results / "waves" / "wave-1", node), NODE_SCHEMA)
+    verdict, _ = read_json(Path(first.get("verdict") or results / "waves" / "wave-1" / "fleet.json"), FLEET_SCHEMA)
+    path = next((n.get("record") for n in (verdict or {}).get("nodes") or [] if n.get("node") == node), None)
+    rec, _ = read_json(Path(path), NODE_SCHEMA) if path else (None, "")
     return (node, dict(rec.get("versions") or {})) if rec else None
 
 
 def revalidate(opts: RolloutOptions, doc: dict[str, Any], say: Say) -> None:
-    from trainready.cluster.fleet import resume_fleet
+    from trainready.cluster.fleet import resume_fleet, write_verdict
     from trainready.cluster.ledger import plan_resume
 
     ours = list(plan_resume(doc["plan"]["nodes"], opts.fleet.partition).revalidate)
@@ -151,7 +154,10 @@ def revalidate(opts: RolloutOptions, doc: dict[str, Any], say: Say) -> None:
         return
     sub = dataclasses.replace(opts.fleet, results=opts.fleet.results / "revalidate", nodelist=None, count=None)
     sub.results.mkdir(parents=True, exist_ok=True)
-    verdict, _ = resume_fleet(sub, ours, say)
+    waves = tuple(opts.fleet.results / "waves" / f"wave-{w['index']}" for w in doc["waves"])
+    verdict, _ = resume_fleet(sub, ours, say, waves)  # judged against the wave that rejected them
+    if verdict is not None:
+        write_verdict(verdict, sub.results)
     back = [n.node for n in verdict.nodes if n.accepted] if verdict else []
     doc["events"].append({"at": _now(), "action": "revalidate", "nodes": ours, "resumed": back})
     save(opts.fleet.results, doc)
@@ -177,7 +183,7 @@ def run_rollout(opts: RolloutOptions, nodes: list[str], say: Say) -> dict[str, A
         rejected = {n.node: list(n.reasons) for n in verdict.nodes if not n.accepted}
         rate = len(rejected) / len(wave["nodes"])
         wave.update(accepted=[n.node for n in verdict.nodes if n.accepted], rejected=rejected, reject_rate=rate,
-                    verdict=str(root / "waves" / f"wave-{k}" / "fleet.json"), finished_at=_now())
+                    verdict=str(Path(verdict.context["run"]) / "fleet.json"), finished_at=_now())
         if rate > opts.max_reject:
             why = "; ".join(f"{n}: {r[0] if r else '?'}" for n, r in rejected.items())
             wave["state"] = "stopped"

@@ -125,9 +125,11 @@ def reference_versions(inputs: Sequence[NodeInput], reference: str | None,
 
 def decide(inputs: Sequence[NodeInput], spec: NodeSpec, cross: Sequence[CheckResult], findings: Sequence[Finding],
            reference: str | None = None, planted: Mapping[str, str] | None = None,
-           context: Mapping[str, Any] | None = None) -> FleetVerdict:
+           context: Mapping[str, Any] | None = None, peers: Sequence[NodeInput] = ()) -> FleetVerdict:
+    """Verdicts for `inputs`; `peers` (a resume's baseline run, history.py) add their figures and versions to
+    the statistics and the reference, and get no verdict of their own."""
     fs = spec.fleet
-    values = throughput_values(inputs)
+    values = throughput_values([*inputs, *peers])
     bounds = {m: robust_bound(m, THROUGHPUT[m], [v for _, _, v in vals], fs.slow_fraction, fs.outlier_k)
               for m, vals in values.items() if vals}
     slow: dict[str, list[str]] = {}
@@ -136,7 +138,7 @@ def decide(inputs: Sequence[NodeInput], spec: NodeSpec, cross: Sequence[CheckRes
         for node, where, v in vals:
             if b is not None and b.slow(v):
                 slow.setdefault(node, []).append(f"slow: {where} {b.why(v)}")
-    ref_name, ref, by_prefix = reference_versions(inputs, reference, spec)
+    ref_name, ref, by_prefix = reference_versions([*inputs, *peers], reference, spec)
     by_node: dict[str, list[Finding]] = {}
     for f in findings:
         by_node.setdefault(f.node, []).append(f)

@@ -25,7 +25,7 @@ from typing import Any
 
 Z_LIMIT = 3.5  # Iglewicz & Hoaglin's recommended modified-z cut-off
 RATIO_FLOOR = 2.0  # and at least this many times the median (GPU links: a half-rate IB/NVLink is named)
-# gloo ranks share CPU cores with each other and with whatever else runs: measured on the 2-core dev machine,
+# gloo ranks share CPU cores with each other and with whatever else runs: measured on a 2-core x86 VM,
 # 8 ranks + 2 busy loops, best of 3 passes, 10 runs: the worst healthy pair reached 1.89x the median
 # (2.6x once with a single pass).  3x keeps a margin; a planted 60 ms-per-exchange slow rank is > 10x.
 RATIO_FLOOR_GLOO = 3.0
@@ -63,7 +63,7 @@ def pair_matrix_rank(ctx: Any, group: Any, nbytes: int, iters: int, slow_s: floa
     import torch
     import torch.distributed as dist
 
-    from trainready.comm.sweep import time_loop
+    from trainready.comm.timing import time_loop
 
     n, r = ctx.world_size, ctx.rank
     rows = torch.zeros((passes, n), dtype=torch.float64, device=ctx.device)  # [pass][peer] seconds

@@ -8,30 +8,35 @@ from typing import Any
 
 import typer
 
+from trainready.comm.defaults import SWEEP_DEFAULTS
+from trainready.comm.ops import human
 from trainready.commands.common import JSON_HELP, SPEC_HELP, check_out_path, emit, parse_plants, split_names
 from trainready.errors import UsageError
 from trainready.records import PLANTED_EXIT, Outcome
 
-# Defaults per backend: nccl-tests' usual -w 5 -n 20 on GPUs; on a CPU node -w 2 -n 10, sizes x4 and
-# a 0.5 s per-step budget so an 8-rank gloo sweep to 64 MB fits in a minute on two cores.
-GPU_DEFAULTS = {"min": "8", "max": "1G", "factor": 2, "budget": 0.0, "warmup": 5, "iters": 20}
-CPU_DEFAULTS = {"min": "1K", "max": "64M", "factor": 4, "budget": 0.5, "warmup": 2, "iters": 10}
+# Per-backend defaults, read from the one table (comm/defaults.py) by the options and their --help.
+GPU, CPU = SWEEP_DEFAULTS["nccl"], SWEEP_DEFAULTS["gloo"]
+
+
+def _default(what: str, gpu: object, cpu: object) -> str:
+    """'Default G on GPUs, C on CPU.' for --help."""
+    return f"{what}Default {gpu} on GPUs, {cpu} on CPU."
 
 
 def comm(
-    min_bytes: str = typer.Option(None, "--min-bytes", "-b", help=f"Smallest size S (8, 1K, 64M, 1G; K/M/G = 1024^k). Default {GPU_DEFAULTS['min']} on GPUs, {CPU_DEFAULTS['min']} on CPU."),
-    max_bytes: str = typer.Option(None, "--max-bytes", "-e", help=f"Largest size S. Default {GPU_DEFAULTS['max']} on GPUs, {CPU_DEFAULTS['max']} on CPU."),
-    factor: int = typer.Option(None, "--factor", "-f", help=f"Multiply the size by this each step. Default {GPU_DEFAULTS['factor']:g} on GPUs, {CPU_DEFAULTS['factor']:g} on CPU."),
+    min_bytes: str = typer.Option(None, "--min-bytes", "-b", help=_default("Smallest size S (8, 1K, 64M, 1G; K/M/G = 1024^k). ", human(GPU.comm_sizes.min_bytes), human(CPU.comm_sizes.min_bytes))),
+    max_bytes: str = typer.Option(None, "--max-bytes", "-e", help=_default("Largest size S. ", human(GPU.comm_sizes.max_bytes), human(CPU.comm_sizes.max_bytes))),
+    factor: int = typer.Option(None, "--factor", "-f", help=_default("Multiply the size by this each step. ", GPU.comm_sizes.factor, CPU.comm_sizes.factor)),
     ops: list[str] = typer.Option(None, "--ops", help="Ops to run (comma-separated): all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, sendrecv. Default: all."),
     dtype: list[str] = typer.Option(None, "--dtype", "-d", help="Data type(s): float, bfloat16, half, double, int32. Default float."),
-    warmup: int = typer.Option(None, "--warmup", "-w", help=f"Untimed ops before each timed loop. Default {GPU_DEFAULTS['warmup']:g} on GPUs, {CPU_DEFAULTS['warmup']:g} on CPU."),
-    iters: int = typer.Option(None, "--iters", "-n", help=f"Timed ops per size (back to back, one sync at the end). Default {GPU_DEFAULTS['iters']:g} on GPUs, {CPU_DEFAULTS['iters']:g} on CPU."),
+    warmup: int = typer.Option(None, "--warmup", "-w", help=_default("Untimed ops before each timed loop. ", GPU.warmup, CPU.warmup)),
+    iters: int = typer.Option(None, "--iters", "-n", help=_default("Timed ops per size (back to back, one sync at the end). ", GPU.iters, CPU.iters)),
     world_size: int = typer.Option(None, "--world-size", help="Local ranks. Default: the spec's comm.world_size, else one per GPU, else 8 gloo ranks."),
     backend: str = typer.Option("auto", "--backend", help="nccl, gloo, or auto (nccl when GPUs are visible)."),
     timeout: float = typer.Option(None, "--timeout", help="Seconds one step (an op at one size) may take before its ranks count as hung. Default: the spec's comm.timeout_s."),
-    step_budget: float = typer.Option(None, "--step-budget", help=f"Shorten a step's timed loop to about this many seconds (at least 1 op). 0 = never. Default {CPU_DEFAULTS['budget']:g} on CPU, {GPU_DEFAULTS['budget']:g} on GPUs."),
+    step_budget: float = typer.Option(None, "--step-budget", help=_default("Shorten a step's timed loop to about this many seconds (at least 1 op). 0 = never. ", f"{GPU.step_budget_s:g}", f"{CPU.step_budget_s:g}")),
     avg_from: str = typer.Option(None, "--avg-from", help="Judge the mean busbw over sizes >= this (at most the largest size run). Default: max size / 8."),
-    pair_bytes: str = typer.Option(None, "--pair-bytes", help="Message size of the pairwise straggler matrix. Default 1M on CPU, 64M on GPUs."),
+    pair_bytes: str = typer.Option(None, "--pair-bytes", help=_default("Message size of the pairwise straggler matrix. ", human(GPU.pair_bytes), human(CPU.pair_bytes))),
     launcher: str = typer.Option("auto", "--launcher", help="auto: be one rank of torchrun/srun when their env is set, else spawn local ranks; local; external."),
     spec: str = typer.Option(None, "--spec", "-s", help=SPEC_HELP),
     json_path: str = typer.Option(None, "--json", help=JSON_HELP),
@@ -53,10 +58,10 @@ def comm(
       # one rank per Slurm task:
       srun -N2 --ntasks-per-node=8 trainready comm --ops all_reduce
     """
-    from trainready.comm.ops import dtype_name, human, op_names, parse_size, size_steps
+    from trainready.comm.ops import dtype_name, op_names, parse_size, size_steps
     from trainready.comm.external import leave
-    from trainready.comm.run import (EFF_LOOPS, EFF_MIN_LOOP_S, PAIR_BYTES_CPU, PAIR_BYTES_GPU, CommOptions,
-                                     build_report, launch_failure, sweep_external, sweep_faults, sweep_local, tables)
+    from trainready.comm.run import (CommOptions, build_report, launch_failure, sweep_external, sweep_faults,
+                                     sweep_local, tables)
     from trainready.ranks.env import detect
     from trainready.spec import load_spec
     from trainready.util.devices import local_world
@@ -73,15 +78,16 @@ def comm(
     n, be = local_world(node_spec, backend, None if ext else world_size)
     if ext is not None:
         n = ext.world_size  # the launcher's world (may span nodes)
-    d = GPU_DEFAULTS if be == "nccl" else CPU_DEFAULTS
+    d = SWEEP_DEFAULTS[be]
     timeout_s = float(timeout if timeout is not None else node_spec.comm.timeout_s)
     if timeout_s <= 0:
         raise UsageError(f"--timeout: expected seconds > 0, got {timeout_s:g}")
-    sizes = size_steps(parse_size(min_bytes or d["min"], "--min-bytes"), parse_size(max_bytes or d["max"], "--max-bytes"),
-                       factor if factor is not None else int(d["factor"]))
-    budget = float(step_budget if step_budget is not None else d["budget"])
-    warmup = int(warmup if warmup is not None else d["warmup"])
-    iters = int(iters if iters is not None else d["iters"])
+    sizes = size_steps(parse_size(min_bytes, "--min-bytes") if min_bytes else d.comm_sizes.min_bytes,
+                       parse_size(max_bytes, "--max-bytes") if max_bytes else d.comm_sizes.max_bytes,
+                       factor if factor is not None else d.comm_sizes.factor)
+    budget = float(step_budget if step_budget is not None else d.step_budget_s)
+    warmup = int(warmup if warmup is not None else d.warmup)
+    iters = int(iters if iters is not None else d.iters)
     if warmup < 0 or iters < 1 or budget < 0:
         raise UsageError("--warmup must be >= 0, --iters >= 1 and --step-budget >= 0")
     avg_floor = parse_size(avg_from, "--avg-from") if avg_from else None
@@ -97,11 +103,11 @@ def comm(
         ops=op_names(split_names(ops)), sizes=sizes, dtypes=[dtype_name(x) for x in (split_names(dtype) or ["float"])],
         warmup=warmup, iters=iters, world_size=n, backend=be, timeout_s=timeout_s,
         avg_floor=avg_floor,
-        pair_bytes=parse_size(pair_bytes, "--pair-bytes") if pair_bytes else (PAIR_BYTES_GPU if be == "nccl" else PAIR_BYTES_CPU),
+        pair_bytes=parse_size(pair_bytes, "--pair-bytes") if pair_bytes else d.pair_bytes, pair_iters=d.pair_iters,
         step_budget_s=budget or None, faults=sweep_faults(planted),
         # comm.efficiency's reference is measured when the spec judges it (docs/comm.md)
-        eff_loops=EFF_LOOPS[be] if node_spec.comm.min_fraction_efficiency is not None else 0,
-        eff_min_loop_s=EFF_MIN_LOOP_S[be], cpu_bind=be == "gloo" and ext is None,  # srun/torchrun bind their own
+        eff_loops=d.eff_loops if node_spec.comm.min_fraction_efficiency is not None else 0,
+        eff_min_loop_s=d.eff_min_loop_s, cpu_bind=be == "gloo" and ext is None,  # srun/torchrun bind their own
         eff_from=node_spec.comm.expected_sizes_bytes[0] if node_spec.comm.expected_sizes_bytes else avg_floor,
     )
     context: dict[str, Any] = {"spec_source": source, "launcher": ext.source if ext else "local"}

@@ -1,25 +1,28 @@
-"""`trainready node`: the seed's four questions on this machine."""
+"""`trainready node`: the four bring-up questions (README) on this machine."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from trainready.commands.common import (JSON_HELP, SPEC_HELP, TIMEOUT_HELP, check_out_path, emit, finish_workdir,
-                                        on_interrupt, parse_plants, parse_timeouts, split_names, workdir)
+from trainready.commands.common import (JSON_HELP, SPEC_HELP, TIMEOUT_HELP, check_out_path, drop_scratch, emit,
+                                        finish_workdir, on_interrupt, parse_plants, parse_timeouts, split_names,
+                                        workdir)
 from trainready.errors import Interrupted
 from trainready.records import Level, Report
 
 if TYPE_CHECKING:
     from trainready.checks import Check, CheckContext
+    from trainready.spec.model import NodeSpec
 
 
 def node(
     spec: str = typer.Option(None, "--spec", "-s", help=SPEC_HELP),
-    level: Level = typer.Option(Level.STANDARD, "--level", "-l", help="quick: seconds-long checks only; standard: all."),
+    level: Level = typer.Option(Level.STANDARD, "--level", "-l", help="light: versions only; quick: seconds-long checks only; standard: all."),
     only: list[str] = typer.Option(None, "--only", help="Run only these checks (comma-separated or repeated)."),
     skip: list[str] = typer.Option(None, "--skip", help="Leave out these checks."),
     json_path: str = typer.Option(None, "--json", help=JSON_HELP),
@@ -60,51 +63,71 @@ def node(
       trainready node --spec fleet.toml --image-digest sha256:<64 hex>
       trainready node --health-check   # Slurm HealthCheckProgram
     """
-    import os
-    from pathlib import Path
-
     if health_check:
         from trainready.cluster.health import run_health
 
         raise typer.Exit(run_health(spec, parse_plants(plant, "node"), typer.echo))
-
-    from trainready.checks import REGISTRY, CheckContext, select  # imports torch: only when the command runs
-    from trainready.spec import load_spec
-    from trainready.probe.container import image_digest as find_digest
-
-    checks = select(split_names(only), split_names(skip), level)
     if list_checks:
-        for c in checks:
+        from trainready.checks import select  # imports torch: the checks' registry
+
+        for c in select(split_names(only), split_names(skip), level):
             typer.echo(f"{c.name:<16} {c.level.value:<9} {c.title}")
         raise typer.Exit(0)
-    check_out_path(json_path)
-    timeouts = parse_timeouts(timeout, list(REGISTRY))
-    node_spec, source = load_spec(spec or "auto")
-    if spec is None:  # the first line says what the machine is judged against
-        typer.echo(f"trainready node: spec {source}", err=json_path == "-")
-    faults = parse_plants(plant, "node")
-    find_digest(image_digest, os.environ, None)  # a malformed flag or env value: one line, exit 2, before any check
-    scratch: Path | None = None
-    report: Report | None = None
-    try:
-        scratch = workdir(Path(work) if work else None)
-        ctx = CheckContext(node_spec, scratch, faults, {"image_digest": image_digest} if image_digest else {},
-                           timeouts=timeouts)
-        if any(c.launches_ranks for c in checks):  # the forkserver imports torch while in-process checks run
-            from trainready.ranks.launch import warm_up
+    node_spec, source = _early(spec, json_path, work, image_digest)
+    from trainready.checks import REGISTRY, CheckContext, select  # imports torch: once the command line and spec are good
+    from trainready.checks.options import CheckOptions
 
-            warm_up()
-        limits = {c.name: c().timeout_for(ctx) for c in checks}  # recorded: every check's limit, flags applied
-        report = _run(checks, ctx, {"spec_source": source, "workdir": str(ctx.workdir), "timeouts_s": limits,
-                                    **({"timeouts_given": timeouts} if timeouts else {})})
-        rc = emit(report, json_path, verbose=verbose)
+    checks = select(split_names(only), split_names(skip), level)
+    timeouts = parse_timeouts(timeout, list(REGISTRY))
+    faults = parse_plants(plant, "node")
+    scratch = workdir(Path(work) if work else None)
+    try:
+        ctx = CheckContext(node_spec, scratch, faults, CheckOptions(image_digest=image_digest), timeouts=timeouts)
+        rc = _accept(checks, ctx, source, json_path, verbose)
     except Interrupted as exc:
-        if report is not None:  # every check had run: the interrupt came while reporting
-            exc.during, exc.partial = exc.during or "the report", exc.partial or report
         on_interrupt(exc, scratch, work is not None, json_path)
         raise
-    finish_workdir(ctx.workdir, work is not None, rc, Console(stderr=True))
+    except BaseException:
+        drop_scratch(scratch, work is not None)  # an error exit leaves no scratch folder behind
+        raise
+    finish_workdir(scratch, work is not None, rc, Console(stderr=True))
     raise typer.Exit(rc)
+
+
+def _early(spec: str | None, json_path: str | None, work: str | None, image_digest: str | None) -> tuple[NodeSpec, str]:
+    """What the command line and the spec can get wrong, checked before torch is imported (a typo costs
+    ~0.3 s, not the seconds to a minute of importing torch on a loaded host): the spec, every output path
+    (--json here; --junit/--prometheus in `evidence_outputs`), the --workdir given, the image digest."""
+    import os
+
+    from trainready.probe.container import image_digest as find_digest
+    from trainready.spec.load import load_spec
+
+    node_spec, source = load_spec(spec or "auto")  # no --spec: the GPUs NVML sees, else the CPU default
+    if spec is None:  # the first line says what the machine is judged against
+        typer.echo(f"trainready node: spec {source}", err=json_path == "-")
+    check_out_path(json_path)
+    if work:
+        workdir(Path(work))
+    find_digest(image_digest, os.environ, None)  # a malformed flag or env value: one line, exit 2, before any check
+    return node_spec, source
+
+
+def _accept(checks: list[type[Check]], ctx: CheckContext, source: str, json_path: str | None, verbose: bool) -> int:
+    """Run the checks in `ctx.workdir` and report (table, --json, --junit, --prometheus): the exit code."""
+    timeouts = dict(ctx.timeouts)
+    if any(c.launches_ranks for c in checks):  # the forkserver imports torch while in-process checks run
+        from trainready.ranks.launch import warm_up
+
+        warm_up()
+    limits = {c.name: c().timeout_for(ctx) for c in checks}  # recorded: every check's limit, flags applied
+    report = _run(checks, ctx, {"spec_source": source, "workdir": str(ctx.workdir), "timeouts_s": limits,
+                                **({"timeouts_given": timeouts} if timeouts else {})})
+    try:
+        return emit(report, json_path, verbose=verbose)
+    except Interrupted as exc:  # every check had run: the interrupt came while reporting
+        exc.during, exc.partial = exc.during or "the report", exc.partial or report
+        raise
 
 
 def _run(checks: list[type[Check]], ctx: CheckContext, context: dict[str, Any]) -> Report:

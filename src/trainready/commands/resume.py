@@ -6,16 +6,15 @@ import dataclasses
 import math
 import shutil
 from pathlib import Path
-from typing import Any
-
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from trainready.commands.common import (JSON_HELP, SPEC_HELP, check_out_path, emit, finish_workdir, on_interrupt,
-                                        parse_plants, workdir)
+from trainready.commands.common import (JSON_HELP, SPEC_HELP, check_out_path, drop_scratch, emit, finish_workdir,
+                                        on_interrupt, parse_plants, workdir)
 from trainready.errors import DataError, GpuUnusable, Interrupted, UsageError
 from trainready.records import Report
+from trainready.resume.options import CompatOptions, ResumeOptions
 
 
 def resume(
@@ -57,7 +56,8 @@ def resume(
       trainready resume --save-only /shared/compat     # old image
       trainready resume --load-from /shared/compat     # new image
     """
-    from trainready.checks.base import CheckContext
+    from trainready.checks.base import Check, CheckContext
+    from trainready.checks.options import CheckOptions, ThroughputOptions
     from trainready.checks.resume import ResumeCheck
     from trainready.runner import run_checks
     from trainready.spec import load_spec
@@ -69,20 +69,23 @@ def resume(
              "mode": mode, "preset": preset, "batch_size": batch_size}
     r = dataclasses.replace(node_spec.resume, **{k: v for k, v in given.items() if v is not None})
     node_spec = dataclasses.replace(node_spec, resume=r)
+    run = ResumeOptions(data=data, dtype=dtype, cpu=cpu, precision=precision, deterministic=deterministic,
+                        vocab_size=vocab_size, standalone=True)
     if save_only or load_from:
-        from trainready.resume.compat_cli import run_compat
+        from trainready.commands.resume_compat import run_compat
 
-        compat_opts = {"data": data, "dtype": dtype, "cpu": cpu, "precision": precision, "deterministic": deterministic,
-                       "vocab_size": vocab_size, **{k: v for k, v in (("atol", atol), ("rtol", rtol)) if v is not None}}
-        raise typer.Exit(run_compat(node_spec, source, save_only, load_from, compat_opts, faults, json_path))
+        compat = CompatOptions(save_only=Path(save_only) if save_only else None,
+                               load_from=Path(load_from) if load_from else None, resume=run, atol=atol, rtol=rtol)
+        raise typer.Exit(run_compat(node_spec, source, compat, faults, json_path))
     wd = workdir(Path(directory) if directory else None, flag="--dir")
-    opts: dict[str, Any] = {"data": data, "dtype": dtype, "dir": str(wd), "cpu": cpu, "precision": precision,
-                            "deterministic": deterministic, "vocab_size": vocab_size}
+    run = dataclasses.replace(run, directory=wd)
     # Validate the data in this process first: a bad file is bad input (exit 2), not a failed run.
+    # The run prepared here is the one the check runs (prepared once).
     from trainready.resume.setup import prepare
 
+    protocol = None
     try:
-        prepare(r, opts, {}, wd, node_spec)
+        protocol = prepare(r, run, faults, wd, node_spec)
     except GpuUnusable:
         pass  # the check itself fails with the reason, in the record
     except (DataError, UsageError) as exc:  # bad data or a bad flag value: exit 2, and no scratch folder left behind
@@ -90,20 +93,23 @@ def resume(
             shutil.rmtree(wd, ignore_errors=True)  # our own scratch dir: nothing in it worth keeping
         raise (exc if isinstance(exc, UsageError) else UsageError(str(exc))) from None
     console = Console(stderr=True)
-    checks: list[Any] = [ResumeCheck]
+    checks: list[type[Check]] = [ResumeCheck]
     if throughput:
-        from trainready.ckpt.throughput import ThroughputCheck
+        from trainready.checks.ckpt_throughput import CkptThroughputCheck
 
-        checks.append(ThroughputCheck)
+        checks.append(CkptThroughputCheck)
     try:
         with console.status("resume protocol") as status:
-            ctx = CheckContext(node_spec, wd, faults, {"resume": opts, "resume.progress": lambda m: status.update(m),
-                                                       "resume.standalone": True, "throughput.dir": str(wd)})
+            options = CheckOptions(resume=run, protocol=protocol, throughput=ThroughputOptions(directory=wd))
+            ctx = CheckContext(node_spec, wd, faults, options, progress=lambda m: status.update(m))
             report = run_checks("resume", checks, ctx, context={"spec_source": source, "dir": str(wd)})
         _print_table(report, console if json_path == "-" else Console())
         rc = emit(report, json_path)
     except Interrupted as exc:  # SIGINT/SIGTERM: ranks stopped, partial record, own scratch removed (cli prints)
         on_interrupt(exc, wd, directory is not None, json_path)
+        raise
+    except BaseException:
+        drop_scratch(wd, directory is not None)  # an error exit leaves no scratch folder behind
         raise
     finish_workdir(wd, directory is not None, rc, console)
     raise typer.Exit(rc)

@@ -41,8 +41,10 @@ def _row(key: str, pattern: str, bf16: float, hbm: float, mem: float, nvml: floa
     return GpuPeak(key, pattern, bf16, hbm, mem, nvml, src)
 
 
-# Dense BF16 = datasheet sparse figure / 2.  NVML totals: H100 SXM 81559 MiB,
-# H200 143771 MiB, B200 183359 MiB, A100 80GB 81920 MiB, A100 40GB 40960 MiB.
+# Dense BF16 = datasheet sparse figure / 2.  Hopper SXM: 989.4 TF dense = 528 tensor cores x 1,024 FLOP/clk x
+# 1.83 GHz, NVIDIA H100 Tensor Core GPU Architecture whitepaper (989.4 / 1,978.9 sparse; datasheets round the
+# sparse figure to 1,979).  NVML totals: H100 SXM 81559 MiB, H200 143771 MiB, B200 183359 MiB, A100 80GB
+# 81920 MiB, A100 40GB 40960 MiB.
 GPUS: tuple[GpuPeak, ...] = (
     # Blackwell
     _row("GB300", r"\bGB300\b", 2500.0, 8000.0, 288.0, None,

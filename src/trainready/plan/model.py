@@ -186,7 +186,7 @@ PRESETS: dict[str, ModelSpec] = {
     "llama3-8b": _llama("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192),
     "llama3-70b": _llama("llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192),
     "llama3-405b": _llama("llama3-405b", 126, 16384, 128, 8, 53248, 128256, 8192),
-    # Seed 000's 500B dense model: the seed gives only the count, this Llama-style shape is OUR assumption
+    # A 500B dense model known by its count only: this Llama-style shape is an assumption
     # (96 layers × ~5.16 B + embeddings ≈ 500.5 B).
     "dense-500b": _llama("dense-500b", 96, 20480, 160, 8, 69632, 128256, 8192),
     # Rajbhandari et al. 2020 (ZeRO), §1/Figure 1: a 7.5 B model, count only.

@@ -1,6 +1,6 @@
 """Host facts: name resolution, OS, kernel, CPU, NUMA, memory, limits, time sync.
 
-Seed 003's trap: Debian/Ubuntu's default /etc/hosts maps the hostname to
+A common rendezvous trap: Debian/Ubuntu's default /etc/hosts maps the hostname to
 127.0.1.1, so a rendezvous that advertises `hostname` sends peers to a loopback
 address.  `loopback` says whether any address the hostname resolves to is one.
 """

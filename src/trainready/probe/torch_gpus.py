@@ -1,7 +1,7 @@
 """The GPUs torch (the CUDA runtime) sees, for matching against NVML's.
 
-Seed 000: "check the 8 GPUs on the server, then again inside the container; the
-two views must correspond."  NVML reports every GPU the driver exposes to this
+Bring-up checks the GPUs on the host, then again inside the container, and the two
+views must correspond.  NVML reports every GPU the driver exposes to this
 (container) namespace; the CUDA runtime honours CUDA_VISIBLE_DEVICES, so torch's
 set must be a subset of NVML's, and equal to it when CUDA_VISIBLE_DEVICES is unset.
 """

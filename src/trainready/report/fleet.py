@@ -3,7 +3,9 @@
 The fleet record names each node's verdict (accepted, reasons) and the path of its node record
 (trainready.fleetnode/1, whose "report" is the node's trainready.report/1); the robust statistics
 (median, MAD, the outlier bound) are in "stats".  Node records are looked up where the record says,
-else beside the fleet record (RESULTS/nodes/NODE.json).
+else in the run's folder ("run": RESULTS/runs/ID/nodes/NODE.json), else beside the fleet record.
+RESULTS/fleet.json, the latest run's verdict, also lists every earlier run under RESULTS in "history"
+(cluster/history.py): `fleet_history` reads it.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ def _node_report(rec: Record, entry: Mapping[str, Any]) -> Mapping[str, Any] | N
     base = Path(rec.path).parent if rec.path else Path(".")
     cands = [Path(str(embedded))] if isinstance(embedded, str) and embedded else []
     cands += [base / str(embedded)] if isinstance(embedded, str) and embedded else []
+    run = rec.doc.get("run")
+    cands += [Path(run) / "nodes" / f"{entry.get('node')}.json"] if isinstance(run, str) and run else []
     cands.append(base / "nodes" / f"{entry.get('node')}.json")
     for p in cands:
         try:
@@ -53,14 +57,27 @@ def fleet_nodes(rec: Record) -> list[FleetNode]:
     return out
 
 
-def fleet_status(doc: Mapping[str, Any]) -> str:
-    """fail when a node is rejected or a fleet-level check failed; warn when planted; else pass."""
-    summary = doc.get("summary") or {}
-    failed = any(isinstance(c, Mapping) and c.get("status") in ("fail", "error") and c.get("name") == "cluster.collective"
-                 for c in doc.get("cross", []) or [])
-    if summary.get("rejected") or doc.get("drain_list") or failed:
-        return "fail"
-    return "warn" if doc.get("planted") else "pass"
+@dataclass(frozen=True)
+class EarlierRun:
+    """One earlier run under the same --results, as RESULTS/fleet.json's history names it."""
+
+    run: str
+    kind: str
+    verdict: str  # accept, reject, or "none: ..." (the run ended before its verdict)
+    rejected: tuple[str, ...]
+    record: str  # its own verdict file ('' when it has none)
+    planted: bool
+
+
+def fleet_history(rec: Record) -> list[EarlierRun]:
+    """The earlier runs the latest fleet record names, newest first (none for a run's own record)."""
+    out = []
+    for h in rec.doc.get("history", []) or []:
+        if isinstance(h, Mapping):
+            out.append(EarlierRun(str(h.get("run", "?")), str(h.get("kind", "run")), str(h.get("verdict", "?")),
+                                  tuple(map(str, h.get("rejected", []) or [])), str(h.get("record") or ""),
+                                  bool(h.get("planted"))))
+    return out
 
 
 def bound_of(doc: Mapping[str, Any], metric: str) -> tuple[float | None, float | None]:

@@ -98,11 +98,18 @@ def _fleet_findings(rec: Record) -> list[Finding]:
 
 
 def _fleet_details(rec: Record) -> str:
-    from trainready.report.fleet import fleet_nodes
+    from trainready.report.fleet import fleet_history, fleet_nodes
 
     rows = [[escape(n.node), _pill("pass" if n.accepted else "fail"), escape("; ".join(n.reasons) or "—")]
             for n in fleet_nodes(rec)]
-    return _table(("node", "verdict", "reasons"), rows) + _json_details(rec, ("summary", "drain_list", "stats"))
+    out = _table(("node", "verdict", "reasons"), rows)
+    earlier = [[escape(h.run), escape(h.kind + (" (planted: a test)" if h.planted else "")),
+                _pill({"accept": "pass", "reject": "fail"}.get(h.verdict, "skip")),
+                escape(", ".join(h.rejected) or "—"), escape(h.record or h.verdict)] for h in fleet_history(rec)]
+    if earlier:
+        out += "<h4>earlier runs under this --results (newest first)</h4>" + _table(
+            ("run", "command", "verdict", "rejected", "its verdict file"), earlier)
+    return out + _json_details(rec, ("summary", "drain_list", "stats"))
 
 
 FINDINGS: dict[str, Callable[[Record], list[Finding]]] = {

@@ -10,14 +10,16 @@ continuation, bitwise or within the declared tolerance.  Every difference is nam
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
-from trainready.checks.base import Check, CheckContext
 from trainready.errors import UsageError
-from trainready.records import Level, Metric, Outcome, Status, Threshold
+from trainready.records import Metric, Outcome, Status, Threshold
+from trainready.resume.options import CompatOptions
+from trainready.spec.model import NodeSpec
 from trainready.util.atomic import atomic_write_json
 
 SCHEMA = "trainready.compat/1"
@@ -25,8 +27,9 @@ MANIFEST = "compat.json"
 PLANTS = ("dtype", "missing", "rng")
 
 
-def _planted(ctx: CheckContext) -> dict[str, str]:
-    return {k: v for k in PLANTS if (v := ctx.fault(f"compat.{k}") or "")}
+def planted(faults: Mapping[str, str]) -> dict[str, str]:
+    """The compat plants among `faults` (`compat.NAME=VALUE`), keyed by NAME."""
+    return {k: v for k in PLANTS if (v := faults.get(f"compat.{k}") or "")}
 
 
 def _launch(role: str, man: dict[str, Any], directory: Path, world: int, backend: str, tol: tuple[float, float],
@@ -41,16 +44,16 @@ def _launch(role: str, man: dict[str, Any], directory: Path, world: int, backend
                   timeout_s=600.0, env=env, threads_per_rank=1 if backend == "gloo" else None)
 
 
-def save_only(ctx: CheckContext) -> Outcome:
+def save_only(spec: NodeSpec, opts: CompatOptions, plants: dict[str, str]) -> Outcome:
+    """Old environment: train to K in `opts.directory`, save, record the continuation and the manifest."""
     from trainready.ckpt.load import resolve_latest
     from trainready.resume.compat_env import environment, read_checkpoint_meta, rng_format
     from trainready.resume.setup import prepare
 
-    directory = Path(ctx.options["compat.dir"])
-    pc = prepare(ctx.spec.resume, {**ctx.options.get("resume", {}), "dir": str(directory)}, {}, directory)
+    directory = opts.directory
+    pc = prepare(spec.resume, dataclasses.replace(opts.resume, directory=directory), {}, directory)
     train = pc.train.to_json()
     man: dict[str, Any] = {"schema": SCHEMA, "train": train, "checkpoint_step": pc.checkpoint_step, "dtype": pc.dtype}
-    plants = _planted(ctx)
     res = _launch("save", man, directory, pc.world_size, pc.backend, (pc.tolerance.atol, pc.tolerance.rtol), plants, pc.data)
     if not res.ok:
         return Outcome(Status.FAIL, f"saving run failed on {pc.world_size} {pc.backend} rank(s): {res.describe()}",
@@ -97,17 +100,17 @@ def environment_rows(saved: dict[str, Any], here: dict[str, Any]) -> list[dict[s
             for k in ("torch", "torch_cuda", "python", "numpy", "device", "device_name")]
 
 
-def load_from(ctx: CheckContext) -> Outcome:
+def load_from(opts: CompatOptions) -> Outcome:
+    """New environment: check the saved checkpoint's structure here, load it, continue and compare."""
     from trainready.ckpt.load import resolve_latest
     from trainready.errors import CheckpointError
     from trainready.resume.compat_env import environment, expected_entries, read_checkpoint_meta, row, structure_rows, \
         rng_format_here
     from trainready.resume.setup import device_world
 
-    directory = Path(ctx.options["compat.dir"])
+    directory = opts.directory
     man = read_manifest(directory)
-    opts = ctx.options.get("resume", {})
-    world, backend = device_world(int(man["world_size"]), bool(opts.get("cpu")))
+    world, backend = device_world(int(man["world_size"]), opts.resume.cpu)
     here = environment("cuda" if backend == "nccl" else "cpu")
     rows = environment_rows(man.get("environment", {}), here)
     try:
@@ -125,8 +128,9 @@ def load_from(ctx: CheckContext) -> Outcome:
                            rng_format_here(list(range(world)) if backend == "nccl" else []))
     if not all(r["ok"] for r in rows):
         return _verdict(rows, man, here, None)
-    tol = (float(opts.get("atol", man["tolerance"]["atol"])), float(opts.get("rtol", man["tolerance"]["rtol"])))
-    data = opts.get("data") or str(directory / man["data"])  # an absolute path stays as it is
+    saved = man["tolerance"]
+    tol = (float(saved["atol"] if opts.atol is None else opts.atol), float(saved["rtol"] if opts.rtol is None else opts.rtol))
+    data = opts.resume.data or str(directory / man["data"])  # an absolute path stays as it is
     res = _launch("load", man, directory, world, backend, tol, {}, str(data))
     if not res.ok:
         rows.append(row("load and continue", "", res.describe(), False))
@@ -159,23 +163,3 @@ def _verdict(rows: list[dict[str, Any]], man: dict[str, Any], here: dict[str, An
     mode = "bitwise" if tol == (0.0, 0.0) else f"within atol={tol[0]:g}, rtol={tol[1]:g}"
     return Outcome(Status.PASS, f"{what}: loaded step {man['checkpoint_step']} and continued to step {man['steps']}, "
                    f"{mode} equal to the saver's continuation", tuple(metrics), details=details)
-
-
-class CompatSaveCheck(Check):
-    name = "ckpt_compat_save"
-    title = "Checkpoint + reference continuation for another environment"
-    level = Level.STANDARD
-    timeout_s = 900.0
-
-    def run(self, ctx: CheckContext) -> Outcome:
-        return save_only(ctx)
-
-
-class CompatLoadCheck(Check):
-    name = "ckpt_compat"
-    title = "Another environment's checkpoint loads and continues here"
-    level = Level.STANDARD
-    timeout_s = 900.0
-
-    def run(self, ctx: CheckContext) -> Outcome:
-        return load_from(ctx)

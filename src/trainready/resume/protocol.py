@@ -22,6 +22,7 @@ from typing import Any, Callable
 from trainready.ranks.launch import launch
 from trainready.data.identity import DataIdentity
 from trainready.resume.compare import Tolerance
+from trainready.resume.job import RankJob
 from trainready.resume.sizing import ModelChoice
 from trainready.resume.verdict import judge
 from trainready.records import Outcome, Status
@@ -78,14 +79,11 @@ def run_protocol(pc: ProtocolConfig, progress: Callable[[str], None] | None = No
         "declared_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }
     atomic_write_json(out / "declared.json", declared)  # written before any run starts
-    kwargs: dict[str, Any] = dict(
-        train=pc.train.to_json(), data=pc.data, dtype=pc.dtype, ckpt_dir=str(ckpt), out_dir=str(out),
-        checkpoint_step=pc.checkpoint_step, atol=pc.tolerance.atol, rtol=pc.tolerance.rtol,
-        plants=tuple(pc.plants),
-    )
+    job = RankJob(role="A", train=pc.train, data=pc.data, dtype=pc.dtype, ckpt_dir=ckpt, out_dir=out,
+                  checkpoint_step=pc.checkpoint_step, tolerance=pc.tolerance, plants=tuple(pc.plants))
     env = {"CUBLAS_WORKSPACE_CONFIG": CUBLAS_WORKSPACE} if pc.train.deterministic else {}
     t_all = time.perf_counter()
-    res = _run_all(pc, kwargs, env, out / GO_FILE, say)
+    res = _run_all(pc, job, env, out / GO_FILE, say)
     walls = {**res.walls, "total": time.perf_counter() - t_all}
     failed = res.failure(pc)
     if failed:
@@ -131,7 +129,7 @@ class Runs:
         return None
 
 
-def _run_all(pc: ProtocolConfig, kwargs: dict[str, Any], env: dict[str, str], go: Path,
+def _run_all(pc: ProtocolConfig, job: RankJob, env: dict[str, str], go: Path,
              say: Callable[[str], None]) -> Runs:
     """A and B, and C's processes started alongside them: C builds its model, then waits for `go` (written
     here once B saved, after any planted corruption) before it loads B's checkpoint and trains on, and for
@@ -145,7 +143,7 @@ def _run_all(pc: ProtocolConfig, kwargs: dict[str, Any], env: dict[str, str], go
         # One intra-op thread per CPU rank: OpenMP's spinning barriers make 2+ threads ~10x slower on a
         # shared, oversubscribed CPU (measured on a 2-core x86 VM).
         res = launch("trainready.resume.worker:resume_rank", pc.world_size, pc.backend,
-                     {**kwargs, "role": role, "go": str(go)}, timeout_s=timeout_s, env=env,
+                     {"job": dataclasses.replace(job, role=role, go=go)}, timeout_s=timeout_s, env=env,
                      threads_per_rank=1 if pc.backend == "gloo" else None)
         out.results[role], out.walls[role] = res, time.perf_counter() - t0
         return res.ok and not any(v.get("save_error") for v in res.values)
@@ -159,7 +157,7 @@ def _run_all(pc: ProtocolConfig, kwargs: dict[str, Any], env: dict[str, str], go
             if ok["B"] and "flip_byte" in pc.plants:
                 from trainready.ckpt.load import resolve_latest  # torch.distributed.checkpoint: ~3 s to import
 
-                victim = flip_byte(resolve_latest(Path(kwargs["ckpt_dir"])))
+                victim = flip_byte(resolve_latest(job.ckpt_dir))
                 say(f"planted: flipped a byte of {victim.name}")
             if ok["B"]:
                 say(plan(pc)["C"])

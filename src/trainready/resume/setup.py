@@ -11,13 +11,14 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
-from typing import Any
+from typing import Mapping
 
 from trainready.data.corpus import write_sample_corpus
 from trainready.data.identity import identify
 from trainready.data.source import open_tokens
 from trainready.errors import UsageError
 from trainready.resume.compare import Tolerance
+from trainready.resume.options import ResumeOptions
 from trainready.resume.protocol import PLANTS, ProtocolConfig
 from trainready.resume.sizing import MAX_VOCAB, SAMPLE_CORPUS_ALLOWANCE, choose_model, predicted_bytes
 from trainready.spec.model import NodeSpec, ResumeSpec
@@ -66,17 +67,17 @@ def validate(spec: ResumeSpec, vocab_size: int) -> None:
             raise UsageError(f"{flag} {value}: expected a finite number >= 0 (0 = bitwise)")
 
 
-def prepare(spec: ResumeSpec, options: dict[str, Any], faults: dict[str, str], workdir: Path,
+def prepare(spec: ResumeSpec, options: ResumeOptions, faults: Mapping[str, str], workdir: Path,
             node: NodeSpec | None = None) -> ProtocolConfig:
-    """options: data, dtype, dir, cpu, precision, deterministic, vocab_size, timeout_s (all optional).
+    """The validated protocol for `spec` run as `options` say, in `options.directory` (else `workdir`).
     `node`: the whole spec, whose gpu.count > 0 forbids a CPU run (see `device_world`)."""
-    validate(spec, int(options.get("vocab_size") or 0))
-    world, backend = device_world(spec.ranks, bool(options.get("cpu")), node)
+    validate(spec, options.vocab_size)
+    world, backend = device_world(spec.ranks, options.cpu, node)
     preset = spec.preset or ("small" if backend == "nccl" else "tiny")
     train = TrainConfig(
-        preset=preset, vocab_size=int(options.get("vocab_size") or 0), seed=spec.seed, batch_size=spec.batch_size,
+        preset=preset, vocab_size=options.vocab_size, seed=spec.seed, batch_size=spec.batch_size,
         steps=spec.steps, warmup_steps=min(10, max(1, spec.steps // 10)), mode=spec.mode,
-        precision=str(options.get("precision") or "auto"), deterministic=bool(options.get("deterministic", True)),
+        precision=options.precision or "auto", deterministic=options.deterministic,
     )
     if spec.mode not in ("ddp", "fsdp"):
         raise UsageError(f"--mode {spec.mode}: expected ddp or fsdp")
@@ -84,8 +85,8 @@ def prepare(spec: ResumeSpec, options: dict[str, Any], faults: dict[str, str], w
         raise UsageError(f"--precision {train.precision}: expected auto, fp32 or bf16")
     mcfg = train.model_config()  # UsageError on an unknown preset
     precision = train.precision if train.precision != "auto" else ("bf16" if backend == "nccl" else "fp32")
-    root = Path(options.get("dir") or workdir)
-    data, dtype = options.get("data"), options.get("dtype")
+    root = Path(options.directory or workdir)
+    data, dtype = options.data, options.dtype
     source = open_tokens(data, dtype) if data else None  # DataError names the file
     choice = None
     if source is not None:  # sized from the data before anything is written
@@ -106,7 +107,7 @@ def prepare(spec: ResumeSpec, options: dict[str, Any], faults: dict[str, str], w
     return ProtocolConfig(
         train=dataclasses.replace(train, vocab_size=choice.config.vocab_size), checkpoint_step=spec.checkpoint_step,
         data=str(Path(data).resolve()), dtype=dtype, root=root, world_size=world, backend=backend,
-        tolerance=Tolerance(spec.atol, spec.rtol), plants=plants, timeout_s=float(options.get("timeout_s") or 300.0),
+        tolerance=Tolerance(spec.atol, spec.rtol), plants=plants, timeout_s=options.timeout_s,
         model=choice, identity=identify(source),
     )
 

@@ -28,8 +28,9 @@ from trainready.data.source import open_tokens
 from trainready.ranks.launch import RankContext
 from trainready.errors import CheckpointError, CheckpointWriteError
 from trainready.resume import compare
+from trainready.resume.job import RankJob
 from trainready.train import rng
-from trainready.train.loop import Trainer, TrainConfig
+from trainready.train.loop import Trainer
 from trainready.util.atomic import atomic_write_stream
 
 
@@ -127,27 +128,13 @@ def _resume_c(ctx: RankContext, tr: Trainer, sampler: SequenceSampler, run: Call
     return True
 
 
-def resume_rank(
-    ctx: RankContext,
-    role: str,
-    train: dict[str, Any],
-    data: str,
-    dtype: str | None,
-    ckpt_dir: str,
-    out_dir: str,
-    checkpoint_step: int,
-    atol: float = 0.0,
-    rtol: float = 0.0,
-    plants: tuple[str, ...] = (),
-    go: str = "",
-) -> dict[str, Any]:
+def resume_rank(ctx: RankContext, job: RankJob) -> dict[str, Any]:
     t0 = time.perf_counter()
-    cfg = TrainConfig(**train)
-    r, ws, k = ctx.rank, ctx.world_size, checkpoint_step
-    out, ckpt = Path(out_dir), Path(ckpt_dir)
-    tol = compare.Tolerance(atol, rtol)
+    cfg, role, plants, tol = job.train, job.role, job.plants, job.tolerance
+    r, ws, k = ctx.rank, ctx.world_size, job.checkpoint_step
+    out, ckpt = job.out_dir, job.ckpt_dir
     tr = Trainer(cfg, ctx.device, ws, r)
-    source = open_tokens(data, dtype)
+    source = open_tokens(job.data, job.dtype)
     sampler = SequenceSampler(source, tr.model_config.seq_len, cfg.batch_size, cfg.seed, r, ws)
     losses: dict[int, float] = {}
     result: dict[str, Any] = {"role": role, "rank": r}
@@ -181,7 +168,7 @@ def resume_rank(
             return result
         result["save_s"] = time.perf_counter() - ts
     elif role == "C":
-        if not _resume_c(ctx, tr, sampler, run, result, Path(go) if go else None, out, ckpt, k, plants, tol):
+        if not _resume_c(ctx, tr, sampler, run, result, job.go, out, ckpt, k, plants, tol):
             return result
     else:
         raise ValueError(f"unknown role {role!r}")

@@ -8,8 +8,8 @@ Cases whose `check` is "" expect the command to refuse bad input (exit 2) with a
 no plant: `control_of`) must pass, so a failure that is not the planted fault cannot count.
 
 Placeholders in ARGV, filled by selftest/prepare.py: {spec} a short self-test spec (4 gloo ranks
-or one rank per GPU, 10 s collective deadline, 10-step resume), {rank} a rank that exists here,
-{facts_*}/{data_*}/{spec_*} files made for the case.  `needs` names what the case requires
+or one rank per GPU, collective deadline 20 s on gloo and 30 s with NCCL, 10-step resume), {rank} a rank
+that exists here, {facts_*}/{data_*}/{spec_*} files made for the case.  `needs` names what the case requires
 (gpu, slurm, multirank); without it the case is not applicable here, with the reason.
 
 Adding a plant to checks/plants.py without a case here fails tests/test_selftest.py.

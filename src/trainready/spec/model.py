@@ -49,7 +49,7 @@ class ComputeSpec:
     gemm_min_fraction: float | None = doc_field(
         0.60,
         "Per-GPU BF16 GEMM TFLOP/s must reach this fraction of the GPU's table peak (dense). "
-        "0.60 is conservative: H100/H200 reach ~0.75-0.80 of dense peak on 8192^3 (device notes). "
+        "0.60 is conservative: 1x H200 reached 0.74-0.79 of dense peak on 8192^3 (docs/measured-h200.md). "
         "Omitted = not judged.",
     )
     hbm_min_fraction: float | None = doc_field(

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from trainready.errors import GpuUnusable, UsageError
-from trainready.spec.model import NodeSpec
 
-CPU_DEFAULT_RANKS = 8  # the seed's 8-GPU server, emulated by 8 gloo ranks
+if TYPE_CHECKING:  # read, never imported at run time: util sits below spec (spec/ loads through util/strict.py)
+    from trainready.spec.model import NodeSpec
+
+CPU_DEFAULT_RANKS = 8  # an 8-GPU server (HGX H100/H200/B200), emulated by 8 gloo ranks
 GLOO_RANKS_PER_CORE = 4  # each gloo rank is a process with torch loaded (~0.3 GB RSS); more than this many per
 # core only measures the scheduler (200 ranks on 2 cores printed nothing for minutes)
 GLOO_LIMIT_RULE = f"{GLOO_RANKS_PER_CORE} per CPU core, at least {CPU_DEFAULT_RANKS}"

@@ -1,0 +1,114 @@
+"""`trainready cluster pairs`: which node is slow, from rounds of disjoint node pairs (cluster/pairs.py).
+
+On the `cluster` command group of commands/cluster.py; its Slurm options are those of commands/cluster_options.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from trainready.cluster.options import FleetOptions
+from trainready.commands.cluster import app
+from trainready.commands.cluster_options import JOB, NODES, fleet_options
+from trainready.commands.common import JSON_HELP, check_out_path, parse_plants, write_json_doc
+from trainready.errors import UsageError
+
+# Default pair floors (x the reference busbw): NCCL pairs of healthy nodes vary ~5% (nccl-tests repeats), so 0.9
+# catches a node 10% slow; gloo over a shared host's cores varied 0.19-0.56 GB/s between identical pairs on a
+# 2-core x86 VM.
+GPU_FLOOR, CPU_FLOOR = 0.9, 0.25
+
+
+@app.command("pairs")
+@fleet_options(JOB, NODES, time_limit="10:00")  # a pair's step: one all_reduce sweep, not a node's acceptance
+def pairs_cmd(
+    fleet: FleetOptions,
+    floor_fraction: float = typer.Option(None, "--floor-fraction", help="A pair passes at >= this x the reference busbw. "
+                                         "Default 0.9 on GPUs (healthy pairs vary ~5%; a node 10% slow fails), 0.25 on "
+                                         "CPU nodes (gloo over shared cores: identical pairs differed ~3x on a 2-core "
+                                         "x86 VM)."),
+    expected: float = typer.Option(None, "--expected-gbps", help="Reference pair busbw in GB/s (default: the median "
+                                   "over nodes of each node's best pair, measured)."),
+    confirm: int = typer.Option(2, "--confirm", help="Failures against distinct proven-good partners that name a node."),
+    max_rounds: int = typer.Option(8, "--max-rounds", help="Give up after this many rounds (the rest: undecided)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the round-1 random matching (same seed, same pairs)."),
+    json_path: str = typer.Option(None, "--json", help=JSON_HELP),
+) -> None:
+    """Name the slow nodes: all_reduce busbw in rounds of disjoint node pairs, each pair its own Slurm step.
+
+    Round 1 pairs every node at random; a pair below the floor makes both nodes suspects; each later
+    round re-pairs every suspect with a node already proven good, so the slow node fails again and its
+    partner is cleared.  Two failures against distinct good partners name a node; a result that flips,
+    or a suspect with no good partner left, is "undecided", never guessed.  Fewer than 6 nodes are
+    first measured round-robin.  Writes RESULTS/pairs/pairs.json.  Exit 0 nobody named, 1 culprits or
+    undecided nodes, 2 usage.
+
+    Examples:
+
+    \b
+      trainready cluster pairs -p gpu -N 640 --results /lustre/acc \\
+          --spec h200.toml
+      trainready cluster pairs -w node[1-3] --results /tmp/acc \\
+          --spec example:local-slurm
+    """
+    from trainready.cluster import pairs as pr
+    from trainready.cluster.pairing import PairingOptions
+    from trainready.cluster.run import select_nodes
+    from trainready.spec import load_spec
+
+    check_out_path(json_path)
+    if confirm < 1 or max_rounds < 1:
+        raise UsageError("--confirm and --max-rounds: expected at least 1")
+    if floor_fraction is not None and not 0 < floor_fraction <= 1:
+        raise UsageError(f"--floor-fraction {floor_fraction}: expected 0 < x <= 1")
+    if expected is not None and not expected > 0:
+        raise UsageError(f"--expected-gbps {expected}: expected GB/s > 0")
+    gpus = load_spec(fleet.spec)[0].gpu.count
+    frac = floor_fraction if floor_fraction is not None else (GPU_FLOOR if gpus else CPU_FLOOR)
+    opts = pr.PairsOptions(fleet, PairingOptions(frac, expected, confirm, max_rounds, seed), gpus)
+    console = Console(stderr=True)
+    names = select_nodes(fleet)
+    if len(names) < 2:
+        raise UsageError(f"cluster pairs: {len(names)} node(s) selected; a pair needs two")
+    (fleet.results / "pairs").mkdir(parents=True, exist_ok=True)
+    out, why = pr.run_pairs(opts, names, lambda s: console.print(f"[dim]{s}[/]", highlight=False))
+    doc = pr.to_json(out, opts, names, why)
+    path = pr.write(doc, fleet.results)
+    print_pairs(doc, Console(stderr=json_path == "-"))
+    console.print(f"pairs record written to {path}")
+    if json_path:
+        write_json_doc(doc, json_path, console, "pairs record")
+    raise typer.Exit(1 if out.culprits or out.undecided else 0)
+
+
+def print_pairs(doc: dict, console: Console) -> None:
+    from rich.table import Table
+
+    t = Table(title=f"cluster pairs: {doc['nodes_tested']} nodes, {doc['rounds']} round(s) "
+                    f"(round-robin: {doc['round_robin_rounds']}); floor {doc['floor_gbps']:.3g} GB/s")
+    for col in ("node", "status", "passed/pairs", "evidence"):
+        t.add_column(col, overflow="fold")
+    style = {"bad": "bold red", "undecided": "yellow", "good": "green"}
+    for n in doc["nodes"]:
+        t.add_row(n["node"], f"[{style.get(n['status'], '')}]{n['status']}[/]", f"{n['passes']}/{n['passes'] + n['fails']}",
+                  n["reason"])
+    console.print(t)
+    culprits = ", ".join(doc["culprits"]) or "none"
+    undecided = f"; undecided: {', '.join(doc['undecided'])}" if doc["undecided"] else ""
+    console.print(f"culprits: {culprits}{undecided}", highlight=False)
+
+
+@app.command("pair-task", hidden=True)
+def pair_task(
+    results: str = typer.Option(..., "--results"),
+    rnd: int = typer.Option(..., "--round"),
+    pair: str = typer.Option(..., "--pair"),
+    spec: str = typer.Option(None, "--spec"),
+    plant: list[str] = typer.Option(None, "--plant"),
+) -> None:
+    """One task of a pair's srun step (started by `cluster pairs`)."""
+    from trainready.cluster.pairtask import run_pair_task
+
+    raise typer.Exit(run_pair_task(Path(results), rnd, pair, spec, parse_plants(plant, "cluster")))

@@ -1,0 +1,58 @@
+"""Fleet evidence is kept: every `cluster run` and `cluster resume` into one --results keeps its own folder
+(RESULTS/runs/ID/), RESULTS/fleet.json is the latest with the earlier runs in its history, and a resumed node
+is judged against the run that rejected it (its reference, its other nodes' figures), on the local 3-node
+Slurm cluster (scripts/local-slurm.sh)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+
+pytestmark = pytest.mark.slow
+
+SPEC = "example:local-slurm"
+CHECKS = "versions,matmul,train_step"  # matmul: where cluster.fail plants; train_step: a throughput figure
+
+
+def _cluster(*args: str) -> subprocess.CompletedProcess[str]:
+    return run_cli("cluster", *args, "--spec", SPEC, "--only", CHECKS, "--time", "5:00", timeout=600)
+
+
+def _doc(path: Path) -> dict:  # type: ignore[type-arg]
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def test_two_runs_and_a_resume_keep_every_verdict(local_slurm, tmp_path):
+    res = tmp_path / "acc"
+    try:
+        first = _cluster("run", "-N", "3", "--results", str(res), "--reference", "node1", "--drain",
+                         "--plant", "cluster.fail=node2")
+        assert first.returncode == 3, first.stderr[-2000:]  # planted: records.PLANTED_EXIT
+        run1 = Path(_doc(res / "fleet.json")["run"])
+        second = _cluster("run", "-w", "node1,node3", "--results", str(res))
+        assert second.returncode == 0, second.stderr[-2000:]
+        again = _cluster("resume", "node2", "--results", str(res))
+        assert again.returncode == 0, again.stderr[-2000:]
+    finally:
+        subprocess.run(["scontrol", "update", "nodename=node2", "state=resume"], capture_output=True, check=False)
+    latest = _doc(res / "fleet.json")
+    assert latest["context"]["kind"] == "resume" and [n["node"] for n in latest["nodes"]] == ["node2"]
+    history = latest["history"]
+    assert [h["kind"] for h in history] == ["run", "run"], history  # newest first: the second run, then the first
+    rejected = history[1]
+    assert rejected["verdict"] == "reject" and rejected["rejected"] == ["node2"] and rejected["record"] == str(
+        run1 / "fleet.json")
+    kept = _doc(run1 / "fleet.json")  # the first run's REJECT, still on disk as it was written
+    node2 = next(n for n in kept["nodes"] if n["node"] == "node2")
+    assert not node2["accepted"] and any(r.startswith("check") and "FAIL" in r for r in node2["reasons"])
+    assert _doc(Path(node2["record"]))["node"] == "node2" and Path(node2["record"]).parent.parent == run1
+    assert (run1 / "logs" / "cross.out").is_file() and Path(history[0]["record"]).parent != run1
+    # judged against the first run: its reference and its other nodes' figures, not a "fleet majority" of one
+    assert latest["summary"]["reference"] == "node1" and latest["context"]["baseline"] == str(run1 / "fleet.json")
+    stats = {s["metric"]: s for s in latest["stats"]}
+    assert stats["train_tokens_per_s"]["n"] >= 3 and stats["train_tokens_per_s"]["judged"], stats
