@@ -177,9 +177,10 @@ def _run_all(pc: ProtocolConfig, job: RankJob, env: dict[str, str], go: Path,
 def _first_runs(pc: ProtocolConfig, pool: concurrent.futures.ThreadPoolExecutor, one: Callable[[str, float], bool],
                 say: Callable[[str], None], ok: dict[str, bool]) -> concurrent.futures.Future[bool]:
     """A and B: side by side on GPUs (latency-bound, small model; two separate process groups), one after
-    the other on CPU ranks (they would only share cores), B left out when A failed.  Returns once B ended
-    (ok["B"]: it ran and saved), with A's run (its future: True when it ran well)."""
-    if pc.backend == "nccl":
+    the other on CPU ranks (they would only share cores) and under the full-disk plant (the filesystem it
+    fills before B's save is the one A writes its evidence to), B left out when A failed.  Returns once B
+    ended (ok["B"]: it ran and saved), with A's run (its future: True when it ran well)."""
+    if pc.backend == "nccl" and "fill_disk" not in pc.plants:
         say(f"{plan(pc)['A']}  ||  {plan(pc)['B']}")
         a_run = pool.submit(one, "A", pc.timeout_s)
         ok["B"] = one("B", pc.timeout_s)
