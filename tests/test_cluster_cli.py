@@ -35,6 +35,9 @@ def test_pyxis_flags_and_the_batch_script_are_exact():
         "--level standard --spec example:h200-8x --image 'nvcr.io#nvidia/pytorch:25.01-py3'")  # '#': quoted for bash
     plain = FleetOptions(results=RES, level=Level.QUICK)
     assert run.task_command(plain)[:3] == [sys.executable, "-m", "trainready"]  # no image: this interpreter
+    # no image: the batch step itself runs it (no srun step: two slurmctld calls fewer per node)
+    assert run.batch_script(plain).splitlines()[-1] == f"exec {sys.executable} -m trainready cluster node-task " \
+        "--results /lustre/acc/2026-12-03 --level quick"
 
 
 def test_sbatch_and_srun_command_lines():
@@ -62,20 +65,19 @@ def test_slurm_formats_read():
 
 
 def test_no_result_reasons_say_what_slurm_said():
-    p = Path("/r/nodes/node2.json")
     killed = slurm.TaskState(1, "13", "FAILED", "137:0", "node2", "NonZeroExitCode")
-    assert run.no_result_reason(killed, p, "", "5:00") == \
-        "task 13 FAILED (exit code 137 = killed by signal 9); NonZeroExitCode"
-    hung = slurm.TaskState(2, "14", "HUNG", "0:0", "node3", "None", 41.0)
-    assert "hung: still running 41 s" in run.no_result_reason(hung, p, "", "0:30")
+    assert run.no_result_reason(killed, "") == \
+        ("no result: killed by signal", "task 13 FAILED (exit code 137 = killed by signal 9); NonZeroExitCode")
     done = slurm.TaskState(0, "12", "COMPLETED", "0:0", "node1", "None")
-    assert "wrote no record" in run.no_result_reason(done, p, "no record at /r/nodes/node2.json", "5:00")
-    assert "never started" in run.no_result_reason(None, p, "", "5:00")
-    out = run._at_deadline({0: slurm.TaskState(0, "5", "PENDING", "", "", "Resources"),
-                            1: slurm.TaskState(1, "6", "RUNNING", "", "node2", "None")},
+    assert "wrote no record" in run.no_result_reason(done, "no record at /r/nodes/node2.json")[1]
+    assert "never started" in run.never_started(None)
+    pending = slurm.TaskState(0, "5", "PENDING", "", "", "Resources")
+    assert "never started (PENDING; Resources)" in run.never_started(pending)
+    assert run.never_started(killed) == "" and run.never_started(done) == ""  # they ran: tested
+    out = run._at_deadline({0: pending, 1: slurm.TaskState(1, "6", "RUNNING", "", "node2", "None")},
                            {0: slurm.TaskState(0, "5", "CANCELLED", "", "", ""),
                             1: slurm.TaskState(1, "6", "CANCELLED", "", "node2", "")})
-    assert out[0].state == "PENDING" and out[1].state == "HUNG"
+    assert out[0].state == "PENDING" and out[1].state == run.OVERTIME
 
 
 def test_drain_reason_has_the_prefix_and_a_bounded_length():

@@ -162,10 +162,20 @@ def untyped_options(mods: dict[str, Module]) -> list[str]:
                 named, ann = "", None
             if ann is not None and _is_option_name(named) and ast.unparse(ann) in UNTYPED:
                 out.append(f"{mod.rel}:{node.lineno} {named}: {ast.unparse(ann)}")
-            key = _string_lookup(node)
+            key = _string_lookup(node) or _dict_handed_to_context(node)
             if key:
                 out.append(f"{mod.rel}:{node.lineno} {key}")
     return out
+
+
+def _dict_handed_to_context(node: ast.AST) -> str:
+    """`CheckContext(spec, dir, faults, {...})` or `options={...}`: a mapping where the typed options go."""
+    if not (isinstance(node, ast.Call) and _leaf(node.func) == "CheckContext"):
+        return ""
+    given = node.args[3:4] + [k.value for k in node.keywords if k.arg == "options"]
+    if any(isinstance(n, (ast.Dict, ast.DictComp)) for g in given for n in ast.walk(g)):
+        return "CheckContext(..., options=<a dict>)"
+    return ""
 
 
 def _string_lookup(node: ast.AST) -> str:
@@ -230,6 +240,8 @@ def test_detectors_catch_planted_violations(tmp_path: Path) -> None:
         "commands/__init__.py": "",
         "commands/common.py": "def emit(options: dict[str, Any], opts: object = None) -> int:\n"
                               "    return options.get('resume') or opts['x']\n",
+        "commands/node.py": "ctx = CheckContext(1, 2, {}, {'image_digest': 3} if 4 else {})\n"
+                            "ok = CheckContext(1, 2, {'plant': 'x'}, timeouts={'x': 1.0})\n",
         "checks/__init__.py": "",
         "checks/base.py": "class Check:\n    pass\n\n\nclass CheckContext:\n    options: dict[str, Any]\n"
                           "    spec: int\n\n\nclass Fine(Check):\n    pass\n",
@@ -243,7 +255,8 @@ def test_detectors_catch_planted_violations(tmp_path: Path) -> None:
     assert sorted(untyped_options(mods)) == ["trainready/checks/base.py:6 options: dict[str, Any]",
                                              "trainready/commands/common.py:1 options: dict[str, Any]",
                                              "trainready/commands/common.py:2 options.get('resume')",
-                                             "trainready/commands/common.py:2 opts['x']"]
+                                             "trainready/commands/common.py:2 opts['x']",
+                                             "trainready/commands/node.py:1 CheckContext(..., options=<a dict>)"]
     assert context_extras(mods) == ["CheckContext.options: dict[str, Any]"]
     assert check_classes_outside(mods) == ["trainready.low.x.Sneakier", "trainready.low.x.Sneaky"]
 

@@ -68,6 +68,8 @@ CLUSTER_PLANTS: dict[str, str] = {
     "cluster.clock": "NODE:SECONDS: that node's clock readings in the clock exchange are SECONDS ahead",
     "cluster.storage": "NODE: that node writes and reads a private directory on another filesystem instead of --results",
     "cluster.nofile": "NODE:N: that node lowers its open-files limit to N before the limits check",
+    "cluster.silent": "NODE: that node's rank joins the cross-node all_reduce, then stops before the first collective",
+    "cluster.vanish": "NODE: that node's cross-node task exits at once: no cross record, its rank never joins",
 }
 
 # Read by `trainready resume --save-only` (resume/compat.py): a checkpoint "from another environment".

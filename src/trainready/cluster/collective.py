@@ -12,7 +12,7 @@ import dataclasses
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from trainready.spec.model import NodeSpec
 
@@ -51,10 +51,11 @@ def cross_node_options(spec: NodeSpec, world_size: int, *, narrow: bool = False,
 
 
 def sweep_to_record(opts: CommOptions, ext: ExternalRank, spec: NodeSpec, source: str, out: str,
-                    context: dict[str, Any], label: str) -> Report | None:
+                    context: dict[str, Any], label: str,
+                    on_fail: Callable[[Any], None] | None = None) -> Report | None:
     """Run the sweep as this externally launched rank; rank 0 writes the comm record to OUT, also when the
-    sweep fails (then every rank leaves with exit 1, the others saying why on stderr).  Rank 0's Report,
-    else None."""
+    sweep fails (then every rank leaves with exit 1, the others saying why on stderr; each first hands its
+    failure to `on_fail`, which records the blame).  Rank 0's Report, else None."""
     from trainready.comm.external import leave
     from trainready.comm.run import build_report, sweep_external
     from trainready.report.write import write_json_doc
@@ -63,6 +64,8 @@ def sweep_to_record(opts: CommOptions, ext: ExternalRank, spec: NodeSpec, source
     t0 = time.perf_counter()
 
     def report_failure(fail: Outcome) -> int:
+        if on_fail is not None:
+            on_fail(fail)
         if ext.rank == 0:
             write_json_doc(build_report(opts, spec, source, None, fail, time.perf_counter() - t0, context).to_json(),
                            out, None)
@@ -80,54 +83,51 @@ def sweep_to_record(opts: CommOptions, ext: ExternalRank, spec: NodeSpec, source
     return rep
 
 
-def run_collective(spec: NodeSpec, source: str, results: Path) -> tuple[int, dict[str, Any]]:
-    """Join, sweep, and (rank 0) write the comm record; (exit code, short summary for this node's record)."""
+def run_collective(spec: NodeSpec, source: str, results: Path, silent: bool = False,
+                   on_fail: Callable[[Any], None] | None = None) -> tuple[int, dict[str, Any]]:
+    """Join, sweep, and (rank 0) write the comm record; (exit code, short summary for this node's record).
+    `silent` (a planted fault): this rank joins, then stops before the first collective (comm.hang_rank)."""
     from trainready.ranks.env import detect
 
     ext = detect()
     if ext is None:
         return 0, {"skipped": "a world of one task: no multi-node collective"}
-    opts = cross_node_options(spec, ext.world_size)
+    opts = cross_node_options(spec, ext.world_size, faults={"hang_rank": ext.rank, "fault_step": 0} if silent else None)
     context = {"spec_source": source, "launcher": ext.source, "fleet": True}
     rep = sweep_to_record(opts, ext, fleet_spec(spec), source, str(results / "cross" / "comm.json"), context,
-                          "trainready cluster: collective")
+                          "trainready cluster: collective", on_fail)
     summary = {"rank": ext.rank, "world_size": ext.world_size, "backend": opts.backend}
     return 0, ({**summary, "status": rep.status.value} if rep is not None else summary)
 
 
-def rank_nodes(cross: dict[str, dict[str, Any]]) -> dict[int, str]:
-    """Global rank → node, from each node's first task's rank (srun's block distribution: a node's tasks
-    hold consecutive ranks)."""
-    firsts = sorted((int(d.get("rank", 0)), n) for n, d in cross.items())
-    out: dict[int, str] = {}
-    for i, (first, node) in enumerate(firsts):
-        end = firsts[i + 1][0] if i + 1 < len(firsts) else first + 1
-        for r in range(first, max(end, first + 1)):
-            out[r] = node
-    return out
-
-
-def judge(results: Path, cross: dict[str, dict[str, Any]]) -> tuple[Any, list[Any]]:
-    """(fleet-level CheckResult, node findings) from RESULTS/cross/comm.json."""
-    import re
-
+def judge(results: Path, cross: dict[str, dict[str, Any]], step_nodes: Sequence[str] = (),
+          per_node: int = 1) -> tuple[Any, list[Any]]:
+    """(fleet-level CheckResult, node findings) from RESULTS/cross/comm.json and every rank's blame record
+    (blame.py): only the nodes of at-fault ranks are named; ranks that waited for them never are."""
+    from trainready.cluster import blame
     from trainready.cluster.crosschecks import Finding
     from trainready.cluster.layout import read_json
     from trainready.records import SCHEMA_VERSION, CheckResult, Level, Metric, Status
 
     title = "multi-node all_reduce: correct results, bus bandwidth"
     doc, why = read_json(results / "cross" / "comm.json", SCHEMA_VERSION)
-    if doc is None:
-        return CheckResult("cluster.collective", title, Level.STANDARD, Status.ERROR, f"no collective record: {why}",
-                           "See RESULTS/logs/cross.out for the srun step's output.", (), 0.0), []
-    res = doc.get("results") or []
+    res = (doc or {}).get("results") or []
     bad = [r for r in res if r.get("status") in ("fail", "error") and r.get("name") != "comm.pairs"]
-    ranks = rank_nodes(cross)
-    findings = []
-    for r in bad:
-        named = {int(x) for x in re.findall(r"rank (\d+)", r.get("message", ""))}
-        for node in sorted({ranks[k] for k in named if k in ranks}):
-            findings.append(Finding(node, "collective", Status.FAIL, f"named by the all_reduce: {r.get('message')}"))
+    reports = blame.read_ranks(results)
+    world = max([int(r.get("rank", 0)) + 1 for r in reports] + [len(step_nodes) * per_node, 1])
+    at_fault, waiting = blame.tally(reports, blame.wrong_ranks(bad))
+    where = blame.rank_nodes({int(r["rank"]): str(r["node"]) for r in reports if "node" in r} |
+                             {int(d.get("rank", 0)): n for n, d in cross.items()}, step_nodes, per_node, world)
+    findings = [Finding(node, "collective", Status.FAIL,
+                        f"rank(s) {sorted(k for k in at_fault if where.get(k) == node)} at fault in the all_reduce "
+                        f"({'; '.join(sorted({w for k in at_fault if where.get(k) == node for w in at_fault[k]}))})")
+                for node in sorted({where[k] for k in at_fault if k in where})]
+    details = {"record": str(results / "cross" / "comm.json"), "at_fault": sorted(at_fault),
+               "waiting": sorted(waiting), "rank_nodes": {str(k): v for k, v in sorted(where.items())}}
+    if doc is None:
+        status = Status.FAIL if at_fault else Status.ERROR
+        return CheckResult("cluster.collective", title, Level.STANDARD, status, f"no collective record: {why}",
+                           "See RESULTS/logs/cross.out for the srun step's output.", (), 0.0, details), findings
     metrics = tuple(Metric(m["name"], float(m["value"]) if isinstance(m["value"], (int, float)) else float("nan"),
                            m["unit"], tuple(sorted((m.get("labels") or {}).items())))
                     for r in res for m in r.get("metrics", []) if m.get("name") == "comm_busbw_avg")
@@ -135,5 +135,4 @@ def judge(results: Path, cross: dict[str, dict[str, Any]]) -> tuple[Any, list[An
     status = Status(bad[0]["status"]) if bad else Status(main.get("status", "warn"))
     msg = bad[0].get("message", "") if bad else main.get("message", "")
     return CheckResult("cluster.collective", title, Level.STANDARD, status, msg,
-                       (bad[0].get("remedy", "") if bad else main.get("remedy", "")), metrics, 0.0,
-                       {"record": str(results / "cross" / "comm.json")}), findings
+                       (bad[0].get("remedy", "") if bad else main.get("remedy", "")), metrics, 0.0, details), findings

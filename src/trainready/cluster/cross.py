@@ -118,9 +118,11 @@ def run(opts: CrossOptions) -> int:
     spec, source = load_spec(opts.spec)
     node = node_name()
     nf = fl.for_node(opts.plants, node)
+    if nf.vanish:  # planted: this node's task ends at once, with no cross record and no rank in the collective
+        return 1
     first_on_node = os.environ.get("SLURM_LOCALID", os.environ.get("LOCAL_RANK", "0")) == "0"  # srun, or torchrun
-    doc: dict[str, Any] = {"schema": CROSS_SCHEMA, "node": node,
-                           "rank": int(os.environ.get("SLURM_PROCID", os.environ.get("RANK", "0")))}
+    rank = int(os.environ.get("SLURM_PROCID", os.environ.get("RANK", "0")))
+    doc: dict[str, Any] = {"schema": CROSS_SCHEMA, "node": node, "rank": rank}
     if first_on_node:
         peers = [p for p in step_nodes() if p != node]
         doc.update(clock=clock_facts(nf), limits=limit_facts(nf), hosts=hosts_facts(),
@@ -132,7 +134,18 @@ def run(opts: CrossOptions) -> int:
         return 0
     from trainready.cluster.collective import run_collective
 
-    rc, summary = run_collective(spec, source, opts.results)
+    def on_fail(fail: Any) -> None:
+        """This rank's blame record (blame.py), and its node's cross record says so too."""
+        from trainready.cluster import blame
+
+        det = dict(fail.details)
+        rec = {"schema": blame.RANK_SCHEMA, "node": node, "rank": rank, "status": fail.status.value,
+               "stage": det.get("stage"), "error": det.get("error"), **blame.from_details(det)}
+        atomic_write_json(blame.rank_file(opts.results, rank), rec)
+        if first_on_node:
+            atomic_write_json(cross_record(opts.results, node), {**doc, "collective": rec})
+
+    rc, summary = run_collective(spec, source, opts.results, silent=nf.silent, on_fail=on_fail)
     if first_on_node:
         doc["collective"] = summary
         atomic_write_json(cross_record(opts.results, node), doc)

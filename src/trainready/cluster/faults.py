@@ -41,6 +41,8 @@ class NodeFaults:
     clock_ahead_s: float = 0.0
     storage: bool = False
     nofile: int | None = None
+    silent: bool = False  # its rank joins the collective, then stops (the others must blame it, not themselves)
+    vanish: bool = False  # its cross-node task ends at once: no cross record, its rank never joins
 
     @property
     def any(self) -> bool:
@@ -85,4 +87,6 @@ def for_node(faults: Mapping[str, str], node: str) -> NodeFaults:
         clock_ahead_s=float(clock) if clock is not False else 0.0,
         storage=bool(on("cluster.storage", faults.get("cluster.storage"))),
         nofile=int(nofile) if nofile is not False else None,
+        silent=bool(on("cluster.silent", faults.get("cluster.silent"))),
+        vanish=bool(on("cluster.vanish", faults.get("cluster.vanish"))),
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from trainready.cluster import collective, crosschecks, history, ledger, run
+from trainready.cluster import avail, collective, crosschecks, guard, history, ledger, run
 from trainready.cluster.layout import CROSS_SCHEMA, cross_record, read_json
 from trainready.cluster.options import FleetOptions, time_seconds
 from trainready.cluster.verdict import FleetVerdict, NodeInput, decide
@@ -37,12 +37,30 @@ def judge_cross(opts: FleetOptions, spec: NodeSpec, nodes: list[str]) -> tuple[l
         results.append(res)
         findings += found
     if len(nodes) > 1 or spec.gpu.count > 1:
-        res, found = collective.judge(opts.results, cross)
+        res, found = collective.judge(opts.results, cross, nodes, max(1, spec.gpu.count))
         results.append(res)
         findings += found
     findings += [crosschecks.Finding(n, "cross-node", Status.FAIL, f"no cross-node record ({why}); see "
                                      f"{opts.results / 'logs' / 'cross.out'}") for n, why in missing.items()]
     return results, findings
+
+
+def accept_nodes(here: FleetOptions, sel: avail.Selection, gpus: int, say: run.Progress) -> tuple[str, list[NodeInput]]:
+    """(job id, inputs): the array over the nodes that can be tested, waited for and gathered, plus the nodes
+    not tested, in the order asked for."""
+    for node, why in sel.not_tested.items():
+        say(f"{node}: not tested: {why}")
+    nodes = list(sel.nodes)
+    job, inputs = "", []
+    if nodes:
+        say(f"accepting {len(nodes)} node(s): {', '.join(nodes[:8])}{' ...' if len(nodes) > 8 else ''} (records in "
+            f"{here.results})")
+        job = run.submit(here, nodes, gpus)
+        waves = -(-len(nodes) // max(1, here.concurrency))  # ceil: K tasks run at a time
+        inputs = run.gather(here, nodes, run.wait(job, nodes, time_seconds(here.time_limit), waves, say))
+    inputs += [NodeInput(n, None, not_tested=why) for n, why in sel.not_tested.items()]
+    rank = {n: i for i, n in enumerate(sel.order)}
+    return job, sorted(inputs, key=lambda ni: rank.get(ni.node, len(rank)))
 
 
 def run_fleet(opts: FleetOptions, say: run.Progress, kind: str = "run",
@@ -51,15 +69,10 @@ def run_fleet(opts: FleetOptions, say: run.Progress, kind: str = "run",
     import dataclasses
 
     spec, source = load_spec(opts.spec)
-    nodes = run.select_nodes(opts)
+    sel = run.select_nodes(opts)
     started = history.now()
     here = dataclasses.replace(opts, results=history.new_run_dir(opts.results, kind))
-    say(f"accepting {len(nodes)} node(s): {', '.join(nodes[:8])}{' ...' if len(nodes) > 8 else ''} (records in "
-        f"{here.results})")
-    job = run.submit(here, nodes, spec.gpu.count)
-    waves = -(-len(nodes) // max(1, opts.concurrency))  # ceil: K tasks run at a time
-    states = run.wait(job, nodes, time_seconds(opts.time_limit), waves, say)
-    inputs = run.gather(here, nodes, states)
+    job, inputs = accept_nodes(here, sel, spec.gpu.count, say)
     with_record = [ni.node for ni in inputs if ni.record is not None]
     cross_results, findings = [], []
     if opts.cross and with_record:
@@ -73,8 +86,10 @@ def run_fleet(opts: FleetOptions, say: run.Progress, kind: str = "run",
         context.update(baseline=base.record, baseline_nodes=[p.node for p in base.peers])
     verdict = decide(inputs, spec, cross_results, findings, reference, opts.plants, context,
                      peers=base.peers if base else ())
+    dp = guard.plan(verdict, opts.max_drain)
+    verdict = dataclasses.replace(verdict, guard=dp.to_json())
     if opts.drain:
-        ledger.drain_rejected(opts.results, verdict, say)
+        ledger.drain_rejected(opts.results, verdict, say, dp)
     return verdict
 
 

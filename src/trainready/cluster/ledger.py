@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from trainready.cluster import slurm
+from trainready.cluster.guard import DrainPlan
 from trainready.cluster.layout import LEDGER
 from trainready.cluster.verdict import FleetVerdict
 
@@ -59,9 +60,19 @@ def reason_text(reasons: Sequence[str]) -> str:
     return (text[: REASON_MAX - len(more) - 3] + "..." if len(text) + len(more) > REASON_MAX else text) + more
 
 
-def drain_rejected(results: Path, verdict: FleetVerdict, say: Callable[[str], None]) -> list[str]:
-    """Drain each rejected node (never over an administrator's drain); the nodes drained."""
-    rejected = [n for n in verdict.nodes if not n.accepted]
+def drain_rejected(results: Path, verdict: FleetVerdict, say: Callable[[str], None],
+                   guard: DrainPlan | None = None) -> list[str]:
+    """Drain each rejected node the guard allows (all of them without a guard: resume drains again the nodes
+    it re-validated), never over an administrator's drain; nodes not tested are never touched.  The nodes
+    drained."""
+    rejected = [n for n in verdict.nodes if n.rejected]
+    if guard is not None and guard.held:
+        say(guard.why)
+        for nv in rejected:
+            if nv.node in guard.held:
+                append(results, {"action": "held", "node": nv.node, "why": list(nv.reasons), "record": nv.record,
+                                 "guard": guard.why, "planted": dict(verdict.planted)})
+        rejected = [n for n in rejected if n.node in guard.drain]
     info = slurm.nodes([n.node for n in rejected]) if rejected else {}
     drained = []
     for nv in rejected:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from trainready.cluster.guard import DEFAULT_MAX_DRAIN, MaxDrain, parse_max_drain
 from trainready.errors import UsageError
 from trainready.records import Level
 
@@ -84,6 +85,7 @@ class FleetOptions:
     plants: Mapping[str, str] = field(default_factory=dict)
     cross: bool = True
     reservation: str | None = None  # run inside this reservation (resume's re-validation)
+    max_drain: MaxDrain = field(default_factory=lambda: parse_max_drain(DEFAULT_MAX_DRAIN))  # --drain's bound (guard.py)
 
     def remote(self) -> list[str]:
         """How a node starts trainready: the image's entry point, or this interpreter (shared install)."""

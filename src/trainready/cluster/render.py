@@ -20,8 +20,8 @@ def print_verdict(v: FleetVerdict, console: Console) -> None:
     t.add_column("job")
     t.add_column("reasons / warnings", overflow="fold")
     for n in v.nodes:
-        verdict = "[green]ACCEPT[/]" if n.accepted else "[red]REJECT[/]"
-        text = "; ".join(n.reasons) if n.reasons else ("; ".join(n.warnings) or "all checks passed")
+        verdict = "[yellow]NOT TESTED[/]" if n.not_tested else "[green]ACCEPT[/]" if n.accepted else "[red]REJECT[/]"
+        text = n.not_tested or ("; ".join(n.reasons) if n.reasons else ("; ".join(n.warnings) or "all checks passed"))
         t.add_row(n.node, verdict, str(n.slurm.get("job_id", "")), text)
     console.print(t)
     if v.cross:
@@ -39,6 +39,10 @@ def print_verdict(v: FleetVerdict, console: Console) -> None:
     for s in v.stats:
         judged = f"floor {s.floor:.4g}, robust bound {s.bound:.4g}" if s.judged else "too few figures to judge"
         console.print(f"{s.metric}: {s.n} figure(s), median {s.median:.4g} {s.unit}, MAD {s.mad:.3g}; {judged}")
+    if v.guard.get("fleet_wide"):  # with or without --drain: the one line that says the cause is not the nodes'
+        console.print(f"[bold yellow]{v.guard['why']}[/]")
     drain = ", ".join(v.rejected) or "none"
     status = "FAIL" if v.exit_code else "PASS"
-    console.print(f"fleet: {status}: {len(v.nodes) - len(v.rejected)}/{len(v.nodes)} accepted; drain list: {drain}")
+    accepted = len(v.nodes) - len(v.rejected) - len(v.not_tested)
+    untested = f", {len(v.not_tested)} not tested ({', '.join(v.not_tested)})" if v.not_tested else ""
+    console.print(f"fleet: {status}: {accepted}/{len(v.nodes)} accepted{untested}; drain list: {drain}")

@@ -105,8 +105,8 @@ def canary_drift(verdict: Any, canary: str, canary_versions: dict[str, str]) -> 
     for nv in verdict.nodes:
         doc, _ = read_json(Path(nv.record), NODE_SCHEMA) if nv.record else (None, "")
         rows = drift.diff(canary_versions, dict(doc.get("versions") or {})) if doc is not None else []
-        if rows and not any(r.startswith("drift") for r in nv.reasons):
-            nv = dataclasses.replace(nv, accepted=False,
+        if rows and not nv.not_tested and not any(r.startswith("drift") for r in nv.reasons):
+            nv = dataclasses.replace(nv, accepted=False, causes=nv.causes + (f"drift {rows[0][0]} from the canary",),
                                      reasons=nv.reasons + (f"drift from the canary: {drift.describe(rows, canary)}",))
         nodes.append(nv)
     return dataclasses.replace(verdict, nodes=tuple(nodes))
@@ -125,7 +125,9 @@ def run_wave(opts: RolloutOptions, wave: dict[str, Any], canary: tuple[str, dict
         verdict = canary_drift(verdict, *canary)
     write_verdict(verdict, sub.results)
     if opts.fleet.drain:
-        ledger.drain_rejected(root, verdict, say)
+        from trainready.cluster.guard import plan
+
+        ledger.drain_rejected(root, verdict, say, plan(verdict, opts.fleet.max_drain))
     return verdict
 
 
@@ -180,9 +182,10 @@ def run_rollout(opts: RolloutOptions, nodes: list[str], say: Say) -> dict[str, A
         wave.update(state="running", started_at=_now())
         save(root, doc)
         verdict = run_wave(opts, wave, canary_of(root, doc) if k > 1 else None, say)
-        rejected = {n.node: list(n.reasons) for n in verdict.nodes if not n.accepted}
-        rate = len(rejected) / len(wave["nodes"])
+        rejected = {n.node: list(n.reasons) for n in verdict.nodes if n.rejected}  # not tested: neither
+        rate = len(rejected) / max(1, len(wave["nodes"]) - len(verdict.not_tested))
         wave.update(accepted=[n.node for n in verdict.nodes if n.accepted], rejected=rejected, reject_rate=rate,
+                    not_tested={n.node: n.not_tested for n in verdict.nodes if n.not_tested},
                     verdict=str(Path(verdict.context["run"]) / "fleet.json"), finished_at=_now())
         if rate > opts.max_reject:
             why = "; ".join(f"{n}: {r[0] if r else '?'}" for n, r in rejected.items())

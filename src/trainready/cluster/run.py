@@ -11,47 +11,65 @@ then the fleet verdict (and, with --drain, the drains).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import shlex
 import socket
 import subprocess
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
-from trainready.cluster import slurm
+from trainready.cluster import avail, progress, slurm
 from trainready.cluster.layout import NODE_SCHEMA, node_record, read_json
 from trainready.cluster.options import FleetOptions, time_seconds
 from trainready.cluster.verdict import NodeInput
 from trainready.errors import SlurmError, UsageError
 
-POLL_S = 2.0  # squeue/scontrol poll period while waiting (seconds): light on slurmctld, quick enough for people
+# The collector polls the whole array with ONE slurmctld RPC (`scontrol --local show job -o J`: all tasks,
+# REQUEST_JOB_INFO_SINGLE, no REQUEST_FED_INFO) every poll_interval() seconds.
+POLL_MIN_S = 2.0  # at first: a task stuck pending is named within seconds of Slurm saying why
+POLL_MAX_S = 30.0  # at most: a node drained mid-run is named within half a minute; the collector's latency after
+# the last task is at most this
+POLL_GROWTH = 3.0  # the interval is the time waited so far / this: ~12 polls in a 2-minute run, ~20 in an hour
+POLL_PER_NODE_S = 1 / 16  # and at least N/16 s: a 640-node fleet polls every 30 s from the start
 GRACE_S = 60.0  # beyond the time limit before the collector gives up on the whole array / the cross step
 # A task still RUNNING this long past its --time is cancelled by the collector itself: slurmctld checks time
 # limits only periodically (measured here: a 30 s limit was enforced after ~90 s), so waiting for its TIMEOUT
-# would stall every fleet run by up to a minute per hung node.
+# would stall every fleet run by up to a minute per overrunning node.
 TASK_GRACE_S = 10.0
-USABLE = ("idle", "mixed", "allocated", "completing")
+# Marks the collector puts on tasks it cancelled: ran past --time / pending for a reason that cannot clear.
+OVERTIME, STUCK = "OVERTIME", "STUCK"
 
 Progress = Callable[[str], None]
 
 
-def select_nodes(opts: FleetOptions) -> list[str]:
-    """--nodelist (Slurm's own expansion), or the first --nodes N usable nodes of the partition."""
+def poll_interval(n: int, waited_s: float) -> float:
+    """Seconds to the next poll: growing with the time waited and with the fleet's size, within [2, 30] s."""
+    return min(POLL_MAX_S, max(POLL_MIN_S, waited_s / POLL_GROWTH, n * POLL_PER_NODE_S))
+
+
+def select_nodes(opts: FleetOptions) -> avail.Selection:
+    """--nodelist (Slurm's own expansion), or the first --nodes N usable nodes of the partition (default: all
+    of them); the nodes Slurm will not run a task on are not tested (avail.py), with Slurm's state and reason."""
     if opts.nodelist:
         names = slurm.hostnames(opts.nodelist)
         if not names:
             raise UsageError(f"--nodelist {opts.nodelist}: names no node")
-        return names
+        return avail.select(names, slurm.nodes(names), opts.reservation)
     info = slurm.nodes(partition=opts.partition)
-    usable = [n for n, i in info.items() if i.state.rstrip("*~#!%$@^-") in USABLE and not i.drained]
+    sel = avail.select(list(info), info, opts.reservation)
+    usable = list(sel.nodes)
     want = opts.count or len(usable)
     if want > len(usable):
         raise UsageError(f"--nodes {want}: only {len(usable)} usable node(s) in "
                          f"{'partition ' + opts.partition if opts.partition else 'the default partition'} "
                          f"({', '.join(usable) or 'none'})")
-    return usable[:want]
+    if opts.count:  # the first N usable nodes: the others are not part of this run
+        return avail.Selection(tuple(usable[:want]), {}, tuple(usable[:want]))
+    return sel
 
 
 def task_command(opts: FleetOptions) -> list[str]:
@@ -69,13 +87,17 @@ def task_command(opts: FleetOptions) -> list[str]:
 
 
 def batch_script(opts: FleetOptions, gpus: int = 0) -> str:
-    """The array task: one step with every CPU (a step gets one CPU per task unless it asks) and GPU of the node."""
-    flags = opts.container.srun_flags(opts.results) if opts.container else []
-    head = ["srun", "--ntasks=1", "--nodes=1"] + ([f"--gpus-per-node={gpus}"] if gpus else [])
-    return ("#!/bin/bash\n"
+    """The array task.  In a container (Pyxis): one step with every CPU (a step gets one CPU per task unless it
+    asks) and GPU of the node.  Without: the batch step itself runs the acceptance (it holds every CPU and GPU of
+    the --exclusive allocation), which spares slurmctld a step create and a step complete per node."""
+    head = ("#!/bin/bash\n"
             "# trainready cluster run: array task $SLURM_ARRAY_TASK_ID is one node's acceptance (pinned with\n"
-            "# ReqNodeList); it writes RESULTS/nodes/$SLURMD_NODENAME.json.\n"
-            f'exec {shlex.join(head)} --cpus-per-task="$SLURM_CPUS_ON_NODE" {shlex.join(flags + task_command(opts))}\n')
+            "# ReqNodeList); it writes RESULTS/nodes/$SLURMD_NODENAME.json.\n")
+    if not opts.container:
+        return head + f"exec {shlex.join(task_command(opts))}\n"
+    flags = opts.container.srun_flags(opts.results)
+    srun = ["srun", "--ntasks=1", "--nodes=1"] + ([f"--gpus-per-node={gpus}"] if gpus else [])
+    return head + f'exec {shlex.join(srun)} --cpus-per-task="$SLURM_CPUS_ON_NODE" {shlex.join(flags + task_command(opts))}\n'
 
 
 def submit(opts: FleetOptions, nodes: list[str], gpus: int = 0) -> str:
@@ -83,8 +105,9 @@ def submit(opts: FleetOptions, nodes: list[str], gpus: int = 0) -> str:
 
     for sub in ("nodes", "cross", "logs", "job"):
         (opts.results / sub).mkdir(parents=True, exist_ok=True)
-    for n in nodes:  # an earlier run's record must never stand in for this run's
+    for n in nodes:  # an earlier run's record (or progress) must never stand in for this run's
         node_record(opts.results, n).unlink(missing_ok=True)
+        progress.path(opts.results, n).unlink(missing_ok=True)
     script = opts.results / "job" / "accept.sbatch"
     atomic_write_text(script, batch_script(opts, gpus))
     job = slurm.submit(slurm.sbatch_argv(str(script), len(nodes), opts.concurrency, opts.time_limit,
@@ -94,80 +117,169 @@ def submit(opts: FleetOptions, nodes: list[str], gpus: int = 0) -> str:
     return job
 
 
-def wait(job: str, nodes: list[str], limit_s: float, waves: int, say: Progress) -> dict[int, slurm.TaskState]:
-    """Poll until every task has ended; a task running past limit_s + TASK_GRACE_S is cancelled (hung), and
-    after waves x limit_s + GRACE_S (K tasks at a time) whatever is left is cancelled too."""
-    t0, last = time.monotonic(), ""
+@dataclass
+class Watch:
+    """What the collector has done to the array so far: tasks it cancelled, and why."""
+
+    states: dict[int, slurm.TaskState] = field(default_factory=dict)  # the last word from Slurm, with marks
+    over: dict[int, float] = field(default_factory=dict)  # ran past --time + TASK_GRACE_S: cancelled at (time.time())
+    stuck: dict[int, str] = field(default_factory=dict)  # pending for a reason that cannot clear: cancelled
+
+
+def mark(states: dict[int, slurm.TaskState], w: Watch) -> dict[int, slurm.TaskState]:
+    """The states with the collector's own marks on the tasks it cancelled."""
+    out = {}
+    for i, s in states.items():
+        if s.state == "CANCELLED" and (i in w.over or i in w.stuck):
+            s = dataclasses.replace(s, state=OVERTIME if i in w.over else STUCK)
+        out[i] = s
+    return out
+
+
+def cancel_stalled(states: dict[int, slurm.TaskState], nodes: list[str], limit_s: float, w: Watch,
+                   say: Progress) -> None:
+    """Cancel (one scancel for all) the tasks running past --time and those pending for a reason that cannot
+    clear by itself; the latter are named with their node's Slurm state and reason."""
+    ids = []
+    for i, s in sorted(states.items()):
+        if s.state == "RUNNING" and s.run_s > limit_s + TASK_GRACE_S and i not in w.over:
+            say(f"{nodes[i]}: task {s.job_id} still running {s.run_s:.0f} s, past its time limit; cancelling")
+            w.over[i] = time.time()
+            ids.append(s.job_id)
+    pending = [i for i, s in sorted(states.items()) if s.state == "PENDING" and avail.stuck_reason(s.reason)
+               and i not in w.stuck]
+    info = slurm.nodes([nodes[i] for i in pending]) if pending else {}  # one call: is the node itself unavailable?
+    for i in pending:
+        s = states[i]
+        node_says = avail.stuck_on(s.reason, nodes[i], info.get(nodes[i]))
+        if not node_says:
+            continue  # a sibling's reason, echoed by Slurm's scheduler onto this task: it clears by itself
+        w.stuck[i] = (f"its task {s.job_id} stayed PENDING ({s.reason.replace(',_', ', ')}), a reason that does not "
+                      f"clear by itself{node_says.rstrip('.')}")
+        say(f"{nodes[i]}: not tested: {w.stuck[i]}; its task is cancelled")
+        ids.append(s.job_id)
+    if ids:
+        slurm.cancel(*ids)
+
+
+def progress_line(job: str, nodes: list[str], states: dict[int, slurm.TaskState]) -> tuple[str, int]:
+    """('job J: d/n done, r running node(ID) ..., p pending', d)."""
+    done = sum(1 for s in states.values() if s.done or s.state in (OVERTIME, STUCK))
+    running = [f"{nodes[i]}({s.job_id})" for i, s in sorted(states.items()) if s.state == "RUNNING"]
+    pending = len(nodes) - done - len(running)
+    return (f"job {job}: {done}/{len(nodes)} done, {len(running)} running"
+            f"{' ' + ' '.join(running[:8]) if running else ''}{' ...' if len(running) > 8 else ''}, "
+            f"{pending} pending"), done
+
+
+def wait(job: str, nodes: list[str], limit_s: float, waves: int, say: Progress) -> Watch:
+    """Poll (one slurmctld call for the whole array, poll_interval() apart) until every task has ended.  A task
+    running past limit_s + TASK_GRACE_S is cancelled (OVERTIME), one pending for a reason that cannot clear
+    is cancelled at once (STUCK); after waves x limit_s + GRACE_S (K tasks at a time) the rest is cancelled."""
+    t0, last, w = time.monotonic(), "", Watch()
     deadline_s = waves * limit_s + GRACE_S
-    states: dict[int, slurm.TaskState] = {}
-    hung: set[int] = set()
     while True:
-        states = slurm.task_states(job, {i: s.job_id for i, s in states.items()}) or states
-        for i, s in states.items():
-            if s.state == "RUNNING" and s.run_s > limit_s + TASK_GRACE_S and i not in hung:
-                say(f"{nodes[i]}: task {s.job_id} still running {s.run_s:.0f} s, past its time limit: hung; cancelling")
-                slurm.cancel(s.job_id)
-                hung.add(i)
-        states = {i: (slurm.TaskState(i, s.job_id, "HUNG", s.exit_code, s.node, s.reason, s.run_s)
-                      if i in hung and s.state == "CANCELLED" else s)
-                  for i, s in states.items()}
-        done = sum(1 for s in states.values() if s.done or s.state == "HUNG")
-        running = [f"{nodes[i]}({s.job_id})" for i, s in sorted(states.items()) if s.state == "RUNNING"]
-        pending = len(nodes) - done - len(running)
-        line = f"job {job}: {done}/{len(nodes)} done, {len(running)} running{' ' + ' '.join(running[:8]) if running else ''}" \
-               f"{' ...' if len(running) > 8 else ''}, {pending} pending"
+        states = slurm.task_states(job, {i: s.job_id for i, s in w.states.items()}) or w.states
+        cancel_stalled(states, nodes, limit_s, w, say)
+        w.states = mark(states, w)
+        line, done = progress_line(job, nodes, w.states)
         if line != last:
             say(line)
             last = line
         if done >= len(nodes):
-            return states
+            return w
         if time.monotonic() - t0 > deadline_s:
             say(f"job {job}: deadline {deadline_s:.0f} s passed; cancelling the {len(nodes) - done} unfinished task(s)")
             slurm.cancel(job)
             time.sleep(3.0)
-            return _at_deadline(states, slurm.task_states(job, {i: s.job_id for i, s in states.items()}))
-        time.sleep(POLL_S)
+            w.states = _at_deadline(w.states, slurm.task_states(job, {i: s.job_id for i, s in w.states.items()}))
+            return w
+        time.sleep(poll_interval(len(nodes), time.monotonic() - t0))
 
 
 def _at_deadline(before: dict[int, slurm.TaskState], after: dict[int, slurm.TaskState]) -> dict[int, slurm.TaskState]:
-    """What each unfinished task was when the wait gave up: RUNNING → HUNG, else still PENDING (never started)."""
+    """What each unfinished task was when the wait gave up: RUNNING → OVERTIME, else still PENDING."""
     out = dict(after)
     for i, p in before.items():
-        if not p.done and p.state != "HUNG":
-            out[i] = slurm.TaskState(i, p.job_id, "HUNG" if p.state == "RUNNING" else "PENDING", p.exit_code,
-                                     p.node, p.reason, p.run_s)
+        if not p.done and p.state not in (OVERTIME, STUCK):
+            out[i] = dataclasses.replace(p, state=OVERTIME if p.state == "RUNNING" else "PENDING")
     return out
 
 
-def no_result_reason(s: slurm.TaskState | None, path: Path, why: str, limit: str) -> str:
-    if s is None:
-        return "Slurm has no record of its task (never started)"
+def exit_words(s: slurm.TaskState) -> str:
+    """'exit code 137 = killed by signal 9' from Slurm's 'rc:signal'."""
     rc, _, sig = s.exit_code.partition(":")
-    code = f"exit code {rc}" + (f", signal {sig}" if sig and sig != "0" else "")
+    if sig.isdigit() and sig != "0":  # Slurm's own word: the batch script was killed by signal SIG
+        return f"exit code {rc}, killed by signal {sig}"
+    code = f"exit code {rc}"
     if rc.isdigit() and int(rc) > 128:  # srun (and a shell) report a task killed by signal S as 128 + S
         code += f" = killed by signal {int(rc) - 128}"
-    if s.state == "HUNG":
-        return f"task {s.job_id} hung: still running {s.run_s:.0f} s after it started, past --time {limit}; cancelled"
-    if s.state == "TIMEOUT":
-        return f"task {s.job_id} TIMEOUT: hung past --time {limit}; killed by Slurm"
-    if s.state in ("PENDING", "CONFIGURING"):
-        return f"task {s.job_id} never started (PENDING: {s.reason}); cancelled at the end of the wait"
+    return code
+
+
+def never_started(s: slurm.TaskState | None, stuck: str = "") -> str:
+    """Why a task never ran on its node ('' if it did): the node is then not tested, never rejected."""
+    if s is None:
+        return "Slurm has no record of its task (it never started)"
+    if s.state == STUCK:
+        return stuck or f"its task {s.job_id} stayed PENDING ({s.reason})"
+    if s.state in ("PENDING", "CONFIGURING") or (s.state == "CANCELLED" and not s.node):
+        why = f"; {s.reason}" if s.reason not in ("", "None") else ""
+        return f"its task {s.job_id} never started ({s.state}{why}) before the wait ended; cancelled"
+    return ""
+
+
+def no_result_reason(s: slurm.TaskState, why: str) -> tuple[str, str]:
+    """(cause, reason) of a task that ran but left no record (OVERTIME/TIMEOUT are judged with progress.py)."""
+    code = exit_words(s)
     if s.state == "COMPLETED":
-        return f"task {s.job_id} COMPLETED ({code}) but wrote no record ({why}); is --results shared?"
-    return f"task {s.job_id} {s.state} ({code}){'; ' + s.reason if s.reason not in ('', 'None') else ''}"
+        return ("no result: wrote no record",
+                f"task {s.job_id} COMPLETED ({code}) but wrote no record ({why}); is --results shared?")
+    extra = f"; {s.reason}" if s.reason not in ("", "None") else ""
+    killed = "killed by signal" in code
+    return (f"no result: {'killed by signal' if killed else s.state}", f"task {s.job_id} {s.state} ({code}){extra}")
 
 
-def gather(opts: FleetOptions, nodes: list[str], states: dict[int, slurm.TaskState]) -> list[NodeInput]:
+def overtime(opts: FleetOptions, node: str, s: slurm.TaskState, finished_s: list[float],
+             progs: dict[str, dict[str, Any]], ended: float | None) -> tuple[str, str]:
+    """(cause, reason) of a task that ran past --time: 'did not finish within --time' or, when its progress
+    shows it stopped moving, 'hung' (progress.py); judged as of `ended`, when it was cancelled."""
+    others = [d for n, d in progs.items() if n != node]
+    ot = progress.judge(progs.get(node), others, finished_s, s.run_s, opts.time_limit, now=ended)
+    end = "cancelled" if s.state == OVERTIME else "killed by Slurm at its time limit"
+    return ot.cause, f"task {s.job_id} {ot.text}; {end}"
+
+
+def read_progress(results: Path) -> dict[str, dict[str, Any]]:
+    """Every node's progress file under this run's folder (progress.py), read once."""
+    names = [p.name[: -len(".progress.json")] for p in (results / "nodes").glob("*.progress.json")]
+    return {n: d for n in names if (d := progress.read(results, n)) is not None}
+
+
+def gather(opts: FleetOptions, nodes: list[str], w: Watch) -> list[NodeInput]:
+    """Each node's record, or why there is none: never started (not tested), ran past --time, died."""
+    docs = {n: read_json(node_record(opts.results, n), NODE_SCHEMA) for n in nodes}
+    finished = [float(d["task_s"]) for d, _ in docs.values() if d and isinstance(d.get("task_s"), (int, float))]
+    progs: dict[str, dict[str, Any]] | None = None
     out = []
     for i, node in enumerate(nodes):
-        s = states.get(i)
+        s = w.states.get(i)
         path = node_record(opts.results, node)
-        doc, why = read_json(path, NODE_SCHEMA)
+        doc, why = docs[node]
         info = {"job_id": s.job_id, "state": s.state, "exit_code": s.exit_code} if s else {}
         if doc is not None and doc.get("node") != node:
             doc, why = None, f"{path} names node {doc.get('node')!r}"
-        reason = "" if doc is not None else no_result_reason(s, path, why, opts.time_limit)
-        out.append(NodeInput(node, doc, reason, str(path), info))
+        if doc is not None:
+            out.append(NodeInput(node, doc, "", str(path), info))
+        elif s is None or never_started(s, w.stuck.get(i, "")):
+            out.append(NodeInput(node, None, "", str(path), info, not_tested=never_started(s, w.stuck.get(i, ""))))
+        else:
+            if s.state in (OVERTIME, "TIMEOUT"):
+                progs = progs if progs is not None else read_progress(opts.results)
+                cause, text = overtime(opts, node, s, finished, progs, w.over.get(i))
+            else:
+                cause, text = no_result_reason(s, why)
+            out.append(NodeInput(node, None, text, str(path), info, cause=cause))
     return out
 
 

@@ -20,6 +20,20 @@ CALL_TIMEOUT_S = 60.0  # a loaded slurmctld answers in seconds; no answer in a m
 TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
                       "DEADLINE", "PREEMPTED", "REVOKED", "SPECIAL_EXIT"})
 PREFIX = "trainready:"  # every drain reason trainready sets starts with this; anything else is an admin's
+# Node states (sinfo %T, base name) in which a pinned task starts by itself, now or once the node's current
+# jobs end (sinfo(1) "NODE STATE CODES"); every other state (drained, down, fail, maint, reserved, future,
+# unknown, ...) is an unavailable node: not tested, never submitted to.
+USABLE = frozenset({"idle", "mixed", "allocated", "completing", "planned"})
+# sinfo state suffixes: '*' not responding, '$' in a maintenance reservation, '@' pending reboot: unavailable;
+# '~' powered off, '#' powering up, '%' powering down, '!' pending power down, '^' rebooting, '-' planned by
+# backfill: power saving and reboots that Slurm completes by itself.
+SUFFIX_DOWN = "*$@"
+SUFFIXES = "*~#!%$@^-"
+# Pending reasons that cannot clear by themselves (squeue(1) "JOB REASON CODES"): the task is named, cancelled
+# and its node recorded as not tested.  ("Resources", "Priority", "BeginTime", ... clear by themselves.)
+STUCK = frozenset({"ReqNodeNotAvail", "PartitionDown", "PartitionInactive", "NodeDown", "PartitionNodeLimit",
+                   "PartitionTimeLimit", "BadConstraints", "JobHeldAdmin", "DependencyNeverSatisfied",
+                   "InvalidAccount", "InvalidQOS", "ReservationDeleted", "Reservation", "resv_not_found"})
 
 
 def call(argv: Sequence[str], timeout: float = CALL_TIMEOUT_S) -> str:
@@ -55,8 +69,19 @@ class NodeInfo:
     reason: str  # "" when none
 
     @property
+    def base(self) -> str:
+        """The state without its suffix flags ('drained*' → 'drained')."""
+        return self.state.rstrip(SUFFIXES)
+
+    @property
     def drained(self) -> bool:
-        return self.state.rstrip("*~#!%$@^-").startswith(("drain", "drained", "draining"))
+        return self.base.startswith(("drain", "drained", "draining"))
+
+    @property
+    def usable(self) -> bool:
+        """A pinned task can start on it by itself (idle or busy, not drained/down/reserved/not responding)."""
+        flags = self.state[len(self.base):]
+        return self.base in USABLE and not any(c in flags for c in SUFFIX_DOWN)
 
     @property
     def ours(self) -> bool:
@@ -66,7 +91,7 @@ class NodeInfo:
 
 def nodes(names: Sequence[str] | None = None, partition: str | None = None) -> dict[str, NodeInfo]:
     """State, address and reason of nodes (`sinfo -N`), in Slurm's order; a node in two partitions once."""
-    argv = ["sinfo", "-h", "-N", "-o", "%N\t%T\t%o\t%E"]
+    argv = ["sinfo", "--local", "-h", "-N", "-o", "%N\t%T\t%o\t%E"]
     if partition:
         argv += ["-p", partition]
     if names:
@@ -148,7 +173,7 @@ def task_states(job: str, known: dict[int, str] | None = None) -> dict[int, Task
     else from accounting (`sacct`; with only a job-completion log, `sacct -c`, whose records carry each
     task's own job id, mapped back through `known` = {task index: its job id} from earlier polls)."""
     try:
-        text = call(["scontrol", "show", "job", "-o", job])
+        text = call(["scontrol", "--local", "show", "job", "-o", job])  # --local: no REQUEST_FED_INFO first
     except SlurmError:
         return _from_sacct(job, known or {})
     out: dict[int, TaskState] = {}
@@ -193,8 +218,34 @@ def _from_sacct(job: str, known: dict[int, str]) -> dict[int, TaskState]:
     return out
 
 
-def cancel(job: str) -> None:
-    call(["scancel", job])
+@dataclass(frozen=True)
+class Reservation:
+    name: str
+    nodes: tuple[str, ...]
+    users: str  # Users= (or Accounts=) it is for, as Slurm prints it
+    flags: str
+    state: str  # ACTIVE or INACTIVE (not started yet)
+
+
+def reservations() -> list[Reservation]:
+    """Every reservation slurmctld knows (`scontrol show reservation -o`), its node names expanded."""
+    text = call(["scontrol", "--local", "show", "reservation", "-o"])
+    out = []
+    for line in text.splitlines():
+        kv = dict(_KV.findall(line))
+        if "ReservationName" not in kv:
+            continue  # "No reservations in the system"
+        names = kv.get("Nodes", "")
+        users = kv.get("Users", "(null)")
+        who = users if users not in ("(null)", "") else f"account {kv.get('Accounts', '?')}"
+        out.append(Reservation(kv["ReservationName"], tuple(hostnames(names)) if names not in ("", "(null)") else (),
+                               who, kv.get("Flags", ""), kv.get("State", "")))
+    return out
+
+
+def cancel(*jobs: str) -> None:
+    """scancel the jobs (or array tasks) named, in one command."""
+    call(["scancel", *jobs])
 
 
 def drain(node: str, reason: str) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from trainready.cluster import faults as fl
+from trainready.cluster import progress
 from trainready.cluster.layout import NODE_SCHEMA, node_name, node_record
 from trainready.records import Level
 
@@ -53,19 +54,24 @@ def accept(opts: TaskOptions) -> int:
     from trainready.spec import load_spec
     from trainready.util.atomic import atomic_write_json
 
+    t0 = time.time()
     node = node_name()
     nf = fl.for_node(opts.plants, node)
+    checks = select(list(opts.only) if opts.only else None, list(opts.skip) if opts.skip else None, opts.level)
+    prog = progress.Writer(opts.results, node, len(checks))  # what the collector reads if we overrun --time
     planted_stop(nf)
     spec, source = load_spec(opts.spec)
-    checks = select(list(opts.only) if opts.only else None, list(opts.skip) if opts.skip else None, opts.level)
     work = Path(tempfile.mkdtemp(prefix=f"trainready-{node}-"))
     try:
         ctx = CheckContext(spec, work, {"matmul.corrupt": "0"} if nf.fail else {})
-        report = run_checks("node", checks, ctx, context={"spec_source": source, "node": node})
+        report = run_checks("node", checks, ctx, context={"spec_source": source, "node": node},
+                            on_start=lambda c: prog.phase(c.name))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    prog.phase("manifest")
     manifest = collect()
     doc = record(node, report.to_json(), manifest, opts, nf)
+    doc["task_s"] = round(time.time() - t0, 3)  # the acceptance's own wall time (the collector's --time hint)
     atomic_write_json(node_record(opts.results, node), doc)
     return report.exit_code
 

@@ -1,10 +1,14 @@
 """The fleet verdict: every node accepted or rejected, with reasons, from its node record, Slurm's word on
 its task, the cross-node findings and the fleet's robust statistics.
 
-A node is rejected for (1) no result (its task died, hung, never ran, or wrote no record: Slurm's state
-and exit code say which; never a pass), (2) a failed or errored check in its node report, (3) drift of its
-versions from the reference, (4) a throughput figure that is slow by stats.py's rule, (5) a FAIL finding of
-a cross-node check.  Pure: records in, `FleetVerdict` out (benchmarks/fleet_aggregate.py times it).
+A node is rejected for (1) no result (its task died, did not finish, hung, or wrote no record: Slurm's
+state and exit code say which; never a pass), (2) a failed or errored check in its node report, (3) drift of
+its versions from the reference, (4) a throughput figure that is slow by stats.py's rule, (5) a FAIL finding
+of a cross-node check.  A node Slurm would not run its task on (drained, down, reserved for others; or its
+task never started) is NOT TESTED: reported with Slurm's words, neither accepted nor rejected, never drained.
+Every reason carries a cause key ("check matmul", "drift torch", "no result: did not finish within --time")
+so that many nodes failing alike can be told apart from many nodes failing (guard.py).
+Pure: records in, `FleetVerdict` out (benchmarks/fleet_aggregate.py times it).
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ class NodeInput:
     no_result: str = ""  # why there is no record (Slurm state, exit code)
     record_path: str = ""
     slurm: Mapping[str, str] = field(default_factory=dict)  # job id, state, exit code of its task
+    not_tested: str = ""  # why Slurm did not run its task (drained, down, reserved, never started); "" tested
+    cause: str = ""  # the cause key of `no_result` ("no result: did not finish within --time 0:20")
 
 
 @dataclass(frozen=True)
@@ -41,10 +47,22 @@ class NodeVerdict:
     warnings: tuple[str, ...]
     record: str
     slurm: Mapping[str, str]
+    causes: tuple[str, ...] = ()  # one cause key per reason, same order ("check matmul", "slow gemm_bf16")
+    not_tested: str = ""  # why it was not tested (Slurm's state and reason); "" when it was
+
+    @property
+    def verdict(self) -> str:
+        return "not tested" if self.not_tested else ("accept" if self.accepted else "reject")
+
+    @property
+    def rejected(self) -> bool:
+        return not self.accepted and not self.not_tested
 
     def to_json(self) -> dict[str, Any]:
-        return {"node": self.node, "accepted": self.accepted, "reasons": list(self.reasons),
-                "warnings": list(self.warnings), "record": self.record, "slurm": dict(self.slurm)}
+        reasons = [f"not tested: {self.not_tested}"] if self.not_tested else list(self.reasons)
+        return {"node": self.node, "verdict": self.verdict, "accepted": self.accepted, "reasons": reasons,
+                "causes": list(self.causes), "not_tested": self.not_tested, "warnings": list(self.warnings),
+                "record": self.record, "slurm": dict(self.slurm)}
 
 
 @dataclass(frozen=True)
@@ -55,10 +73,15 @@ class FleetVerdict:
     reference: str
     planted: Mapping[str, str]
     context: Mapping[str, Any] = field(default_factory=dict)
+    guard: Mapping[str, Any] = field(default_factory=dict)  # guard.DrainPlan.to_json(): what --drain may drain
 
     @property
     def rejected(self) -> list[str]:
-        return [n.node for n in self.nodes if not n.accepted]
+        return [n.node for n in self.nodes if n.rejected]
+
+    @property
+    def not_tested(self) -> list[str]:
+        return [n.node for n in self.nodes if n.not_tested]
 
     @property
     def fleet_failures(self) -> list[CheckResult]:
@@ -75,21 +98,18 @@ class FleetVerdict:
     def to_json(self) -> dict[str, Any]:
         return {
             "schema": FLEET_SCHEMA,
-            "summary": {"nodes": len(self.nodes), "accepted": len(self.nodes) - len(self.rejected),
-                        "rejected": len(self.rejected), "reference": self.reference,
+            "summary": {"nodes": len(self.nodes),
+                        "accepted": len(self.nodes) - len(self.rejected) - len(self.not_tested),
+                        "rejected": len(self.rejected), "not_tested": len(self.not_tested), "reference": self.reference,
                         "evidence": not self.planted},
             "drain_list": self.rejected,
             "nodes": [n.to_json() for n in self.nodes],
             "stats": [s.to_json() for s in self.stats],
             "cross": [c.to_json() for c in self.cross],
+            "guard": _jsonable(self.guard),
             "planted": dict(self.planted),
             "context": _jsonable(self.context),
         }
-
-
-def check_failures(record: Mapping[str, Any]) -> list[str]:
-    return [f"check {r.get('name')}: {str(r.get('status')).upper()}: {r.get('message', '')}"
-            for r in (record.get("report") or {}).get("results", []) if r.get("status") in BAD]
 
 
 def throughput_values(inputs: Sequence[NodeInput]) -> dict[str, list[tuple[str, str, float]]]:
@@ -123,40 +143,57 @@ def reference_versions(inputs: Sequence[NodeInput], reference: str | None,
     return "fleet majority", common, False
 
 
+def slow_reasons(inputs: Sequence[NodeInput], spec: NodeSpec) -> tuple[dict[str, RobustBound],
+                                                                          dict[str, list[tuple[str, str]]]]:
+    """(metric → its robust bound, node → [(cause, reason)] for each slow figure)."""
+    fs = spec.fleet
+    values = throughput_values(inputs)
+    bounds = {m: robust_bound(m, THROUGHPUT[m], [v for _, _, v in vals], fs.slow_fraction, fs.outlier_k)
+              for m, vals in values.items() if vals}
+    slow: dict[str, list[tuple[str, str]]] = {}
+    for m, vals in values.items():
+        b = bounds.get(m)
+        for node, where, v in vals:
+            if b is not None and b.slow(v):
+                slow.setdefault(node, []).append((f"slow {m}", f"slow: {where} {b.why(v)}"))
+    return bounds, slow
+
+
+def record_reasons(ni: NodeInput, ref: tuple[str, dict[str, str], bool]) -> list[tuple[str, str]]:
+    """(cause, reason) from one node's record: failed checks, then drift from the reference."""
+    assert ni.record is not None
+    ref_name, versions, by_prefix = ref
+    out = [(f"check {r.get('name')}", f"check {r.get('name')}: {str(r.get('status')).upper()}: {r.get('message', '')}")
+           for r in (ni.record.get("report") or {}).get("results", []) if r.get("status") in BAD]
+    mine = dict(ni.record.get("versions") or {})
+    rows = drift.diff_pins(versions, mine) if by_prefix else (drift.diff(versions, mine) if versions else [])
+    if rows and ni.node != ref_name:
+        out.append((f"drift {rows[0][0]}", f"drift: {drift.describe(rows, ref_name)}"))
+    return out
+
+
 def decide(inputs: Sequence[NodeInput], spec: NodeSpec, cross: Sequence[CheckResult], findings: Sequence[Finding],
            reference: str | None = None, planted: Mapping[str, str] | None = None,
            context: Mapping[str, Any] | None = None, peers: Sequence[NodeInput] = ()) -> FleetVerdict:
     """Verdicts for `inputs`; `peers` (a resume's baseline run, history.py) add their figures and versions to
     the statistics and the reference, and get no verdict of their own."""
-    fs = spec.fleet
-    values = throughput_values([*inputs, *peers])
-    bounds = {m: robust_bound(m, THROUGHPUT[m], [v for _, _, v in vals], fs.slow_fraction, fs.outlier_k)
-              for m, vals in values.items() if vals}
-    slow: dict[str, list[str]] = {}
-    for m, vals in values.items():
-        b = bounds.get(m)
-        for node, where, v in vals:
-            if b is not None and b.slow(v):
-                slow.setdefault(node, []).append(f"slow: {where} {b.why(v)}")
-    ref_name, ref, by_prefix = reference_versions([*inputs, *peers], reference, spec)
+    bounds, slow = slow_reasons([*inputs, *peers], spec)
+    ref = reference_versions([*inputs, *peers], reference, spec)
     by_node: dict[str, list[Finding]] = {}
     for f in findings:
         by_node.setdefault(f.node, []).append(f)
     verdicts = []
     for ni in inputs:
-        reasons: list[str] = []
+        if ni.not_tested:
+            verdicts.append(NodeVerdict(ni.node, False, (), (), ni.record_path, dict(ni.slurm), (), ni.not_tested))
+            continue
         warnings = [f"{f.check}: {f.text}" for f in by_node.get(ni.node, []) if f.status == Status.WARN]
         if ni.record is None:
-            reasons.append(f"no result: {ni.no_result}")
+            pairs = [(ni.cause or "no result", f"no result: {ni.no_result}")]
         else:
-            reasons += check_failures(ni.record)
-            mine = dict(ni.record.get("versions") or {})
-            rows = drift.diff_pins(ref, mine) if by_prefix else (drift.diff(ref, mine) if ref else [])
-            if rows and ni.node != ref_name:
-                reasons.append(f"drift: {drift.describe(rows, ref_name)}")
-            reasons += slow.get(ni.node, [])
-        reasons += [f"{f.check}: {f.text}" for f in by_node.get(ni.node, []) if f.status == Status.FAIL]
-        verdicts.append(NodeVerdict(ni.node, not reasons, tuple(reasons), tuple(warnings), ni.record_path,
-                                    dict(ni.slurm)))
-    return FleetVerdict(tuple(verdicts), tuple(bounds.values()), tuple(cross), ref_name, dict(planted or {}),
+            pairs = record_reasons(ni, ref) + slow.get(ni.node, [])
+        pairs += [(f.check, f"{f.check}: {f.text}") for f in by_node.get(ni.node, []) if f.status == Status.FAIL]
+        verdicts.append(NodeVerdict(ni.node, not pairs, tuple(t for _, t in pairs), tuple(warnings), ni.record_path,
+                                    dict(ni.slurm), tuple(c for c, _ in pairs)))
+    return FleetVerdict(tuple(verdicts), tuple(bounds.values()), tuple(cross), ref[0], dict(planted or {}),
                         dict(context or {}))

@@ -40,7 +40,7 @@ def sweep_faults(plants: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class CommOptions:
     ops: list[str]
     sizes: list[int]

@@ -7,7 +7,7 @@
              --container-mounts --container-mount-home (and the hidden --plant)
     NODES    which nodes: --nodes --nodelist
     CHECKS   the node acceptance each node runs: --level --only --skip --max-parallel
-    VERDICT  what a rejection does: --reference --drain
+    VERDICT  what a rejection does: --reference --drain --max-drain
 """
 
 from __future__ import annotations
@@ -63,6 +63,8 @@ class FleetArgs:
     """--reference: the node whose versions every node must match."""
     drain: bool = False
     """--drain: drain rejected nodes."""
+    max_drain: str = "10%"
+    """--max-drain: the most nodes one run drains, a count or a percentage of the nodes tested (guard.py)."""
     image: str | None = None
     """--container-image: the Pyxis image every task runs in."""
     mounts: tuple[str, ...] = ()
@@ -75,6 +77,7 @@ class FleetArgs:
     def build(self) -> FleetOptions:
         """Every check that can fail without Slurm, in the order a user fixes them; UsageError (exit 2)."""
         from trainready.cluster import faults
+        from trainready.cluster.guard import parse_max_drain
         from trainready.cluster.options import Container, parse_mounts, time_seconds
         from trainready.spec import load_spec
 
@@ -96,7 +99,7 @@ class FleetArgs:
                             skip=tuple(split_names(list(self.skip)) or ()) or None, time_limit=self.time_limit,
                             concurrency=self.concurrency, reference=self.reference, drain=self.drain,
                             container=Container(self.image, parse_mounts(list(self.mounts)), self.mount_home)
-                            if self.image else None, plants=planted)
+                            if self.image else None, plants=planted, max_drain=parse_max_drain(self.max_drain))
 
 
 def writable_results(text: str) -> Path:
@@ -120,7 +123,7 @@ def writable_results(text: str) -> Path:
 JOB = ("results", "partition", "spec", "time_limit", "image", "mounts", "mount_home", "plant")
 NODES = ("nodes", "nodelist")
 CHECKS = ("level", "only", "skip", "concurrency")
-VERDICT = ("reference", "drain")
+VERDICT = ("reference", "drain", "max_drain")
 
 _TIME_HELP = "Slurm time limit of each task and step (sbatch/srun --time: M, M:S, H:M:S, D-H:M)."
 # name -> (type, the typer option without its default); the default comes from FleetArgs or the command
@@ -144,6 +147,10 @@ _DECLARED: dict[str, tuple[Any, Callable[[Any], Any]]] = {
                                               "versions).")),
     "drain": (bool, lambda d: typer.Option(d, "--drain", help="Drain rejected nodes (reason 'trainready: ...'); never "
                                            "touches an administrator's drain. Without it nothing in Slurm changes.")),
+    "max_drain": (str, lambda d: typer.Option(d, "--max-drain", help="With --drain, drain at most this many nodes "
+                                              "(a count, or a percentage of the nodes tested); more rejected, or "
+                                              "most rejected for one cause, drain none (a fleet-wide cause; cf. "
+                                              "draino --max-simultaneous-cordon).")),
     "image": (str, lambda d: typer.Option(d, "--container-image", help="Run every task inside this image (Pyxis).")),
     "mounts": (list[str], lambda d: typer.Option(d, "--container-mounts", help="Pyxis mounts SRC:DST[:FLAGS] "
                                                  "(comma-separated); --results is always mounted at its own path.")),

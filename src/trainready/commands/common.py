@@ -22,7 +22,8 @@ from trainready.report.write import check_out_path, write_json_doc  # noqa: F401
 
 SPEC_HELP = (
     "Node spec (TOML) to hold this machine to. Default: the CPU profile. "
-    "Shipped examples: example:cpu-default, example:h200-8x, example:b200-reference."
+    "Shipped examples: example:cpu-default, example:h200-8x, example:b200-reference, example:local-slurm (a node of "
+    "the local test cluster, scripts/local-slurm.sh)."
 )
 JSON_HELP = "Also write the versioned JSON record to this path (written atomically); '-' prints it to stdout."
 

@@ -74,14 +74,15 @@ def node(
             typer.echo(f"{c.name:<16} {c.level.value:<9} {c.title}")
         raise typer.Exit(0)
     node_spec, source = _early(spec, json_path, work, image_digest)
-    from trainready.checks import REGISTRY, CheckContext, select  # imports torch: once the command line and spec are good
+    from trainready.checks import REGISTRY, CheckContext, select  # imports torch: now the input is known good
     from trainready.checks.options import CheckOptions
 
     checks = select(split_names(only), split_names(skip), level)
     timeouts = parse_timeouts(timeout, list(REGISTRY))
     faults = parse_plants(plant, "node")
-    scratch = workdir(Path(work) if work else None)
+    scratch: Path | None = None
     try:
+        scratch = workdir(Path(work) if work else None)
         ctx = CheckContext(node_spec, scratch, faults, CheckOptions(image_digest=image_digest), timeouts=timeouts)
         rc = _accept(checks, ctx, source, json_path, verbose)
     except Interrupted as exc:
@@ -90,7 +91,7 @@ def node(
     except BaseException:
         drop_scratch(scratch, work is not None)  # an error exit leaves no scratch folder behind
         raise
-    finish_workdir(scratch, work is not None, rc, Console(stderr=True))
+    finish_workdir(ctx.workdir, work is not None, rc, Console(stderr=True))
     raise typer.Exit(rc)
 
 

@@ -13,7 +13,8 @@ For the same model, GPU count G, global batch, precision and attention, enumerat
     recompute none / full (and selective with classic attention, where it drops the s² terms)
 
 minus any of sp, cp, b, recompute the caller holds (the user gave it), keeps the layouts whose
-memory verdict is not 'does not fit', and ranks them by a *heuristic* relative cost (lower is
+memory verdict is not 'does not fit', and ranks them: every layout that fits before any that is tight
+(headroom below `hardware.headroom`, 5% by default), then by a *heuristic* relative cost (lower is
 better; 1.000 = no recompute, no pipeline bubble, no TP/CP/ZeRO-3 traffic; not a time):
 
     cost = (1 + recompute extra) · (1 + bubble) · (1 + comm)
@@ -24,7 +25,9 @@ better; 1.000 = no recompute, no pipeline bubble, no TP/CP/ZeRO-3 traffic; not a
            et al. 2020 §7.2.2).  Sequence parallelism moves the same volume as TP's all-reduce
            (Korthikanti et al. 2022 §4.2.2) and ZeRO-1/2 the same as DP (ZeRO §7.2.1): no extra cost.
 
-Ties go to the layout with more free memory.  Kernel efficiency (larger micro-batches, wider
+Ties go to the layout with more free memory.  A tight layout is listed (it may run) but never
+chosen over one that fits, whatever its cost: below the tight line the allocator's fragmentation
+on a long run, not the heuristic, decides whether it trains.  Kernel efficiency (larger micro-batches, wider
 GEMMs) is not modelled, so the cost never prefers a larger micro-batch.
 A count-only model (no shape: no activations) varies the ZeRO stage only.
 """
@@ -148,8 +151,14 @@ def search(inp: PlanInput, limit: int = 10, hold: frozenset[str] = frozenset()) 
         cost = (1 + RECOMPUTE_EXTRA[lay.recompute]) * (1 + bubble) * (1 + comm)
         found.append(Candidate(lay.tp, lay.pp, lay.cp, lay.dp, lay.sp, lay.micro_batch, lay.zero, lay.recompute,
                                mem.total, 1 - mem.total / capacity, mem.verdict, cost))
-    found.sort(key=lambda c: (round(c.cost, 6), c.verdict != "fits", c.total_bytes))
+    found.sort(key=rank)
     return found[:limit] if limit > 0 else found
+
+
+def rank(c: Candidate) -> tuple[bool, float, float]:
+    """The search's order: every layout that fits before any that is tight (headroom under the tight line:
+    one allocator spike from an out-of-memory error), then the lower heuristic cost, then more free memory."""
+    return c.verdict != "fits", round(c.cost, 6), c.total_bytes
 
 
 def choose(inp: PlanInput, hold: frozenset[str] = frozenset()) -> tuple[PlanInput, list[Candidate]]:

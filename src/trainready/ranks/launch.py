@@ -290,14 +290,16 @@ def _launch_once(
     finally:  # whatever happened (an interrupt included), no rank outlives its launch
         _end(group)
     q.close()
-    procs = group.procs
-    outcomes = []
+    outcomes = _outcomes(world_size, done, died, stages, [p.exitcode for p in group.procs])
+    return LaunchResult(world_size, backend, outcomes, time.monotonic() - t0, timed_out)
+
+
+def _outcomes(world_size: int, done: dict[int, tuple[str, Any]], died: dict[int, int | None],
+              stages: dict[int, tuple[int, str]], exitcodes: list[int | None]) -> tuple[RankOutcome, ...]:
+    """Each rank's outcome.  Who is to blame: a dead rank; else a rank still silent when the others had given
+    up (hung); else, if all are silent, the ones whose progress stopped earliest; a rank's own exception only
+    when nobody died or hung (otherwise it is most likely the timeout/peer-closed error caused by them)."""
     unresolved = [r for r in range(world_size) if r not in done and r not in died]
-    errored = [r for r in done if done[r][0] == "error"]
-    # Who is to blame: a dead rank; else a rank still silent when the others
-    # had given up (hung); else, if all are silent, the ones whose progress
-    # stopped earliest; a rank's own exception only when nobody died or hung
-    # (otherwise it is most likely the timeout/peer-closed error caused by them).
     if died:
         culprits = set(died)
     elif unresolved and len(unresolved) < world_size:
@@ -306,18 +308,19 @@ def _launch_once(
         low = min(stages[r][0] for r in unresolved)
         culprits = {r for r in unresolved if stages[r][0] == low}
     else:
-        culprits = set(errored)
+        culprits = {r for r in done if done[r][0] == "error"}
+    outcomes = []
     for r in range(world_size):
         stage_no, stage = stages[r]
         if r in done and done[r][0] == "ok":
-            outcomes.append(RankOutcome(r, "ok", done[r][1], "", stage, stage_no, procs[r].exitcode))
+            outcomes.append(RankOutcome(r, "ok", done[r][1], "", stage, stage_no, exitcodes[r]))
         elif r in died:
             outcomes.append(RankOutcome(r, "died", None, "", stage, stage_no, died[r]))
         elif r in culprits and r in done:
-            outcomes.append(RankOutcome(r, "error", None, _short(done[r][1]), stage, stage_no, procs[r].exitcode))
+            outcomes.append(RankOutcome(r, "error", None, _short(done[r][1]), stage, stage_no, exitcodes[r]))
         elif r in culprits:
             outcomes.append(RankOutcome(r, "hung", None, "", stage, stage_no, None))
         else:
             msg = _short(done[r][1]) if r in done else ""
             outcomes.append(RankOutcome(r, "stuck", None, msg, stage, stage_no, None))
-    return LaunchResult(world_size, backend, tuple(outcomes), time.monotonic() - t0, timed_out)
+    return tuple(outcomes)

@@ -145,36 +145,9 @@ def compare_charts(rec: Record) -> list[Chart]:
 
 
 def fleet_charts(rec: Record) -> list[Chart]:
-    """Per node and GPU throughput across the fleet: rejected nodes red with ✗, the fleet median, and the
-    robust outlier bound and slow floor the fleet verdict used (median − k·1.4826·MAD; fraction × median)."""
-    from trainready.report.fleet import bound_of, fleet_nodes
+    from trainready.report.fleet_charts import fleet_charts as draw
 
-    nodes = fleet_nodes(rec)
-    out = []
-    for name in ("gemm_bf16", "hbm_copy", "train_tokens_per_s"):
-        bars = []
-        for n in nodes:
-            for r in _results(n.report or {}):
-                for m in r.get("metrics", []) or []:
-                    if m.get("name") == name:
-                        lab = m.get("labels") or {}
-                        where = f"/{lab['gpu']}" if "gpu" in lab else ""
-                        bars.append(Bar(n.node + where, _f(m.get("value")), "pass" if n.accepted else "reject",
-                                        "; ".join(n.reasons)))
-        if not bars:
-            continue
-        unit = next((m.get("unit", "") for n in nodes for r in _results(n.report or {}) for m in r.get("metrics", [])
-                     if m.get("name") == name), "")
-        lines = [HLine(statistics.median(b.value for b in bars), "fleet median", "#6e7781")]
-        bound, floor = bound_of(rec.doc, name)
-        if bound is not None:
-            lines.append(HLine(bound, "outlier bound"))
-        if floor is not None:
-            lines.append(HLine(floor, "slow floor", "#9a6700"))
-        out.append((f"{name} per node{'/GPU' if any('/' in b.label for b in bars) else ''} across the fleet; red ✗ = "
-                    "rejected node (any reason); a node is slow only below both the outlier bound and the floor.",
-                    bar_chart(f"{name} across the fleet ({unit})", bars, unit, lines)))
-    return out
+    return draw(rec)
 
 
 CHARTS: dict[str, tuple[Callable[[Record], list[Chart]], ...]] = {

@@ -24,6 +24,20 @@ class FleetNode:
     accepted: bool
     reasons: tuple[str, ...]
     report: Mapping[str, Any] | None  # the node's trainready.report/1, when its record is readable
+    not_tested: str = ""  # why Slurm did not run its acceptance (drained, down, reserved); "" when it was tested
+
+    @property
+    def verdict(self) -> str:
+        return "not tested" if self.not_tested else ("accept" if self.accepted else "reject")
+
+
+# The order an on-call engineer reads a fleet in: what to repair, what was not looked at, then the rest.
+VERDICT_ORDER = {"reject": 0, "not tested": 1, "accept": 2}
+
+
+def worst_first(nodes: list[FleetNode]) -> list[FleetNode]:
+    """Rejected nodes, then not-tested ones, then accepted ones; record order within each (stable sort)."""
+    return sorted(nodes, key=lambda n: VERDICT_ORDER[n.verdict])
 
 
 def _node_report(rec: Record, entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -52,8 +66,10 @@ def fleet_nodes(rec: Record) -> list[FleetNode]:
     for n in rec.doc.get("nodes", []) or []:
         if isinstance(n, Mapping):
             accepted = bool(n.get("accepted", n.get("verdict") in ("accept", "pass")))
-            out.append(FleetNode(str(n.get("node", "?")), accepted, tuple(map(str, n.get("reasons", []) or [])),
-                                 _node_report(rec, n)))
+            not_tested = str(n.get("not_tested") or "") or ("?" if n.get("verdict") == "not tested" else "")
+            out.append(FleetNode(str(n.get("node", "?")), accepted and not not_tested,
+                                 tuple(map(str, n.get("reasons", []) or [])),
+                                 None if not_tested else _node_report(rec, n), not_tested))
     return out
 
 

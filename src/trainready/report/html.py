@@ -88,28 +88,53 @@ def _plan_findings(rec: Record) -> list[Finding]:
 
 
 def _fleet_findings(rec: Record) -> list[Finding]:
-    from trainready.report.fleet import fleet_nodes
+    from trainready.report.fleet import fleet_nodes, worst_first
 
-    out = [(f"node {n.node}", "fail", "rejected: " + "; ".join(n.reasons),
-            "drained with a 'trainready:' reason until repaired and re-validated (trainready cluster resume)")
-           for n in fleet_nodes(rec) if not n.accepted]
+    out: list[Finding] = []
+    for n in worst_first(fleet_nodes(rec)):
+        if n.verdict == "reject":
+            out.append((f"node {n.node}", "fail", "rejected: " + "; ".join(n.reasons),
+                        "drained with a 'trainready:' reason until repaired and re-validated (trainready cluster resume)"))
+        elif n.verdict == "not tested":
+            out.append((f"node {n.node}", "warn", f"not tested: {n.not_tested}",
+                        "not drained by trainready; test it once Slurm can run it (trainready cluster run -w NODE)"))
     return out + [(str(c.get("name")), str(c.get("status")), str(c.get("message", "")), str(c.get("remedy", "")))
                   for c in rec.doc.get("cross", []) or [] if isinstance(c, Mapping) and c.get("status") in ("fail", "error", "warn")]
 
 
-def _fleet_details(rec: Record) -> str:
-    from trainready.report.fleet import fleet_history, fleet_nodes
+FOLD_ACCEPTED = 50  # above this many nodes the accepted ones fold away under the rejected and not-tested ones
 
-    rows = [[escape(n.node), _pill("pass" if n.accepted else "fail"), escape("; ".join(n.reasons) or "—")]
-            for n in fleet_nodes(rec)]
-    out = _table(("node", "verdict", "reasons"), rows)
+
+def _fleet_details(rec: Record) -> str:
+    from trainready.report.fleet import fleet_nodes, worst_first
+
+    nodes = worst_first(fleet_nodes(rec))
+    pill = {"reject": _pill("fail"), "not tested": '<span class="pill v-skip">NOT TESTED</span>', "accept": _pill("pass")}
+
+    def rows(part: list) -> list[list[str]]:  # type: ignore[type-arg]
+        return [[escape(n.node), pill[n.verdict], escape("; ".join(n.reasons) or n.not_tested or "—")] for n in part]
+
+    head = ("node", "verdict", "reasons")
+    accepted = [n for n in nodes if n.verdict == "accept"]
+    if len(nodes) <= FOLD_ACCEPTED or not accepted:
+        table = _table(head, rows(nodes))
+    else:
+        first = [n for n in nodes if n.verdict != "accept"]
+        table = ((_table(head, rows(first)) if first else "<p class='sub'>no node rejected or untested</p>") +
+                 f"<details><summary>{len(accepted)} accepted node(s)</summary>{_table(head, rows(accepted))}</details>")
+    return table + _fleet_history(rec) + _json_details(rec, ("summary", "drain_list", "stats"))
+
+
+def _fleet_history(rec: Record) -> str:
+    from trainready.report.fleet import fleet_history
+
     earlier = [[escape(h.run), escape(h.kind + (" (planted: a test)" if h.planted else "")),
                 _pill({"accept": "pass", "reject": "fail"}.get(h.verdict, "skip")),
                 escape(", ".join(h.rejected) or "—"), escape(h.record or h.verdict)] for h in fleet_history(rec)]
-    if earlier:
-        out += "<h4>earlier runs under this --results (newest first)</h4>" + _table(
-            ("run", "command", "verdict", "rejected", "its verdict file"), earlier)
-    return out + _json_details(rec, ("summary", "drain_list", "stats"))
+    if not earlier:
+        return ""
+    return "<h4>earlier runs under this --results (newest first)</h4>" + _table(
+        ("run", "command", "verdict", "rejected", "its verdict file"), earlier)
 
 
 FINDINGS: dict[str, Callable[[Record], list[Finding]]] = {

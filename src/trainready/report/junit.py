@@ -80,9 +80,12 @@ def _fleet_suites(rec: Record) -> list[Suite]:
         cases = [Case(cls, str(r.get("name", "?")), str(r.get("status", "error")), str(r.get("message", "")),
                       str(r.get("remedy", "")), _float(r.get("duration_s")))
                  for r in (n.report or {}).get("results", []) or [] if isinstance(r, Mapping)]
-        cases.append(Case(cls, "fleet verdict", "pass" if n.accepted else "fail",
-                          "accepted" if n.accepted else "rejected: " + "; ".join(n.reasons),
-                          "" if n.accepted else "drained (trainready: reason) until repaired and re-validated"))
+        if n.not_tested:
+            cases.append(Case(cls, "fleet verdict", "skip", f"not tested: {n.not_tested}"))
+        else:
+            cases.append(Case(cls, "fleet verdict", "pass" if n.accepted else "fail",
+                              "accepted" if n.accepted else "rejected: " + "; ".join(n.reasons),
+                              "" if n.accepted else "drained (trainready: reason) until repaired and re-validated"))
         out.append(Suite(f"trainready cluster {n.node}", n.node, stamp, tuple(cases)))
     cross = [Case("trainready.cluster", str(r.get("name", "?")), str(r.get("status", "error")),
                   str(r.get("message", "")), str(r.get("remedy", "")), _float(r.get("duration_s")))

@@ -1,0 +1,135 @@
+"""`trainready cluster run -N N` end to end on the local Slurm cluster at scale: wall time, where it goes
+(submit, the array's task start-up, the cross-node step, the verdict), the collector's latency after the last
+task ended, and the load on slurmctld: RPCs per node from `sdiag` (reset with `sdiag --reset` just before the
+run; counted by message type), against the goal of <= 6 RPCs per node for the whole run.
+
+    flock /tmp/trainready-slurm.lock .venv/bin/python benchmarks/cluster_scale.py --nodes 64 --up
+    # --up: scripts/local-slurm.sh up --nodes N first, and back to the default 3 nodes afterwards
+
+Every node is the same 2-core host (multiple slurmd), so the array phase is bounded by the CPU: each task is
+one Python interpreter importing torch (~3 CPU s at --level light on a 2-core x86 VM), N of them on 2 cores.
+REQUEST_STATS_INFO (the measuring `sdiag` itself) is left out of the count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "scripts" / "local-slurm.sh"
+GOAL_RPC_PER_NODE = 6.0  # the goal for a whole run at N >= 32 nodes (operators block tools that poll harder)
+_RPC = re.compile(r"^\s+([A-Z_0-9]+)\s+\(\s*\d+\)\s+count:(\d+)")
+
+
+def rpc_counts(text: str) -> Counter[str]:
+    """`sdiag` → {message type: count}, from its "Remote Procedure Call statistics by message type" part."""
+    part = text.split("by message type", 1)[-1].split("by user", 1)[0]
+    out: Counter[str] = Counter()
+    for line in part.splitlines():
+        m = _RPC.match(line)
+        if m and m.group(1) != "REQUEST_STATS_INFO":
+            out[m.group(1)] += int(m.group(2))
+    return out
+
+
+def _when(text: str) -> float | None:
+    try:
+        return dt.datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
+
+
+def slurm_jobs(since: float) -> list[dict[str, str]]:
+    """Every job record slurmctld still holds (MinJobAge) submitted at or after `since`."""
+    out = subprocess.run(["scontrol", "show", "jobs", "-o"], capture_output=True, text=True).stdout
+    jobs = [dict(re.findall(r"(\w+)=(\S*)", line)) for line in out.splitlines()]
+    return [j for j in jobs if (_when(j.get("SubmitTime", "")) or 0) >= since - 1]
+
+
+def phases(jobs: list[dict[str, str]], t_start: float, t_end: float) -> dict[str, float]:
+    """Submit → first task start, first start → last task end, the cross step, and what follows it."""
+    tasks = [j for j in jobs if j.get("JobName") == "trainready-accept" and j.get("ArrayTaskId", "").isdigit()]
+    cross = [j for j in jobs if j.get("JobName") == "trainready-cross"]
+    starts = [s for s in (_when(j.get("StartTime", "")) for j in tasks) if s]
+    ends = [e for e in (_when(j.get("EndTime", "")) for j in tasks) if e]
+    runs = [e - s for s, e in ((_when(j.get("StartTime", "")), _when(j.get("EndTime", ""))) for j in tasks) if s and e]
+    out = {"tasks": float(len(tasks)), "first_start": min(starts) - t_start if starts else float("nan"),
+           "last_end": max(ends) - t_start if ends else float("nan"),
+           "task_mean_s": sum(runs) / len(runs) if runs else float("nan"), "task_max_s": max(runs, default=float("nan"))}
+    if cross:
+        cs, ce = _when(cross[-1].get("StartTime", "")), _when(cross[-1].get("EndTime", ""))
+        out["cross_s"] = (ce - cs) if cs and ce else float("nan")
+        out["cross_end"] = (ce - t_start) if ce else float("nan")
+    out["after_last_task_s"] = (t_end - max(ends)) if ends else float("nan")
+    return out
+
+
+def run(n: int, level: str, parallel: int, limit: str, results: Path) -> tuple[float, int, Counter[str], dict]:
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    argv = [sys.executable, "-m", "trainready", "cluster", "run", "-N", str(n), "--results", str(results),
+            "--spec", "example:local-slurm", "--level", level, "--max-parallel", str(parallel), "--time", limit,
+            "--json", str(results) + ".json"]
+    subprocess.run(["sdiag", "--reset"], check=True, capture_output=True)
+    t0 = time.time()
+    p = subprocess.run(argv, capture_output=True, text=True, env=env)
+    t1 = time.time()
+    rpcs = rpc_counts(subprocess.run(["sdiag"], capture_output=True, text=True).stdout)
+    if p.returncode not in (0, 1):
+        raise SystemExit(f"cluster run failed (exit {p.returncode}): {p.stderr.strip()[-1500:]}")
+    doc = json.loads(Path(str(results) + ".json").read_text())
+    return t1 - t0, p.returncode, rpcs, {"doc": doc, "phases": phases(slurm_jobs(t0), t0, t1)}
+
+
+def report(n: int, wall: float, rc: int, rpcs: Counter[str], info: dict, args: argparse.Namespace) -> None:
+    ph, doc = info["phases"], info["doc"]
+    s = doc.get("summary", {})
+    total = sum(rpcs.values())
+    print(f"cluster run -N {n} --level {args.level} --max-parallel {args.max_parallel} on the local Slurm "
+          f"cluster ({os.cpu_count()} cores): exit {rc}, {s.get('accepted')} accepted, {s.get('rejected')} rejected, "
+          f"{s.get('not_tested', 0)} not tested")
+    print(f"  wall {wall:.1f} s: submit -> first task start {ph['first_start']:.1f} s; array tasks until "
+          f"{ph['last_end']:.1f} s ({ph['tasks']:.0f} tasks, each {ph['task_mean_s']:.1f} s mean / "
+          f"{ph['task_max_s']:.1f} s max from start to end)")
+    if "cross_s" in ph:
+        print(f"  cross-node step: {ph['cross_s']:.1f} s over {n} ranks (ended at {ph['cross_end']:.1f} s)")
+    print(f"  after the last task ended: {ph['after_last_task_s']:.1f} s (cross-node step + verdict: the "
+          f"collector's own latency)")
+    per = total / n
+    print(f"  slurmctld RPCs: {total} = {per:.2f} per node   goal <= {GOAL_RPC_PER_NODE:g}   ratio "
+          f"{per / GOAL_RPC_PER_NODE:.2f} ({'meets' if per <= GOAL_RPC_PER_NODE else 'MISSES'} the goal)")
+    for name, count in rpcs.most_common():
+        print(f"    {name:<40} {count:6d}  {count / n:6.2f} per node")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=64)
+    ap.add_argument("--level", default="light")
+    ap.add_argument("--max-parallel", type=int, default=8, help="array tasks at once: 8 keeps 8 torch processes "
+                    "(~0.3 GiB each) in memory at a time; more gains nothing on 2 cores")
+    ap.add_argument("--time", default="20:00")
+    ap.add_argument("--up", action="store_true", help="bring the local cluster up with --nodes first, back to 3 after")
+    a = ap.parse_args()
+    if a.up:
+        subprocess.run(["bash", str(SCRIPT), "up", "--nodes", str(a.nodes)], check=True)
+    try:
+        with tempfile.TemporaryDirectory(prefix="cluster-scale-") as tmp:
+            wall, rc, rpcs, info = run(a.nodes, a.level, a.max_parallel, a.time, Path(tmp) / "r")
+            report(a.nodes, wall, rc, rpcs, info, a)
+    finally:
+        if a.up:
+            subprocess.run(["bash", str(SCRIPT), "up"], check=True)
+
+
+if __name__ == "__main__":
+    main()

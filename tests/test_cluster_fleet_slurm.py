@@ -1,0 +1,164 @@
+"""Fleet actions on the real local Slurm cluster (scripts/local-slurm.sh): a node an administrator drained is not
+tested and holds back nobody; a node drained while the run waits is named and not tested; every node failing
+alike (too short --time) drains none; the cross-node all_reduce blames the silent rank, never the one that
+reports it.  Every test leaves the cluster as it found it (3 idle nodes, no drains)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+
+pytestmark = pytest.mark.slow
+
+SPEC = "example:local-slurm"
+
+
+def sinfo(node: str) -> tuple[str, str]:
+    out = subprocess.run(["sinfo", "-h", "-N", "-n", node, "-o", "%T|%E"], capture_output=True, text=True).stdout
+    state, _, reason = out.strip().splitlines()[0].partition("|")
+    return state, reason
+
+
+def resume(*nodes: str) -> None:
+    for n in nodes:
+        if "drain" in sinfo(n)[0]:
+            subprocess.run(["scontrol", "update", f"nodename={n}", "state=resume"], check=False)
+
+
+def by_node(doc):  # type: ignore[no-untyped-def]
+    return {n["node"]: n for n in doc["nodes"]}
+
+
+def test_admin_drained_node_is_not_tested_and_the_others_are_accepted(local_slurm, tmp_path):
+    subprocess.run(["scontrol", "update", "nodename=node2", "state=drain", "reason=hw: DIMM ticket 42"], check=True)
+    try:
+        t0 = time.monotonic()
+        p = run_cli("cluster", "run", "--nodelist", "node[1-3]", "--drain", "--spec", SPEC, "--level", "quick",
+                    "--time", "5:00", "--results", str(tmp_path / "r"), "--json", str(tmp_path / "f.json"))
+        took = time.monotonic() - t0
+        doc = json.loads((tmp_path / "f.json").read_text())
+        v = by_node(doc)
+        assert v["node2"]["verdict"] == "not tested" and not v["node2"]["accepted"], v["node2"]
+        assert v["node2"]["not_tested"].startswith("drained by an administrator") and \
+            "reason 'hw: DIMM ticket 42'" in v["node2"]["not_tested"]
+        assert doc["drain_list"] == [] and doc["summary"]["not_tested"] == 1
+        assert sinfo("node2") == ("drained", "hw: DIMM ticket 42")  # the administrator's reason, untouched
+        assert v["node1"]["verdict"] == "accept" and v["node3"]["verdict"] == "accept", \
+            (v["node1"]["reasons"], v["node3"]["reasons"])
+        assert "drain" not in sinfo("node1")[0] and "drain" not in sinfo("node3")[0]
+        assert p.returncode == 0, p.stderr[-2000:]
+        assert "node2: not tested: drained by an administrator" in p.stderr
+        assert took < 150, f"the run took {took:.0f} s"
+    finally:
+        resume("node2")
+
+
+def test_node_drained_while_its_task_waits_is_named_and_not_tested(local_slurm, tmp_path):
+    """--max-parallel 1: node3's task waits its turn; an administrator drains node3 meanwhile; when its turn
+    comes it is pending ReqNodeNotAvail, which cannot clear: named at once, cancelled, node3 not tested."""
+    lines: list[tuple[float, str]] = []
+    cmd = ["cluster", "run", "--nodelist", "node[1-3]", "--max-parallel", "1", "--spec", SPEC, "--only", "versions",
+           "--time", "2:00", "--results", str(tmp_path / "r"), "--json", str(tmp_path / "f.json")]
+    import os
+    import sys
+
+    from conftest import SRC
+
+    env = dict(os.environ, PYTHONPATH=str(SRC), COLUMNS="200")
+    proc = subprocess.Popen([sys.executable, "-m", "trainready", *cmd], stderr=subprocess.PIPE, text=True, env=env)
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append((time.monotonic(), line.rstrip()))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        while not any("accepting 3 node(s)" in x for _, x in lines) and proc.poll() is None:
+            time.sleep(0.2)
+        subprocess.run(["scontrol", "update", "nodename=node3", "state=drain", "reason=admin: PSU swap"], check=True)
+        proc.wait(timeout=400)
+        reader.join(timeout=5)
+        doc = json.loads((tmp_path / "f.json").read_text())
+        v = by_node(doc)
+        said = "\n".join(x for _, x in lines)
+        assert v["node3"]["verdict"] == "not tested", (v["node3"], said[-3000:])
+        assert "ReqNodeNotAvail" in v["node3"]["not_tested"] and "admin: PSU swap" in v["node3"]["not_tested"]
+        assert v["node1"]["verdict"] == "accept" and v["node2"]["verdict"] == "accept", said[-3000:]
+        assert sinfo("node3") == ("drained", "admin: PSU swap")
+        named = [t for t, x in lines if x.startswith("node3: not tested")]
+        last_done = [t for t, x in lines if "2/3 done" in x]
+        assert named and last_done and named[0] - last_done[0] < 60, said[-3000:]  # named within a minute
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        resume("node3")
+
+
+def test_every_node_failing_alike_drains_none_and_says_fleet_wide(local_slurm, tmp_path):
+    p = run_cli("cluster", "run", "-N", "3", "--drain", "--spec", SPEC, "--level", "quick", "--time", "0:20",
+                "--results", str(tmp_path / "r"), "--json", str(tmp_path / "f.json"))
+    try:
+        doc = json.loads((tmp_path / "f.json").read_text())
+        v = by_node(doc)
+        assert all("did not finish within --time 0:20" in n["reasons"][0] and "raise --time" in n["reasons"][0]
+                   for n in v.values()), [n["reasons"] for n in v.values()]
+        assert not any("hung" in n["reasons"][0] for n in v.values())
+        assert all("drain" not in sinfo(n)[0] for n in ("node1", "node2", "node3"))
+        wide = [x for x in p.stdout.splitlines() + p.stderr.splitlines() if "fleet-wide cause" in x]
+        assert len(wide) >= 1 and "3 of 3 tested node(s) rejected for 'no result: did not finish within --time 0:20'" \
+            in " ".join(p.stdout.split()) + " ".join(p.stderr.split())
+        assert doc["guard"]["drain"] == [] and sorted(doc["guard"]["held"]) == ["node1", "node2", "node3"]
+        actions = [json.loads(x)["action"] for x in (tmp_path / "r" / "drain-ledger.jsonl").read_text().splitlines()]
+        assert actions == ["held"] * 3 and p.returncode == 1
+    finally:
+        resume("node1", "node2", "node3")
+
+
+def quick_spec(tmp_path: Path) -> str:
+    """example:local-slurm with a 5 s collective step timeout: a rank that stops is named in seconds."""
+    from importlib.resources import files
+
+    text = (files("trainready.spec") / "examples" / "local-slurm.toml").read_text()
+    assert "timeout_s = 30.0" in text
+    path = tmp_path / "quick.toml"
+    path.write_text(text.replace("timeout_s = 30.0", "timeout_s = 5.0"))
+    return str(path)
+
+
+@pytest.mark.parametrize("plant", ["cluster.silent=node1", "cluster.silent=node2", "cluster.silent=node3",
+                                   "cluster.vanish=node2"])
+def test_cross_step_blames_the_silent_rank(local_slurm, tmp_path, plant):
+    """The real cross-node step (srun over the 3 nodes, gloo all_reduce) with one rank silent: rank 0
+    (node1, which hosts the rendezvous store), a middle and the last rank, and a node that writes no cross
+    record and whose rank never joins.  Only the silent node is named; the ranks that waited are not."""
+    from trainready.cluster import fleet, run
+    from trainready.cluster.options import FleetOptions
+    from trainready.spec import load_spec
+
+    spec_path = quick_spec(tmp_path)
+    kind, _, node = plant.partition("=")
+    opts = FleetOptions(results=tmp_path / "r", spec=spec_path, time_limit="3:00", plants={kind: node})
+    for sub in ("cross", "logs"):
+        (opts.results / sub).mkdir(parents=True, exist_ok=True)
+    spec, _ = load_spec(spec_path)
+    nodes = ["node1", "node2", "node3"]
+    run.cross_phase(opts, nodes, spec.gpu.count, lambda s: None)
+    results, findings = fleet.judge_cross(opts, spec, nodes)
+    coll = next(r for r in results if r.name == "cluster.collective")
+    blamed = sorted({f.node for f in findings if f.check == "collective"})
+    assert blamed == [node], ([(f.node, f.check, f.text) for f in findings],
+                              (opts.results / "logs" / "cross.out").read_text()[-3000:])
+    silent_rank = nodes.index(node)
+    assert coll.details["at_fault"] == [silent_rank]
+    assert set(coll.details["waiting"]) <= {0, 1, 2} - {silent_rank} and coll.details["waiting"]
+    if kind == "cluster.vanish":
+        assert any(f.node == node and f.check == "cross-node" for f in findings)  # and it wrote no cross record
