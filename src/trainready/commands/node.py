@@ -46,7 +46,9 @@ def node(
     run made with --plant (planted faults: a test, never evidence),
     130 / 143 when interrupted (SIGINT / SIGTERM: every rank stopped, one line,
     partial record with --json, own scratch removed).
-    On a CPU spec, GPU-only checks say `skip`; under a GPU spec (gpu.count > 0) a
+    With no --spec, the GPUs NVML sees are judged against an automatic spec (their count, their
+    model's datasheet peaks, NCCL; `trainready spec show auto` prints it); without GPUs, the CPU
+    default (example:cpu-default).  On a CPU spec, GPU-only checks say `skip`; under a GPU spec (gpu.count > 0) a
     machine without usable GPUs FAILS every compute, collective and resume check,
     naming why (never a CPU fallback).  Each check has a limit (--timeout);
     at it, its ranks are stopped and the result names each rank's stage.
@@ -54,7 +56,7 @@ def node(
     Examples:
 
     
-      trainready node                  # CPU default, 8 gloo ranks
+      trainready node                  # GPUs NVML sees (spec auto), else CPU default, 8 gloo ranks
       trainready node --spec example:h200-8x --json node.json
       trainready node --level quick --skip throughput
       trainready node --timeout comm=1200 --timeout resume=1800
@@ -102,7 +104,9 @@ def _early(spec: str | None, json_path: str | None, work: str | None, image_dige
     from trainready.probe.container import image_digest as find_digest
     from trainready.spec.load import load_spec
 
-    node_spec, source = load_spec(spec)
+    node_spec, source = load_spec(spec or "auto")  # no --spec: the GPUs NVML sees, else the CPU default
+    if spec is None:  # the first line says what the machine is judged against
+        typer.echo(f"trainready node: spec {source}", err=json_path == "-")
     check_out_path(json_path)
     if work:
         workdir(Path(work))
@@ -113,6 +117,10 @@ def _early(spec: str | None, json_path: str | None, work: str | None, image_dige
 def _accept(checks: list[type[Check]], ctx: CheckContext, source: str, json_path: str | None, verbose: bool) -> int:
     """Run the checks in `ctx.workdir` and report (table, --json, --junit, --prometheus): the exit code."""
     timeouts = dict(ctx.timeouts)
+    if any(c.launches_ranks for c in checks):  # the forkserver imports torch while in-process checks run
+        from trainready.ranks.launch import warm_up
+
+        warm_up()
     limits = {c.name: c().timeout_for(ctx) for c in checks}  # recorded: every check's limit, flags applied
     report = _run(checks, ctx, {"spec_source": source, "workdir": str(ctx.workdir), "timeouts_s": limits,
                                 **({"timeouts_given": timeouts} if timeouts else {})})
