@@ -35,6 +35,9 @@ def test_pyxis_flags_and_the_batch_script_are_exact():
         "--level standard --spec example:h200-8x --image 'nvcr.io#nvidia/pytorch:25.01-py3'")  # '#': quoted for bash
     plain = FleetOptions(results=RES, level=Level.QUICK)
     assert run.task_command(plain)[:3] == [sys.executable, "-m", "trainready"]  # no image: this interpreter
+    # no image: the batch step itself runs it (no srun step: two slurmctld calls fewer per node)
+    assert run.batch_script(plain).splitlines()[-1] == f"exec {sys.executable} -m trainready cluster node-task " \
+        "--results /lustre/acc/2026-12-03 --level quick"
 
 
 def test_sbatch_and_srun_command_lines():

@@ -69,3 +69,25 @@ def select(names: Sequence[str], info: Mapping[str, slurm.NodeInfo], ours: str |
 def stuck_reason(reason: str) -> bool:
     """A pending reason that cannot clear by itself ('ReqNodeNotAvail, UnavailableNodes:node2' → True)."""
     return reason.split(",", 1)[0].strip() in slurm.STUCK
+
+
+def names_node(reason: str, node: str) -> bool:
+    """The reason's 'UnavailableNodes:' list (a hostlist; scontrol writes '_' for spaces) includes `node`."""
+    _, _, tail = reason.replace("_", " ").partition("UnavailableNodes:")
+    expr = tail.split()[0].strip(",") if tail.split() else ""
+    from trainready.ranks.env import expand_hostlist
+
+    return bool(expr) and node in expand_hostlist(expr)
+
+
+def stuck_on(reason: str, node: str, info: slurm.NodeInfo | None) -> str:
+    """Why a task pinned to `node` and pending for `reason` will not start by itself, or '' when it may:
+    Slurm's scheduler gives every pending task of an array the reason of the one it could not start, so a
+    bare 'ReqNodeNotAvail' on a task whose own node is fine is a sibling's, and clears once that one goes.
+    Stuck: '; the node: <why>' when the node's own state says why, else '.' (the reason alone says it)."""
+    if not stuck_reason(reason):
+        return ""
+    why = "Slurm knows no node of this name" if info is None else why_not(info, None, None)
+    if reason.startswith("ReqNodeNotAvail") and not why and not names_node(reason, node):
+        return ""
+    return f"; the node: {why}" if why else "."

@@ -87,13 +87,17 @@ def task_command(opts: FleetOptions) -> list[str]:
 
 
 def batch_script(opts: FleetOptions, gpus: int = 0) -> str:
-    """The array task: one step with every CPU (a step gets one CPU per task unless it asks) and GPU of the node."""
-    flags = opts.container.srun_flags(opts.results) if opts.container else []
-    head = ["srun", "--ntasks=1", "--nodes=1"] + ([f"--gpus-per-node={gpus}"] if gpus else [])
-    return ("#!/bin/bash\n"
+    """The array task.  In a container (Pyxis): one step with every CPU (a step gets one CPU per task unless it
+    asks) and GPU of the node.  Without: the batch step itself runs the acceptance (it holds every CPU and GPU of
+    the --exclusive allocation), which spares slurmctld a step create and a step complete per node."""
+    head = ("#!/bin/bash\n"
             "# trainready cluster run: array task $SLURM_ARRAY_TASK_ID is one node's acceptance (pinned with\n"
-            "# ReqNodeList); it writes RESULTS/nodes/$SLURMD_NODENAME.json.\n"
-            f'exec {shlex.join(head)} --cpus-per-task="$SLURM_CPUS_ON_NODE" {shlex.join(flags + task_command(opts))}\n')
+            "# ReqNodeList); it writes RESULTS/nodes/$SLURMD_NODENAME.json.\n")
+    if not opts.container:
+        return head + f"exec {shlex.join(task_command(opts))}\n"
+    flags = opts.container.srun_flags(opts.results)
+    srun = ["srun", "--ntasks=1", "--nodes=1"] + ([f"--gpus-per-node={gpus}"] if gpus else [])
+    return head + f'exec {shlex.join(srun)} --cpus-per-task="$SLURM_CPUS_ON_NODE" {shlex.join(flags + task_command(opts))}\n'
 
 
 def submit(opts: FleetOptions, nodes: list[str], gpus: int = 0) -> str:
@@ -136,21 +140,24 @@ def cancel_stalled(states: dict[int, slurm.TaskState], nodes: list[str], limit_s
                    say: Progress) -> None:
     """Cancel (one scancel for all) the tasks running past --time and those pending for a reason that cannot
     clear by itself; the latter are named with their node's Slurm state and reason."""
-    ids, named = [], []
+    ids = []
     for i, s in sorted(states.items()):
         if s.state == "RUNNING" and s.run_s > limit_s + TASK_GRACE_S and i not in w.over:
             say(f"{nodes[i]}: task {s.job_id} still running {s.run_s:.0f} s, past its time limit; cancelling")
             w.over[i] = time.time()
             ids.append(s.job_id)
-        elif s.state == "PENDING" and avail.stuck_reason(s.reason) and i not in w.stuck:
-            w.stuck[i] = f"its task {s.job_id} stayed PENDING ({s.reason}), a reason that does not clear by itself"
-            named.append(i)
-            ids.append(s.job_id)
-    info = slurm.nodes([nodes[i] for i in named]) if named else {}
-    for i in named:  # the node's own state says who made it unavailable (an administrator's drain, a reservation)
-        why = avail.why_not(info[nodes[i]], None, None) if nodes[i] in info else ""
-        w.stuck[i] += f"; the node: {why}" if why else ""
+    pending = [i for i, s in sorted(states.items()) if s.state == "PENDING" and avail.stuck_reason(s.reason)
+               and i not in w.stuck]
+    info = slurm.nodes([nodes[i] for i in pending]) if pending else {}  # one call: is the node itself unavailable?
+    for i in pending:
+        s = states[i]
+        node_says = avail.stuck_on(s.reason, nodes[i], info.get(nodes[i]))
+        if not node_says:
+            continue  # a sibling's reason, echoed by Slurm's scheduler onto this task: it clears by itself
+        w.stuck[i] = (f"its task {s.job_id} stayed PENDING ({s.reason.replace(',_', ', ')}), a reason that does not "
+                      f"clear by itself{node_says.rstrip('.')}")
         say(f"{nodes[i]}: not tested: {w.stuck[i]}; its task is cancelled")
+        ids.append(s.job_id)
     if ids:
         slurm.cancel(*ids)
 
@@ -202,7 +209,9 @@ def _at_deadline(before: dict[int, slurm.TaskState], after: dict[int, slurm.Task
 def exit_words(s: slurm.TaskState) -> str:
     """'exit code 137 = killed by signal 9' from Slurm's 'rc:signal'."""
     rc, _, sig = s.exit_code.partition(":")
-    code = f"exit code {rc}" + (f", signal {sig}" if sig and sig != "0" else "")
+    if sig.isdigit() and sig != "0":  # Slurm's own word: the batch script was killed by signal SIG
+        return f"exit code {rc}, killed by signal {sig}"
+    code = f"exit code {rc}"
     if rc.isdigit() and int(rc) > 128:  # srun (and a shell) report a task killed by signal S as 128 + S
         code += f" = killed by signal {int(rc) - 128}"
     return code
