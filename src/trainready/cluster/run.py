@@ -87,13 +87,19 @@ def task_command(opts: FleetOptions) -> list[str]:
 
 
 def batch_script(opts: FleetOptions, gpus: int = 0) -> str:
-    """The array task: one step with every CPU (a step gets one CPU per task unless it asks) and GPU of the node."""
-    flags = opts.container.srun_flags(opts.results) if opts.container else []
-    head = ["srun", "--ntasks=1", "--nodes=1"] + ([f"--gpus-per-node={gpus}"] if gpus else [])
-    return ("#!/bin/bash\n"
+    """The array task.  In a container (Pyxis): one srun step with every CPU (a step gets one CPU per task unless
+    it asks) and GPU of the node.  Without one, the batch step itself runs the acceptance: it already holds the
+    whole exclusive allocation (every CPU, and the GPUs asked for), and a step would cost slurmctld 4 more RPCs
+    per node (REQUEST_HET_JOB_ALLOC_INFO, REQUEST_FED_INFO, REQUEST_JOB_STEP_CREATE, REQUEST_STEP_COMPLETE,
+    counted with `sdiag` on the local cluster: benchmarks/cluster_scale.py)."""
+    head = ("#!/bin/bash\n"
             "# trainready cluster run: array task $SLURM_ARRAY_TASK_ID is one node's acceptance (pinned with\n"
-            "# ReqNodeList); it writes RESULTS/nodes/$SLURMD_NODENAME.json.\n"
-            f'exec {shlex.join(head)} --cpus-per-task="$SLURM_CPUS_ON_NODE" {shlex.join(flags + task_command(opts))}\n')
+            "# ReqNodeList); it writes RESULTS/nodes/$SLURMD_NODENAME.json.\n")
+    if not opts.container:
+        return head + f"exec {shlex.join(task_command(opts))}\n"
+    srun = ["srun", "--ntasks=1", "--nodes=1"] + ([f"--gpus-per-node={gpus}"] if gpus else [])
+    flags = opts.container.srun_flags(opts.results)
+    return head + f'exec {shlex.join(srun)} --cpus-per-task="$SLURM_CPUS_ON_NODE" {shlex.join(flags + task_command(opts))}\n'
 
 
 def submit(opts: FleetOptions, nodes: list[str], gpus: int = 0) -> str:
@@ -205,6 +211,8 @@ def exit_words(s: slurm.TaskState) -> str:
     code = f"exit code {rc}" + (f", signal {sig}" if sig and sig != "0" else "")
     if rc.isdigit() and int(rc) > 128:  # srun (and a shell) report a task killed by signal S as 128 + S
         code += f" = killed by signal {int(rc) - 128}"
+    elif sig.isdigit() and int(sig) > 0:  # the batch step's own process killed: Slurm's ExitCode 0:S
+        code += f" = killed by signal {sig}"
     return code
 
 
