@@ -35,7 +35,7 @@ def test_pyxis_flags_and_the_batch_script_are_exact():
         "--level standard --spec example:h200-8x --image 'nvcr.io#nvidia/pytorch:25.01-py3'")  # '#': quoted for bash
     plain = FleetOptions(results=RES, level=Level.QUICK)
     assert run.task_command(plain)[:3] == [sys.executable, "-m", "trainready"]  # no image: this interpreter
-    # no image: the batch step runs it, no srun step (4 slurmctld RPCs per node fewer)
+    # no image: the batch step runs it, no srun step (3 slurmctld RPCs per node fewer)
     assert run.batch_script(plain, gpus=8).splitlines()[-1] == f"exec {sys.executable} -m trainready cluster " \
         "node-task --results /lustre/acc/2026-12-03 --level quick"
 
