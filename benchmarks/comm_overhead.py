@@ -26,6 +26,7 @@ def overhead_rank(ctx: Any, size: int, iters: int, warmup: int, reps: int, op: s
     import torch
     import torch.distributed as dist
 
+    from trainready.comm.rankdata import SweepPlan
     from trainready.comm.sweep import sweep_rank
 
     ours, bare = [], []
@@ -41,7 +42,7 @@ def overhead_rank(ctx: Any, size: int, iters: int, warmup: int, reps: int, op: s
         def call() -> None:
             dist.all_reduce(buf)
     for _ in range(reps):
-        out = sweep_rank(ctx, [op], [size], ["float"], warmup, iters, pair_bytes=4, pair_iters=1)
+        out = sweep_rank(ctx, SweepPlan((op,), (size,), ("float",), warmup, iters, pair_bytes=4, pair_iters=1))
         if ctx.rank == 0:
             e = out["entries"][0]
             assert sum(e["wrong"]) == 0

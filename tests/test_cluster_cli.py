@@ -35,9 +35,9 @@ def test_pyxis_flags_and_the_batch_script_are_exact():
         "--level standard --spec example:h200-8x --image 'nvcr.io#nvidia/pytorch:25.01-py3'")  # '#': quoted for bash
     plain = FleetOptions(results=RES, level=Level.QUICK)
     assert run.task_command(plain)[:3] == [sys.executable, "-m", "trainready"]  # no image: this interpreter
-    # no image: the batch step runs it, no srun step (3 slurmctld RPCs per node fewer)
-    assert run.batch_script(plain, gpus=8).splitlines()[-1] == f"exec {sys.executable} -m trainready cluster " \
-        "node-task --results /lustre/acc/2026-12-03 --level quick"
+    # no image: the batch step itself runs it (no srun step: two slurmctld calls fewer per node)
+    assert run.batch_script(plain).splitlines()[-1] == f"exec {sys.executable} -m trainready cluster node-task " \
+        "--results /lustre/acc/2026-12-03 --level quick"
 
 
 def test_sbatch_and_srun_command_lines():
@@ -69,7 +69,7 @@ def test_no_result_reasons_say_what_slurm_said():
     assert run.no_result_reason(killed, "") == \
         ("no result: killed by signal", "task 13 FAILED (exit code 137 = killed by signal 9); NonZeroExitCode")
     batch = slurm.TaskState(1, "14", "FAILED", "0:9", "node2", "NonZeroExitCode")  # the batch step's process itself
-    assert run.no_result_reason(batch, "")[1] == "task 14 FAILED (exit code 0, signal 9 = killed by signal 9); NonZeroExitCode"
+    assert run.no_result_reason(batch, "")[1] == "task 14 FAILED (exit code 0, killed by signal 9); NonZeroExitCode"
     done = slurm.TaskState(0, "12", "COMPLETED", "0:0", "node1", "None")
     assert "wrote no record" in run.no_result_reason(done, "no record at /r/nodes/node2.json")[1]
     assert "never started" in run.never_started(None)

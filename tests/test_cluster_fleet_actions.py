@@ -110,9 +110,25 @@ def test_reservations_and_stuck_reasons():
     idle = slurm.NodeInfo("node2", "reserved", "h", "")
     assert avail.why_not(idle, resv, None) == "in reservation pm-rack7 for alice (Slurm state reserved)"
     assert avail.why_not(slurm.NodeInfo("node2", "maint", "h", ""), resv, "pm-rack7") == ""  # our own reservation
+    assert avail.why_not(slurm.NodeInfo("node2", "idle$", "h", ""), resv, "pm-rack7") == ""
+    assert avail.why_not(slurm.NodeInfo("node2", "idle$", "h", ""), None, None).startswith("not available")
     assert avail.stuck_reason("ReqNodeNotAvail, UnavailableNodes:node2") and avail.stuck_reason("PartitionDown")
     assert not avail.stuck_reason("Resources") and not avail.stuck_reason("Priority")
     assert not avail.stuck_reason("JobArrayTaskLimit")
+
+
+def test_a_siblings_reason_echoed_by_the_scheduler_is_not_stuck():
+    """Captured on the local cluster (Slurm 22.05): node3 drained while the array waited; every task of the
+    array then showed ReqNodeNotAvail, only node3's naming its node."""
+    fine = slurm.NodeInfo("node1", "idle", "h", "")
+    drained = slurm.NodeInfo("node3", "drained", "h", "admin: PSU swap")
+    assert avail.stuck_on("ReqNodeNotAvail", "node1", fine) == ""  # an echo: clears once node3's task goes
+    said = avail.stuck_on("ReqNodeNotAvail,_UnavailableNodes:node3", "node3", drained)
+    assert said.startswith("; the node: drained by an administrator") and "admin: PSU swap" in said
+    assert avail.stuck_on("ReqNodeNotAvail,_UnavailableNodes:node[1-3]", "node2",
+                          slurm.NodeInfo("node2", "idle", "h", "")) == "."  # named by Slurm itself
+    assert avail.stuck_on("PartitionDown", "node1", fine) == "."
+    assert avail.stuck_on("Resources", "node3", drained) == ""
 
 
 def test_polls_grow_with_the_run_and_the_fleet():
@@ -192,6 +208,11 @@ def test_blame_from_one_ranks_heartbeat_view():
     assert blame.from_details({"rank": 1, "absent": [], "behind": [1]})["waiting"] == []  # itself behind: at fault
     assert blame.from_details({"rank": 1, "store_error": "x"})["at_fault"] == [0]
     assert blame.from_details({"rank": 0, "store_error": "x"})["at_fault"] == []
+    # rank 2's watchdog fired after rank 0 had reported and left: its "store did not answer" blames nobody
+    reports = [{"rank": 0, **blame.from_details({"rank": 0, "absent": [1], "behind": []})},
+               {"rank": 2, **blame.from_details({"rank": 2, "store_error": "refused"})}]
+    assert blame.tally(reports, []) == ({1: ["rank 0: rank(s) [1] never joined"]}, {0, 2})
+    assert blame.tally(reports[1:], [])[0] == {0: ["rank 2: " + blame.STORE_WHY]}  # rank 0 filed no report: blamed
     assert blame.rank_nodes({0: "a", 2: "c"}, ["a", "b", "c"], 2, 6) == {0: "a", 1: "a", 2: "c", 3: "c", 4: "b", 5: "b"}
 
 
@@ -223,3 +244,9 @@ def test_gather_names_overtime_stuck_and_finished_tasks(tmp_path):
     assert "did not finish within --time 0:20; it was in versions" in got["node2"].no_result
     assert "~50 s (median of the 1 node(s) that finished)" in got["node2"].no_result  # node1's own time
     assert got["node3"].not_tested.startswith("its task 12 stayed PENDING (ReqNodeNotAvail)")
+
+
+def test_exit_codes_in_slurms_two_forms():
+    assert run.exit_words(slurm.TaskState(0, "5", "FAILED", "137:0", "n", "")) == "exit code 137 = killed by signal 9"
+    assert run.exit_words(slurm.TaskState(0, "5", "FAILED", "0:9", "n", "")) == "exit code 0, killed by signal 9"
+    assert run.exit_words(slurm.TaskState(0, "5", "FAILED", "1:0", "n", "")) == "exit code 1"

@@ -32,7 +32,7 @@ def test_a_second_run_keeps_the_first_verdict_and_names_it(tmp_path):
     latest = json.loads((tmp_path / "fleet.json").read_text())
     assert latest["drain_list"] == ["node2"] and latest["history"] == []
     second = history.new_run_dir(tmp_path, "run")
-    assert first != second and second.name > first.name  # never the same folder (-2 within one second); newer sorts last
+    assert first != second and second.name > first.name  # never one folder (-2 within a second); newer sorts last
     history.write(_verdict(second, "run", [], ["node1", "node3"]), tmp_path, second)
     latest = json.loads((tmp_path / "fleet.json").read_text())
     assert latest["drain_list"] == [] and latest["run"] == str(second)
@@ -61,8 +61,8 @@ def test_the_baseline_is_the_run_that_judged_the_resumed_node(tmp_path):
     history.write(_verdict(later, "run", [], ["node1", "node3"]), tmp_path, later)
     resumed = history.new_run_dir(tmp_path, "resume")
     history.write(_verdict(resumed, "resume", [], ["node2"]), tmp_path, resumed)
-    base = history.baseline(tmp_path, ["node2"])
+    base = history.baseline((tmp_path,), ["node2"])
     assert base is not None and base.record == str(rejecting / "fleet.json") and base.reference == "node1"
     assert [p.node for p in base.peers] == ["node1", "node3"] and all(p.record for p in base.peers)
-    other = history.baseline(tmp_path, ["node9"])  # a node no run judged: the latest run
+    other = history.baseline((tmp_path,), ["node9"])  # a node no run judged: the latest run
     assert other is not None and other.record == str(later / "fleet.json") and other.reference is None

@@ -1,4 +1,4 @@
-from trainready.util.signals import run_main
+from trainready.entry import run_main
 
 if __name__ == "__main__":
     run_main()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 import sys
 
 import typer
@@ -76,6 +77,22 @@ def _click_exception_class() -> type[Exception]:
     return Exception  # pragma: no cover
 
 
+# click's words for a value outside an option's choices (an Enum option such as --level); typer >= 0.2x routes
+# the check through pydantic, which puts "Value error, " in front.
+_NOT_ONE_OF = re.compile(r"Invalid value for '(?P<opt>[^']+)'(?: / '[^']+')*: (?:Value error, )?'(?P<val>[^']*)' "
+                         r"is not one of (?P<choices>.+?)\.?$")
+
+
+def _click_line(message: str) -> str:
+    """click's message on one line; a value outside an option's choices as `--level slow: expected one of
+    quick, standard` (the option as typed, the value, the valid ones), whichever click/typer wrote it."""
+    msg = " ".join(message.split())
+    m = _NOT_ONE_OF.fullmatch(msg)
+    if m:
+        return f"{m['opt']} {m['val']}: expected one of {m['choices'].replace(chr(39), '')}"
+    return msg.replace("Value error, ", "")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turn every error into one line + exit code."""
     with interrupts_raise():
@@ -100,7 +117,7 @@ def _run(argv: list[str] | None) -> None:
         if type(exc).__name__ == "NoArgsIsHelpError":
             typer.echo(exc.format_message())  # type: ignore[attr-defined]
             sys.exit(0)
-        msg = " ".join(exc.format_message().split())  # type: ignore[attr-defined]
+        msg = _click_line(exc.format_message())  # type: ignore[attr-defined]
         ctx = getattr(exc, "ctx", None)
         where = f" (try '{ctx.command_path} --help')" if ctx is not None else ""
         sys.stderr.write(f"trainready: error: {msg}{where}\n")

@@ -157,7 +157,6 @@ class TrainStepCheck(Check):
 
     def run(self, ctx: CheckContext) -> Outcome:
         import torch
-        from torch.nn.attention import SDPBackend
 
         from trainready.train.model import GPT
 
@@ -180,19 +179,34 @@ class TrainStepCheck(Check):
         bad += self._judge_train(runs, metrics)
         speed = throughput(runs, cfg, _preset(on_gpu), metrics)  # informational: not judged
 
-        # SDPA: one backend at a time on all devices (sdpa_kernel sets process-global flags).
+        compared = self._sdpa_backends(devices, on_gpu, ctx.fault("train_step.sdpa") is not None, metrics, bad, warn)
+
+        planted_adam = ctx.fault("train_step.adamw") is not None
+        params = [p.detach() for p in model.parameters()]
+        runs_a = on_each_device(lambda d: adamw_compare(params, d, perturb=planted_adam), devices)
+        adam_note = self._judge_adamw(runs_a, metrics, bad, warn)
+
+        where = f"{len(devices)} GPU(s), bf16 autocast" if on_gpu else "cpu, fp32"
+        summary = f"SDPA {'/'.join(compared) or 'none'} vs float64 math; {adam_note}"
+        return _outcome(runs, where, summary, speed, metrics, bad, warn)
+
+    def _sdpa_backends(self, devices: list[str], on_gpu: bool, planted: bool, metrics: list[Metric], bad: list[str],
+                       warn: list[str]) -> list[str]:
+        """SDPA: one backend at a time on all devices (sdpa_kernel sets process-global flags); the names compared."""
+        import torch
+        from torch.nn.attention import SDPBackend
+
         dtype = torch.bfloat16 if on_gpu else torch.float32
         backends = (
             [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION]
             if on_gpu
             else [SDPBackend.FLASH_ATTENTION]  # the CPU's fused (flash-style) kernel
         )
-        planted = ctx.fault("train_step.sdpa")
         compared: list[str] = []
         for be in backends:
             bname = be.name.lower()
             runs_s = on_each_device(
-                lambda d, be=be: sdpa_compare(sdpa_inputs(d, on_gpu), dtype, be, perturb=planted is not None and be == backends[0]),
+                lambda d, be=be: sdpa_compare(sdpa_inputs(d, on_gpu), dtype, be, perturb=planted and be == backends[0]),
                 devices,
             )
             failed = [r for r in runs_s if r.error]
@@ -202,35 +216,11 @@ class TrainStepCheck(Check):
                     warn.append(f"SDPA {bname} not available ({failed[0].error})")
                 continue
             if failed:  # works on some GPUs, raises on others: the others are suspect
-                bad += [f"{r.where}: SDPA {bname} raised {r.error}" for r in failed]
+                bad.extend(f"{r.where}: SDPA {bname} raised {r.error}" for r in failed)
                 continue
             compared.append(bname)
             (warn if optional else bad).extend(self._judge_sdpa(bname, runs_s, metrics))
-
-        planted_adam = ctx.fault("train_step.adamw") is not None
-        params = [p.detach() for p in model.parameters()]
-        runs_a = on_each_device(lambda d: adamw_compare(params, d, perturb=planted_adam), devices)
-        adam_note = self._judge_adamw(runs_a, metrics, bad, warn)
-
-        where = f"{len(devices)} GPU(s), bf16 autocast" if on_gpu else "cpu, fp32"
-        summary = f"SDPA {'/'.join(compared) or 'none'} vs float64 math; {adam_note}"
-        if bad:
-            return Outcome(
-                Status.FAIL,
-                "; ".join(bad[:5]) + (f" (+{len(bad) - 5} more)" if len(bad) > 5 else ""),
-                tuple(metrics),
-                remedy="A step that does not learn or kernels that disagree: for one GPU suspect the hardware (dcgmi diag -r 3); "
-                "on every GPU suspect the torch/CUDA build (rerun with the image's reference node).",
-                details={"throughput": speed},
-            )
-        losses = runs[0].value["losses"] if runs[0].value else []
-        msg = f"{STEPS} AdamW steps on {where}: loss {losses[0]:.3f} → {losses[-1]:.3f}, all parameters updated; {summary}"
-        msg += f"; {speed['summary']}" if speed.get("summary") else ""
-        if warn:
-            return Outcome(Status.WARN, msg + "; " + "; ".join(warn), tuple(metrics),
-                           remedy="A fused SDPA kernel is missing (training falls back to a slower one) or the optional cuDNN "
-                           "attention disagrees (do not enable it for training on this image).", details={"throughput": speed})
-        return Outcome(Status.PASS, msg, tuple(metrics), details={"throughput": speed})
+        return compared
 
     @staticmethod
     def _judge_train(runs: list[DeviceRun[dict[str, Any]]], metrics: list[Metric]) -> list[str]:
@@ -284,3 +274,25 @@ class TrainStepCheck(Check):
             if not r.value["err"] <= r.value["tol"]:
                 bad.append(f"{r.where}: fused AdamW differs from for-each by {r.value['err']:.3g} > {r.value['tol']:.3g}")
         return "fused AdamW vs for-each agree"
+
+
+def _outcome(runs: list[DeviceRun[dict[str, Any]]], where: str, summary: str, speed: dict[str, Any],
+             metrics: list[Metric], bad: list[str], warn: list[str]) -> Outcome:
+    """FAIL naming up to five findings; else WARN for a missing or disagreeing optional kernel; else PASS."""
+    if bad:
+        return Outcome(
+            Status.FAIL,
+            "; ".join(bad[:5]) + (f" (+{len(bad) - 5} more)" if len(bad) > 5 else ""),
+            tuple(metrics),
+            remedy="A step that does not learn or kernels that disagree: for one GPU suspect the hardware (dcgmi diag -r 3); "
+            "on every GPU suspect the torch/CUDA build (rerun with the image's reference node).",
+            details={"throughput": speed},
+        )
+    losses = runs[0].value["losses"] if runs[0].value else []
+    msg = f"{STEPS} AdamW steps on {where}: loss {losses[0]:.3f} → {losses[-1]:.3f}, all parameters updated; {summary}"
+    msg += f"; {speed['summary']}" if speed.get("summary") else ""
+    if warn:
+        return Outcome(Status.WARN, msg + "; " + "; ".join(warn), tuple(metrics),
+                       remedy="A fused SDPA kernel is missing (training falls back to a slower one) or the optional cuDNN "
+                       "attention disagrees (do not enable it for training on this image).", details={"throughput": speed})
+    return Outcome(Status.PASS, msg, tuple(metrics), details={"throughput": speed})

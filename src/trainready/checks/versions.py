@@ -19,6 +19,7 @@ import dataclasses
 import importlib.metadata as md
 import os
 import re
+from dataclasses import dataclass, field
 from typing import Mapping
 
 from trainready.checks.base import Check, CheckContext, register
@@ -77,6 +78,35 @@ def os_matches(expected: str, name: str, version_id: str) -> bool:
     return bool(exp_name) and same and (not exp_ver or version_matches(exp_ver, version_id))
 
 
+@dataclass
+class Findings:
+    """What the check found so far, in order: facts said, failures (message, remedy), warnings and their
+    remedies (one per kind of warning)."""
+
+    said: list[str] = field(default_factory=list)
+    fails: list[tuple[str, str]] = field(default_factory=list)
+    warns: list[str] = field(default_factory=list)
+    remedies: list[str] = field(default_factory=list)
+
+    def pin(self, key: str, expected: str | None, actual: str, remedy: str) -> None:
+        """software.KEY against what was found: said when not pinned or matching, else a failure."""
+        if expected is None:
+            self.said.append(f"{key} {actual}" if not is_unavailable(actual) else f"{key} not judged ({why(actual)})")
+        elif is_unavailable(actual) or not version_matches(expected, actual):
+            self.fails.append((f"spec software.{key} = '{expected}' but found {why(actual)}", remedy))
+        else:
+            self.said.append(f"{key} {actual} (spec '{expected}')")
+
+    def outcome(self, details: dict[str, object]) -> Outcome:
+        if self.fails:
+            remedy = " ".join(dict.fromkeys(r for _, r in self.fails if r))
+            return Outcome(Status.FAIL, "; ".join(m for m, _ in self.fails if m), remedy=remedy, details=details)
+        if self.warns:
+            return Outcome(Status.WARN, "; ".join(self.warns + self.said), remedy=" ".join(self.remedies),
+                           details=details)
+        return Outcome(Status.PASS, "; ".join(self.said), details=details)
+
+
 def judge_versions(
     spec: NodeSpec,
     f: NodeFacts,
@@ -90,93 +120,95 @@ def judge_versions(
     "unavailable: ...") of each distribution the spec pins (None = not looked up).  `replayed`:
     `f` is a captured facts file, which carries no OS or package versions: their pins are not
     judged (a warning), rather than judged against this machine."""
-    sw, gpu_expected = spec.software, spec.gpu.count > 0
-    said: list[str] = []
-    fails: list[tuple[str, str]] = []
-    warns: list[str] = []
-    remedies: list[str] = []  # one per kind of warning
-    v = f.versions
-
-    def pin(key: str, expected: str | None, actual: str, remedy: str) -> None:
-        if expected is None:
-            said.append(f"{key} {actual}" if not is_unavailable(actual) else f"{key} not judged ({why(actual)})")
-        elif is_unavailable(actual) or not version_matches(expected, actual):
-            fails.append((f"spec software.{key} = '{expected}' but found {why(actual)}", remedy))
-        else:
-            said.append(f"{key} {actual} (spec '{expected}')")
-
+    sw, v, found = spec.software, f.versions, Findings()
     image = "Use the image the spec names (or fix the spec after deliberate change)."
-    pin("python", sw.python, v.python, image)
-    pin("torch", sw.torch, v.torch, f"Install torch {sw.torch} (the image's torch; never upgrade it in place). " + image)
-    pin("cuda", sw.cuda, v.torch_cuda, "torch.version.cuda is the toolkit torch was built for: use a torch build for that CUDA. " + image)
-
-    nv = f.nvml
-    if not nv.ok:
-        if gpu_expected:
-            fails.append((f"driver not readable: {why(str(nv.error))}", "Install/load the NVIDIA driver (nvidia-smi must work)."))
-        else:
-            said.append("driver/CUDA/NCCL/cuDNN not judged: no GPU expected (spec gpu.count = 0)")
-    else:
-        drv, ceiling = nv.driver_version, nv.cuda_driver_version
-        said.append(f"driver {drv}")
-        if spec.gpu.driver_branch and not str(drv).startswith(spec.gpu.driver_branch.rstrip(".") + "."):
-            fails.append((f"spec gpu.driver_branch = '{spec.gpu.driver_branch}' but driver is {drv}",
-                          "Install the driver branch the spec names (vendor support matrix)."))
-        d, t = _major_minor(str(ceiling)), _major_minor(v.torch_cuda) if not is_unavailable(v.torch_cuda) else None
-        if d and t:
-            rel = f"driver supports CUDA ≤ {ceiling}, torch built for CUDA {v.torch_cuda} ({TRAP})"
-            if d[0] < t[0]:
-                fails.append((rel, f"Upgrade the driver to one supporting CUDA {v.torch_cuda}, or use a torch/image built "
-                              f"for CUDA ≤ {ceiling}. Do not read nvidia-smi's 'CUDA Version' as the toolkit."))
-            elif d < t:
-                warns.append(rel + ": runs via minor-version compatibility (no PTX JIT for newer code)")
-                remedies.append("Prefer a driver whose CUDA version ≥ torch's.")
-            else:
-                said.append(rel)
-        elif gpu_expected:
-            fails.append((f"cannot compare driver CUDA ({ceiling}) with torch's CUDA ({v.torch_cuda}) ({TRAP})",
-                          "Install a CUDA build of torch."))
-
-    if gpu_expected or sw.nccl or sw.cudnn:
-        pin("nccl", sw.nccl, v.nccl, "NCCL must be NVIDIA's build matching the CUDA major: use the image's torch/NCCL.")
-        pin("cudnn", sw.cudnn, v.cudnn, "Use the image's torch/cuDNN pairing.")
-        for key, val in (("nccl", v.nccl), ("cudnn", v.cudnn)):
-            if gpu_expected and is_unavailable(val) and not any(m.startswith(f"spec software.{key}") for m, _ in fails):
-                fails.append((f"{key} missing: {why(val)}", "Install a CUDA build of torch (it ships NCCL and cuDNN)."))
-        lib_warns = loaded_vs_declared(v, said)
-        warns += lib_warns
-        remedies += [DECLARED_REMEDY] if lib_warns else []
+    found.pin("python", sw.python, v.python, image)
+    found.pin("torch", sw.torch, v.torch,
+              f"Install torch {sw.torch} (the image's torch; never upgrade it in place). " + image)
+    found.pin("cuda", sw.cuda, v.torch_cuda,
+              "torch.version.cuda is the toolkit torch was built for: use a torch build for that CUDA. " + image)
+    _judge_driver(spec, f, found)
+    if spec.gpu.count > 0 or sw.nccl or sw.cudnn:
+        _judge_libraries(spec, v, found)
     if sw.image_digest:
-        if image_digest is None:
-            fails.append((f"spec software.image_digest = {sw.image_digest} but no digest given "
-                          f"({digest_source or 'this image digest is unknown'})",
-                          f"Pass `trainready node --image-digest sha256:...` or set {DIGEST_ENV} in the job to the "
-                          "image's digest (on the host: docker inspect --format '{{index .RepoDigests 0}}' IMAGE)."))
-        elif _digest(sw.image_digest) != _digest(image_digest):
-            src = f" (from {digest_source})" if digest_source else ""
-            fails.append((f"image digest {image_digest}{src} is not the spec's {sw.image_digest}",
-                          "Run the image the spec names."))
-        else:
-            said.append(f"image {image_digest}")
-
+        _judge_digest(sw.image_digest, image_digest, digest_source, found)
     if replayed:
         os_now, pkgs = unavailable("replayed facts carry no OS"), {}
         if sw.os or sw.packages:
-            warns.append("software.os/packages not judged: the replayed facts file carries no OS or package versions")
-            remedies.append("Judge the OS and packages on the machine itself (without --plant versions.facts).")
+            found.warns.append("software.os/packages not judged: the replayed facts file carries no OS or package "
+                               "versions")
+            found.remedies.append("Judge the OS and packages on the machine itself (without --plant versions.facts).")
     else:
-        os_now = _judge_os(sw.os, os_release, said, fails)
+        os_now = _judge_os(sw.os, os_release, found.said, found.fails)
         pkgs = {n: (packages or {}).get(n, unavailable("it was not looked up")) for n in sw.packages}
-        _judge_packages(sw.packages, pkgs, said, fails)
+        _judge_packages(sw.packages, pkgs, found.said, found.fails)
+    return found.outcome({"versions": v.to_json(), "driver": f.nvml.driver_version,
+                          "cuda_driver_version": f.nvml.cuda_driver_version, "os": os_now, "packages": pkgs,
+                          "image_digest": image_digest})
 
-    details = {"versions": v.to_json(), "driver": nv.driver_version, "cuda_driver_version": nv.cuda_driver_version,
-               "os": os_now, "packages": pkgs, "image_digest": image_digest}
-    if fails:
-        remedy = " ".join(dict.fromkeys(r for _, r in fails if r))
-        return Outcome(Status.FAIL, "; ".join(m for m, _ in fails if m), remedy=remedy, details=details)
-    if warns:
-        return Outcome(Status.WARN, "; ".join(warns + said), remedy=" ".join(remedies), details=details)
-    return Outcome(Status.PASS, "; ".join(said), details=details)
+
+def _judge_driver(spec: NodeSpec, f: NodeFacts, found: Findings) -> None:
+    """The driver's branch (spec gpu.driver_branch) and its CUDA ceiling against torch's CUDA."""
+    nv, v, gpu_expected = f.nvml, f.versions, spec.gpu.count > 0
+    if not nv.ok:
+        if gpu_expected:
+            found.fails.append((f"driver not readable: {why(str(nv.error))}",
+                                "Install/load the NVIDIA driver (nvidia-smi must work)."))
+        else:
+            found.said.append("driver/CUDA/NCCL/cuDNN not judged: no GPU expected (spec gpu.count = 0)")
+        return
+    drv, ceiling = nv.driver_version, nv.cuda_driver_version
+    found.said.append(f"driver {drv}")
+    if spec.gpu.driver_branch and not str(drv).startswith(spec.gpu.driver_branch.rstrip(".") + "."):
+        found.fails.append((f"spec gpu.driver_branch = '{spec.gpu.driver_branch}' but driver is {drv}",
+                            "Install the driver branch the spec names (vendor support matrix)."))
+    d, t = _major_minor(str(ceiling)), _major_minor(v.torch_cuda) if not is_unavailable(v.torch_cuda) else None
+    if not (d and t):
+        if gpu_expected:
+            found.fails.append((f"cannot compare driver CUDA ({ceiling}) with torch's CUDA ({v.torch_cuda}) ({TRAP})",
+                                "Install a CUDA build of torch."))
+        return
+    rel = f"driver supports CUDA ≤ {ceiling}, torch built for CUDA {v.torch_cuda} ({TRAP})"
+    if d[0] < t[0]:
+        found.fails.append((rel, f"Upgrade the driver to one supporting CUDA {v.torch_cuda}, or use a torch/image "
+                            f"built for CUDA ≤ {ceiling}. Do not read nvidia-smi's 'CUDA Version' as the toolkit."))
+    elif d < t:
+        found.warns.append(rel + ": runs via minor-version compatibility (no PTX JIT for newer code)")
+        found.remedies.append("Prefer a driver whose CUDA version ≥ torch's.")
+    else:
+        found.said.append(rel)
+
+
+def _judge_libraries(spec: NodeSpec, v: Versions, found: Findings) -> None:
+    """NCCL and cuDNN: the spec's pins, present where GPUs are expected, the loaded file against the image's
+    declaration."""
+    sw = spec.software
+    found.pin("nccl", sw.nccl, v.nccl,
+              "NCCL must be NVIDIA's build matching the CUDA major: use the image's torch/NCCL.")
+    found.pin("cudnn", sw.cudnn, v.cudnn, "Use the image's torch/cuDNN pairing.")
+    for key, val in (("nccl", v.nccl), ("cudnn", v.cudnn)):
+        pinned_failed = any(m.startswith(f"spec software.{key}") for m, _ in found.fails)
+        if spec.gpu.count > 0 and is_unavailable(val) and not pinned_failed:
+            found.fails.append((f"{key} missing: {why(val)}",
+                                "Install a CUDA build of torch (it ships NCCL and cuDNN)."))
+    lib_warns = loaded_vs_declared(v, found.said)
+    found.warns += lib_warns
+    found.remedies += [DECLARED_REMEDY] if lib_warns else []
+
+
+def _judge_digest(expected: str, image_digest: str | None, digest_source: str, found: Findings) -> None:
+    """software.image_digest against the digest given (exact sha256, never a substring)."""
+    if image_digest is None:
+        found.fails.append((f"spec software.image_digest = {expected} but no digest given "
+                            f"({digest_source or 'this image digest is unknown'})",
+                            f"Pass `trainready node --image-digest sha256:...` or set {DIGEST_ENV} in the job to the "
+                            "image's digest (on the host: docker inspect --format '{{index .RepoDigests 0}}' IMAGE)."))
+    elif _digest(expected) != _digest(image_digest):
+        src = f" (from {digest_source})" if digest_source else ""
+        found.fails.append((f"image digest {image_digest}{src} is not the spec's {expected}",
+                            "Run the image the spec names."))
+    else:
+        found.said.append(f"image {image_digest}")
 
 
 DECLARED_REMEDY = ("The image declares one library and torch runs another (its wheel's copy): judge and pin the "

@@ -100,43 +100,8 @@ def measure(directory: Path, nbytes: int = 256 << 20, rounds: int = 3, device: s
     warnings.filterwarnings("ignore", message=".*torch.distributed is disabled.*")
     try:
         for i in range(rounds):
-            times["raw_write"].append(raw_write(work / "raw.bin", n, block))
-            times["raw_read"].append(raw_read(work / "raw.bin"))
-            (work / "raw.bin").unlink()
-            plain = work / f"plain-{i}"
-            t0 = time.perf_counter()
-            dcp.save(state, storage_writer=dcp.FileSystemWriter(str(plain)))
-            if dev.type == "cuda":
-                torch.cuda.synchronize()
-            times["dcp_plain"].append(time.perf_counter() - t0)
-            shutil.rmtree(plain)
-            release_staging()  # every timed save allocates its pinned buffer, as a job's first save does
-            t0 = time.perf_counter()  # the tuned writer alone: what the sha256 manifest + rename add is save - this
-            dcp.save(stage_to_cpu(state), storage_writer=dcp.FileSystemWriter(
-                str(plain), single_file_per_rank=True, sync_files=True, thread_count=WRITE_THREADS))
-            times["dcp_tuned"].append(time.perf_counter() - t0)
-            shutil.rmtree(plain)
-            release_staging()  # not the buffer the dcp_tuned step above allocated
-            t0 = time.perf_counter()
-            save_state(work / "ckpt", i, state, {})
-            times["save"].append(time.perf_counter() - t0)
-            # Steady state: a training job's later checkpoints reuse the staging buffer its
-            # first one allocated (checkpoint every N steps); both figures are reported.
-            t0 = time.perf_counter()
-            save_state(work / "ckpt", 1000 + i, state, {})
-            times["save_steady"].append(time.perf_counter() - t0)
-            target = resolve_latest(work / "ckpt")
-            evict(target)
-            into = {"model": {k: torch.empty_like(v) for k, v in state["model"].items()}}
-            t0 = time.perf_counter()
-            verify(target)
-            dcp.load(into, checkpoint_id=str(target))
-            if dev.type == "cuda":
-                torch.cuda.synchronize()
-            times["load"].append(time.perf_counter() - t0)
-            if i == 0 and not all(torch.equal(into["model"][k], v) for k, v in state["model"].items()):
-                raise RuntimeError("throughput: loaded tensors differ from the saved ones")
-            shutil.rmtree(work / "ckpt")
+            _raw_and_dcp_round(work, i, state, dev, block, n, times)
+            _save_and_load_round(work, i, state, dev, times)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     gbps = {k: n / statistics.median(v) / 1e9 for k, v in times.items()}
@@ -151,6 +116,53 @@ def measure(directory: Path, nbytes: int = 256 << 20, rounds: int = 3, device: s
     per_round = {k: [round(t, 4) for t in v] for k, v in times.items()}
     return {"bytes": n, "device": str(dev), "rounds": rounds, "write_threads": WRITE_THREADS,
             "gbps": gbps, "ratio": ratio, "seconds": per_round, "dir": str(directory)}
+
+
+def _raw_and_dcp_round(work: Path, i: int, state: dict[str, Any], dev: torch.device, block: bytearray, n: int,
+                       times: dict[str, list[float]]) -> None:
+    """Round i of the references: raw write+fsync and raw read of n bytes, plain and tuned `dcp.save`."""
+    times["raw_write"].append(raw_write(work / "raw.bin", n, block))
+    times["raw_read"].append(raw_read(work / "raw.bin"))
+    (work / "raw.bin").unlink()
+    plain = work / f"plain-{i}"
+    t0 = time.perf_counter()
+    dcp.save(state, storage_writer=dcp.FileSystemWriter(str(plain)))
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    times["dcp_plain"].append(time.perf_counter() - t0)
+    shutil.rmtree(plain)
+    release_staging()  # every timed save allocates its pinned buffer, as a job's first save does
+    t0 = time.perf_counter()  # the tuned writer alone: what the sha256 manifest + rename add is save - this
+    dcp.save(stage_to_cpu(state), storage_writer=dcp.FileSystemWriter(
+        str(plain), single_file_per_rank=True, sync_files=True, thread_count=WRITE_THREADS))
+    times["dcp_tuned"].append(time.perf_counter() - t0)
+    shutil.rmtree(plain)
+
+
+def _save_and_load_round(work: Path, i: int, state: dict[str, Any], dev: torch.device,
+                         times: dict[str, list[float]]) -> None:
+    """Round i of trainready's own save (first and steady state) and of the load from a cold page cache."""
+    release_staging()  # not the buffer the dcp_tuned step allocated
+    t0 = time.perf_counter()
+    save_state(work / "ckpt", i, state, {})
+    times["save"].append(time.perf_counter() - t0)
+    # Steady state: a training job's later checkpoints reuse the staging buffer its
+    # first one allocated (checkpoint every N steps); both figures are reported.
+    t0 = time.perf_counter()
+    save_state(work / "ckpt", 1000 + i, state, {})
+    times["save_steady"].append(time.perf_counter() - t0)
+    target = resolve_latest(work / "ckpt")
+    evict(target)
+    into = {"model": {k: torch.empty_like(v) for k, v in state["model"].items()}}
+    t0 = time.perf_counter()
+    verify(target)
+    dcp.load(into, checkpoint_id=str(target))
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    times["load"].append(time.perf_counter() - t0)
+    if i == 0 and not all(torch.equal(into["model"][k], v) for k, v in state["model"].items()):
+        raise RuntimeError("throughput: loaded tensors differ from the saved ones")
+    shutil.rmtree(work / "ckpt")
 
 
 def judge(res: dict[str, Any], directory: Path) -> Outcome:

@@ -42,7 +42,10 @@ def why_not(info: slurm.NodeInfo, resv: slurm.Reservation | None, ours: str | No
         if info.ours:
             return f"drained by trainready earlier ({said}); `trainready cluster resume` re-validates it"
         return f"drained by an administrator ({said}); left alone"
-    if info.usable or (resv is not None and resv.name == ours and info.base in RESERVED):
+    if info.usable:
+        return ""
+    in_ours = resv is not None and resv.name == ours  # resume's own maintenance reservation: 'maint', 'idle$'
+    if in_ours and (info.base in RESERVED or info.base in slurm.USABLE) and not info.state.endswith("*"):
         return ""
     if info.base in ("down", "fail", "failing") or info.state.endswith("*"):
         return f"down or not responding ({said})"
@@ -69,3 +72,25 @@ def select(names: Sequence[str], info: Mapping[str, slurm.NodeInfo], ours: str |
 def stuck_reason(reason: str) -> bool:
     """A pending reason that cannot clear by itself ('ReqNodeNotAvail, UnavailableNodes:node2' → True)."""
     return reason.split(",", 1)[0].strip() in slurm.STUCK
+
+
+def names_node(reason: str, node: str) -> bool:
+    """The reason's 'UnavailableNodes:' list (a hostlist; scontrol writes '_' for spaces) includes `node`."""
+    _, _, tail = reason.replace("_", " ").partition("UnavailableNodes:")
+    expr = tail.split()[0].strip(",") if tail.split() else ""
+    from trainready.ranks.env import expand_hostlist
+
+    return bool(expr) and node in expand_hostlist(expr)
+
+
+def stuck_on(reason: str, node: str, info: slurm.NodeInfo | None) -> str:
+    """Why a task pinned to `node` and pending for `reason` will not start by itself, or '' when it may:
+    Slurm's scheduler gives every pending task of an array the reason of the one it could not start, so a
+    bare 'ReqNodeNotAvail' on a task whose own node is fine is a sibling's, and clears once that one goes.
+    Stuck: '; the node: <why>' when the node's own state says why, else '.' (the reason alone says it)."""
+    if not stuck_reason(reason):
+        return ""
+    why = "Slurm knows no node of this name" if info is None else why_not(info, None, None)
+    if reason.startswith("ReqNodeNotAvail") and not why and not names_node(reason, node):
+        return ""
+    return f"; the node: {why}" if why else "."

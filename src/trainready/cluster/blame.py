@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 RANK_SCHEMA = "trainready.fleetrank/1"
+STORE_WHY = "the rendezvous store (hosted by rank 0) did not answer"
 
 
 def rank_file(results: Path, rank: int) -> Path:
@@ -24,9 +25,9 @@ def rank_file(results: Path, rank: int) -> Path:
 def from_details(details: Mapping[str, Any]) -> dict[str, Any]:
     """{at_fault, waiting, why} from one rank's failure details (comm/external.py:failure)."""
     me = details.get("rank")
-    if "store_error" in details:  # rank 0 hosts the store: it is gone, or its host is unreachable
-        at_fault = [] if me == 0 else [0]
-        why = "the rendezvous store (hosted by rank 0) did not answer"
+    if "store_error" in details:  # rank 0 hosts the store: it is gone, or its host is unreachable (weak:
+        at_fault = [] if me == 0 else [0]  # rank 0 may just have left after its own report; tally() checks)
+        why = STORE_WHY
     else:
         absent, behind = list(details.get("absent") or []), list(details.get("behind") or [])
         at_fault = sorted({int(k) for k in absent + behind})
@@ -77,9 +78,14 @@ def tally(reports: Sequence[Mapping[str, Any]], wrong: Sequence[int]) -> tuple[d
     """(at-fault rank → what said so, waiting ranks) over every rank's report and the wrong elements."""
     at_fault: dict[int, list[str]] = {k: ["sent wrong elements"] for k in wrong}
     waiting: set[int] = set()
+    # A rank that filed its own report as waiting was alive to write it: "the store did not answer" from a
+    # slower peer (rank 0 had left after reporting) is no evidence against it.
+    reported = {int(r["rank"]) for r in reports if isinstance(r.get("rank"), int) and r.get("waiting")}
     for rep in reports:
         me = rep.get("rank")
         for k in rep.get("at_fault") or []:
+            if rep.get("why") == STORE_WHY and int(k) in reported:
+                continue
             at_fault.setdefault(int(k), []).append(f"rank {me}: {rep.get('why') or 'named'}")
         waiting |= {int(k) for k in rep.get("waiting") or []}
     return at_fault, waiting - set(at_fault)

@@ -12,9 +12,14 @@ import dataclasses
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from trainready.spec.model import NodeSpec
+
+if TYPE_CHECKING:  # types only: the comm module (and torch) load when a collective runs
+    from trainready.comm.run import CommOptions
+    from trainready.ranks.env import ExternalRank
+    from trainready.records import Report
 
 OPS = ["all_reduce"]
 
@@ -27,7 +32,7 @@ def fleet_spec(spec: NodeSpec) -> NodeSpec:
 
 
 def cross_node_options(spec: NodeSpec, world_size: int, *, narrow: bool = False,
-                       faults: dict[str, Any] | None = None) -> Any:
+                       faults: dict[str, Any] | None = None) -> CommOptions:
     """The comm sweep's options for a cross-node all_reduce (this collective and `cluster pairs`): NCCL on GPU
     nodes, gloo on CPU nodes, with the backend's warm-up, iterations, step budget and cross-node sizes
     (comm/defaults.py); no pairwise matrix.  `narrow`: only the top 1/16 of the size range (a pair's quick
@@ -45,14 +50,15 @@ def cross_node_options(spec: NodeSpec, world_size: int, *, narrow: bool = False,
                        faults=faults or {})
 
 
-def sweep_to_record(opts: Any, ext: Any, spec: NodeSpec, source: str, out: str, context: dict[str, Any],
-                    label: str, on_fail: Callable[[Any], None] | None = None) -> Any:
+def sweep_to_record(opts: CommOptions, ext: ExternalRank, spec: NodeSpec, source: str, out: str,
+                    context: dict[str, Any], label: str,
+                    on_fail: Callable[[Any], None] | None = None) -> Report | None:
     """Run the sweep as this externally launched rank; rank 0 writes the comm record to OUT, also when the
     sweep fails (then every rank leaves with exit 1, the others saying why on stderr; each first hands its
     failure to `on_fail`, which records the blame).  Rank 0's Report, else None."""
     from trainready.comm.external import leave
     from trainready.comm.run import build_report, sweep_external
-    from trainready.commands.common import write_json_doc
+    from trainready.report.write import write_json_doc
     from trainready.records import Outcome
 
     t0 = time.perf_counter()

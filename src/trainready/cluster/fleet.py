@@ -99,9 +99,10 @@ def write_verdict(verdict: FleetVerdict, results: Path) -> Path:
     return history.write(verdict.to_json(), results, Path(str(verdict.context["run"])))[1]
 
 
-def resume_fleet(opts: FleetOptions, nodes: list[str] | None, say: run.Progress) -> tuple[FleetVerdict | None,
-                                                                                            ledger.ResumePlan]:
-    """Re-validate the nodes trainready drained; resume those that pass, drain again those that fail."""
+def resume_fleet(opts: FleetOptions, nodes: list[str] | None, say: run.Progress,
+                 runs_in: tuple[Path, ...] = ()) -> tuple[FleetVerdict | None, ledger.ResumePlan]:
+    """Re-validate the nodes trainready drained; resume those that pass, drain again those that fail.  They are
+    judged against the run that rejected them, looked for under `runs_in` (default: --results)."""
     import dataclasses
 
     from trainready.cluster import slurm
@@ -111,7 +112,7 @@ def resume_fleet(opts: FleetOptions, nodes: list[str] | None, say: run.Progress)
         say(f"{node}: {why}")
     if not plan.revalidate:
         return None, plan
-    base = history.baseline(opts.results, plan.revalidate)
+    base = history.baseline(runs_in or (opts.results,), plan.revalidate)
     resv = ledger.reserve(plan.revalidate, max(10, time_seconds(opts.time_limit) // 60 * 2 + 10))
     before = slurm.nodes(list(plan.revalidate))
     try:

@@ -50,7 +50,9 @@ def new_run_dir(results: Path, kind: str) -> Path:
 def _run_dirs(results: Path) -> list[Path]:
     """Every run folder, newest first (names start with the UTC start time)."""
     base = results / RUNS
-    return sorted((d for d in base.iterdir() if d.is_dir()), key=lambda d: d.name, reverse=True) if base.is_dir() else []
+    if not base.is_dir():
+        return []
+    return sorted((d for d in base.iterdir() if d.is_dir()), key=lambda d: d.name, reverse=True)
 
 
 def entry(run_dir: Path) -> dict[str, Any]:
@@ -101,17 +103,19 @@ class Baseline:
     peers: tuple[NodeInput, ...]
 
 
-def baseline(results: Path, revalidated: Sequence[str]) -> Baseline | None:
-    """The latest `cluster run` under RESULTS that judged one of `revalidated` (else the latest run), its
-    other nodes with a record as peers."""
-    keep_earlier_layout(results)
+def baseline(roots: Sequence[Path], revalidated: Sequence[str]) -> Baseline | None:
+    """The latest `cluster run` under any of `roots` (--results folders) that judged one of `revalidated`
+    (else the latest run), its other nodes with a record as peers."""
     runs = []
-    for d in _run_dirs(results):
-        doc, _ = read_json(d / LATEST, FLEET_SCHEMA)
-        if doc is not None and (doc.get("context") or {}).get("kind", "run") == "run":
-            runs.append((d, doc))
+    for root in roots:
+        keep_earlier_layout(root)
+        for d in _run_dirs(root):
+            doc, _ = read_json(d / LATEST, FLEET_SCHEMA)
+            if doc is not None and (doc.get("context") or {}).get("kind", "run") == "run":
+                runs.append((d, doc))
     if not runs:
         return None
+    runs.sort(key=lambda r: r[0].name, reverse=True)
     d, doc = next(((d, doc) for d, doc in runs if {n.get("node") for n in doc.get("nodes") or []} & set(revalidated)),
                   runs[0])
     ref = (doc.get("context") or {}).get("reference_option")

@@ -147,7 +147,7 @@ def canary_of(results: Path, doc: dict[str, Any]) -> tuple[str, dict[str, str]] 
 
 
 def revalidate(opts: RolloutOptions, doc: dict[str, Any], say: Say) -> None:
-    from trainready.cluster.fleet import resume_fleet
+    from trainready.cluster.fleet import resume_fleet, write_verdict
     from trainready.cluster.ledger import plan_resume
 
     ours = list(plan_resume(doc["plan"]["nodes"], opts.fleet.partition).revalidate)
@@ -156,7 +156,10 @@ def revalidate(opts: RolloutOptions, doc: dict[str, Any], say: Say) -> None:
         return
     sub = dataclasses.replace(opts.fleet, results=opts.fleet.results / "revalidate", nodelist=None, count=None)
     sub.results.mkdir(parents=True, exist_ok=True)
-    verdict, _ = resume_fleet(sub, ours, say)
+    waves = tuple(opts.fleet.results / "waves" / f"wave-{w['index']}" for w in doc["waves"])
+    verdict, _ = resume_fleet(sub, ours, say, waves)  # judged against the wave that rejected them
+    if verdict is not None:
+        write_verdict(verdict, sub.results)
     back = [n.node for n in verdict.nodes if n.accepted] if verdict else []
     doc["events"].append({"at": _now(), "action": "revalidate", "nodes": ours, "resumed": back})
     save(opts.fleet.results, doc)

@@ -97,8 +97,8 @@ def batch_script(opts: FleetOptions, gpus: int = 0) -> str:
             "# ReqNodeList); it writes RESULTS/nodes/$SLURMD_NODENAME.json.\n")
     if not opts.container:
         return head + f"exec {shlex.join(task_command(opts))}\n"
-    srun = ["srun", "--ntasks=1", "--nodes=1"] + ([f"--gpus-per-node={gpus}"] if gpus else [])
     flags = opts.container.srun_flags(opts.results)
+    srun = ["srun", "--ntasks=1", "--nodes=1"] + ([f"--gpus-per-node={gpus}"] if gpus else [])
     return head + f'exec {shlex.join(srun)} --cpus-per-task="$SLURM_CPUS_ON_NODE" {shlex.join(flags + task_command(opts))}\n'
 
 
@@ -142,21 +142,24 @@ def cancel_stalled(states: dict[int, slurm.TaskState], nodes: list[str], limit_s
                    say: Progress) -> None:
     """Cancel (one scancel for all) the tasks running past --time and those pending for a reason that cannot
     clear by itself; the latter are named with their node's Slurm state and reason."""
-    ids, named = [], []
+    ids = []
     for i, s in sorted(states.items()):
         if s.state == "RUNNING" and s.run_s > limit_s + TASK_GRACE_S and i not in w.over:
             say(f"{nodes[i]}: task {s.job_id} still running {s.run_s:.0f} s, past its time limit; cancelling")
             w.over[i] = time.time()
             ids.append(s.job_id)
-        elif s.state == "PENDING" and avail.stuck_reason(s.reason) and i not in w.stuck:
-            w.stuck[i] = f"its task {s.job_id} stayed PENDING ({s.reason}), a reason that does not clear by itself"
-            named.append(i)
-            ids.append(s.job_id)
-    info = slurm.nodes([nodes[i] for i in named]) if named else {}
-    for i in named:  # the node's own state says who made it unavailable (an administrator's drain, a reservation)
-        why = avail.why_not(info[nodes[i]], None, None) if nodes[i] in info else ""
-        w.stuck[i] += f"; the node: {why}" if why else ""
+    pending = [i for i, s in sorted(states.items()) if s.state == "PENDING" and avail.stuck_reason(s.reason)
+               and i not in w.stuck]
+    info = slurm.nodes([nodes[i] for i in pending]) if pending else {}  # one call: is the node itself unavailable?
+    for i in pending:
+        s = states[i]
+        node_says = avail.stuck_on(s.reason, nodes[i], info.get(nodes[i]))
+        if not node_says:
+            continue  # a sibling's reason, echoed by Slurm's scheduler onto this task: it clears by itself
+        w.stuck[i] = (f"its task {s.job_id} stayed PENDING ({s.reason.replace(',_', ', ')}), a reason that does not "
+                      f"clear by itself{node_says.rstrip('.')}")
         say(f"{nodes[i]}: not tested: {w.stuck[i]}; its task is cancelled")
+        ids.append(s.job_id)
     if ids:
         slurm.cancel(*ids)
 
@@ -208,11 +211,11 @@ def _at_deadline(before: dict[int, slurm.TaskState], after: dict[int, slurm.Task
 def exit_words(s: slurm.TaskState) -> str:
     """'exit code 137 = killed by signal 9' from Slurm's 'rc:signal'."""
     rc, _, sig = s.exit_code.partition(":")
-    code = f"exit code {rc}" + (f", signal {sig}" if sig and sig != "0" else "")
+    if sig.isdigit() and sig != "0":  # Slurm's own word: the batch script was killed by signal SIG
+        return f"exit code {rc}, killed by signal {sig}"
+    code = f"exit code {rc}"
     if rc.isdigit() and int(rc) > 128:  # srun (and a shell) report a task killed by signal S as 128 + S
         code += f" = killed by signal {int(rc) - 128}"
-    elif sig.isdigit() and int(sig) > 0:  # the batch step's own process killed: Slurm's ExitCode 0:S
-        code += f" = killed by signal {sig}"
     return code
 
 

@@ -13,14 +13,15 @@ from typing import Any, Callable, Mapping
 from trainready import __version__
 from trainready.comm.defaults import SWEEP_DEFAULTS
 from trainready.comm.evaluate import OpTable, judge_all_ops, judge_efficiency, judge_op, judge_pairs, op_table
+from trainready.comm.rankdata import SweepFaults, SweepPlan
 from trainready.ranks.env import ExternalRank
 from trainready.ranks.launch import LaunchResult, launch
 from trainready.records import CheckResult, Level, Outcome, Report, Status
 from trainready.spec.load import spec_to_json
 from trainready.spec.model import NodeSpec
 
-# Fault kwargs of sweep.sweep_rank with their types: `--plant comm.NAME=VALUE`, for planted-fault tests only
-# (names and values are checked first, against checks/plants.py).
+# Planted faults of the sweep (rankdata.SweepFaults) with their types: `--plant comm.NAME=VALUE`, for
+# planted-fault tests only (names and values are checked first, against checks/plants.py).
 SWEEP_FAULTS: dict[str, type] = {"slow_rank": int, "slow_ms": float, "slow_pct": float, "hang_rank": int,
                                  "wrong_rank": int, "die_rank": int, "fault_step": int}
 STARTUP_S = 60.0  # launch's start-up allowance (process start + rendezvous on a loaded host), as launch's default
@@ -28,7 +29,7 @@ SLOW_MS_DEFAULT = 20.0  # how long a planted slow rank sleeps per op when comm.s
 
 
 def sweep_faults(plants: Mapping[str, str]) -> dict[str, Any]:
-    """The comm plants among `plants` ('comm.NAME' or 'NAME' → text) as sweep_rank fault kwargs."""
+    """The comm plants among `plants` ('comm.NAME' or 'NAME' → text) as SweepFaults fields."""
     out: dict[str, Any] = {}
     for key, value in plants.items():
         name = key.removeprefix("comm.")
@@ -39,7 +40,7 @@ def sweep_faults(plants: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class CommOptions:
     ops: list[str]
     sizes: list[int]
@@ -69,13 +70,12 @@ class CommOptions:
     def floor(self) -> int:
         return self.avg_floor if self.avg_floor is not None else max(min(self.sizes), max(self.sizes) // 8)
 
-    def rank_kwargs(self, group_timeout_s: float) -> dict[str, Any]:
-        return {"ops": self.ops, "sizes": self.sizes, "dtypes": self.dtypes, "warmup": self.warmup, "iters": self.iters,
-                "group_timeout_s": group_timeout_s, "pair_bytes": self.pair_bytes, "pair_iters": self.pair_iters,
-                "step_budget_s": self.step_budget_s, "loops": self.loops, "eff_loops": self.eff_loops,
-                "eff_from": self.eff_from if self.eff_from is not None else self.floor,
-                "eff_min_loop_s": self.eff_min_loop_s, "cpu_bind": self.cpu_bind,
-                **self.faults}
+    def rank_plan(self, group_timeout_s: float) -> SweepPlan:
+        """What every rank runs (comm/sweep.sweep_rank)."""
+        return SweepPlan(tuple(self.ops), tuple(self.sizes), tuple(self.dtypes), self.warmup, self.iters,
+                         group_timeout_s, self.pair_bytes, self.pair_iters, self.step_budget_s, self.loops,
+                         self.eff_loops, self.eff_from if self.eff_from is not None else self.floor,
+                         self.eff_min_loop_s, self.cpu_bind, SweepFaults(**self.faults))
 
 
 def _result(name: str, title: str, out: Outcome, seconds: float) -> CheckResult:
@@ -142,7 +142,7 @@ def sweep_local(opts: CommOptions) -> tuple[LaunchResult, float]:
     # The group timeout is only a backstop here: the stall deadline (timeout_s) fires first, so
     # survivors are not aborted by NCCL's watchdog before the hung rank is named.
     res = launch("trainready.comm.sweep:sweep_rank", opts.world_size, opts.backend,
-                 opts.rank_kwargs(opts.timeout_s + 30.0), timeout_s=total - startup, startup_s=startup,
+                 {"plan": opts.rank_plan(opts.timeout_s + 30.0)}, timeout_s=total - startup, startup_s=startup,
                  stall_s=opts.timeout_s)
     return res, time.perf_counter() - t0
 
@@ -168,7 +168,7 @@ def sweep_external(opts: CommOptions, ext: ExternalRank,
     stop = xt.start_watchdog(ctx, ext, opts.backend, opts.timeout_s, once, report)
     try:
         xt.join(ctx, ext, opts.backend, opts.timeout_s)
-        data = sweep_rank(ctx, **opts.rank_kwargs(opts.timeout_s + xt.BACKSTOP_S))
+        data = sweep_rank(ctx, opts.rank_plan(opts.timeout_s + xt.BACKSTOP_S))
     except (RuntimeError, OSError) as exc:  # DistError, DistBackendError, gloo/NCCL errors, store errors
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         first = re.sub(r"^\[[^\]]*\.(?:cc|cpp|h):\d+\]\s*", "", first)  # drop gloo's "[/path/pair.cc:537] "

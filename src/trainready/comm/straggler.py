@@ -63,7 +63,7 @@ def pair_matrix_rank(ctx: Any, group: Any, nbytes: int, iters: int, slow_s: floa
     import torch
     import torch.distributed as dist
 
-    from trainready.comm.sweep import time_loop
+    from trainready.comm.timing import time_loop
 
     n, r = ctx.world_size, ctx.rank
     rows = torch.zeros((passes, n), dtype=torch.float64, device=ctx.device)  # [pass][peer] seconds

@@ -26,10 +26,13 @@ import os
 import socket
 import time
 import warnings
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Callable
 
 from trainready.comm.ops import DTYPES, EXACT_INT, OPS, counts_for
+from trainready.comm.rankdata import StepRow, SweepFaults, SweepPlan, entry
+from trainready.comm.timing import time_loop
 from trainready.ranks.launch import RankContext
 
 HANG_S = 3600.0  # planted hang: far beyond any timeout
@@ -47,6 +50,24 @@ def _coll(name: str) -> Callable[..., Any]:
     new = {"ag": "all_gather_single", "rs": "reduce_scatter_single"}[name]
     old = {"ag": "all_gather_into_tensor", "rs": "reduce_scatter_tensor"}[name]
     return getattr(dist, new, None) or getattr(dist, old)  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class Checked:
+    """The correctness run of one step."""
+
+    wrong: int
+    """Output elements that differ from the expected value."""
+    seconds: float
+    """How long the op took, seconds."""
+
+
+@dataclass(frozen=True)
+class Loops:
+    """Timed loops of one step: seconds per op of each op loop and of each ring-reference loop."""
+
+    op_s: list[float]
+    ring_s: list[float]
 
 
 class Step:
@@ -119,8 +140,8 @@ class Step:
         for req in dist.batch_isend_irecv(ops):
             req.wait()
 
-    def check(self) -> tuple[int, float]:
-        """Run once on fresh inputs: (output elements that differ from expected, seconds the op took)."""
+    def check(self) -> Checked:
+        """Run once on fresh inputs: the output elements that differ from expected, and the op's seconds."""
         import torch
 
         if self.op in ("all_reduce", "broadcast"):
@@ -132,38 +153,7 @@ class Step:
         took = time.perf_counter() - t0
         if self.wrong and self.op == "broadcast" and self.ctx.rank != 0:
             self.out[0] += 1  # planted fault off-root: a corrupted received element
-        return int((self.out != self.expected).sum().item()), took
-
-
-def time_loop(call: Callable[[], Any], iters: int, device: Any, group: Any, slow_s: float = 0.0,
-              slow_frac: float = 0.0) -> float:
-    """Seconds per op: `iters` calls back to back, one sync at the end (nccl-tests style).
-    Planted faults only: `slow_s` sleeps before each call; `slow_frac` makes the loop take that
-    fraction longer (a sleep of slow_frac x the loop's own time inside the timed region)."""
-    import torch
-    import torch.distributed as dist
-
-    dist.barrier(group=group)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(iters):
-            if slow_s:
-                time.sleep(slow_s)
-            call()
-        end.record()
-        end.synchronize()
-        took = float(start.elapsed_time(end)) / 1e3  # elapsed_time is in ms
-        return took * (1.0 + slow_frac) / iters  # planted: the sleep cannot sit between CUDA events
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        if slow_s:
-            time.sleep(slow_s)
-        call()
-    if slow_frac:
-        time.sleep((time.perf_counter() - t0) * slow_frac)  # planted: this collective is slow_frac slower
-    return (time.perf_counter() - t0) / iters
+        return Checked(int((self.out != self.expected).sum().item()), took)
 
 
 def comm_group(timeout_s: float) -> Any:
@@ -173,109 +163,106 @@ def comm_group(timeout_s: float) -> Any:
     return dist.new_group(list(range(dist.get_world_size())), timeout=timedelta(seconds=timeout_s))
 
 
-def sweep_rank(
-    ctx: RankContext,
-    ops: list[str],
-    sizes: list[int],
-    dtypes: list[str] | None = None,
-    warmup: int = 5,
-    iters: int = 20,
-    group_timeout_s: float = 90.0,
-    pair_bytes: int = 1 << 20,
-    pair_iters: int = 5,
-    step_budget_s: float | None = None,
-    loops: int = 1,
-    eff_loops: int = 0,
-    eff_from: int = 0,
-    eff_min_loop_s: float = 0.0,
-    cpu_bind: bool = False,
-    slow_rank: int = -1,
-    slow_ms: float = 0.0,
-    slow_pct: float = 0.0,
-    hang_rank: int = -1,
-    wrong_rank: int = -1,
-    die_rank: int = -1,
-    fault_step: int = 0,
-) -> dict[str, Any]:
-    """Runs in each rank. slow/hang/wrong/die knobs exist only for planted-fault tests."""
-    import torch
-    import torch.distributed as dist
-
+def sweep_rank(ctx: RankContext, plan: SweepPlan) -> dict[str, Any]:
+    """Runs in each rank: every (dtype, op, size) step, one all_gather of the rows, the pairwise matrix; rank 0
+    returns the whole sweep's data.  plan.faults exist only for planted-fault tests."""
     from trainready.comm.straggler import pair_matrix_rank
 
     warnings.filterwarnings("ignore", category=FutureWarning, module="torch.distributed")
-    n, r = ctx.world_size, ctx.rank
-    bound = bind_cpus(r, n) if cpu_bind else None
-    group = comm_group(group_timeout_s)
-    slow_s = slow_ms / 1e3 if r == slow_rank else 0.0
-    rows: list[tuple[str, str, int]] = []
-    local: list[list[float]] = []
-    step_no = 0
-    for dtype, op, size in [(d, o, s) for d in dtypes or ["float"] for o in ops for s in sizes]:
-        if r == hang_rank and step_no == fault_step:
-            time.sleep(HANG_S)  # planted fault: never reaches this step's collectives
-        if r == die_rank and step_no == fault_step:
-            os._exit(17)  # planted fault: the rank process dies
-        step_no += 1
-        ctx.stage(f"{op} {dtype} {size} B")
-        t_step = time.perf_counter()
-        c, _ = counts_for(op, size, n, DTYPES[dtype][2])
-        if c == 0 or (op == "sendrecv" and n == 1):
-            continue  # too small to split over n ranks / no peer: not run (like nccl-tests)
-        st = Step(op, size, dtype, ctx, group, r == wrong_rank, value_modulus(dtype, n))
-        # The point-to-point reference of `comm.efficiency` (evaluate.py): a ring exchange of the same buffer,
-        # timed alternately with the op, on the judged sizes only; sendrecv is that exchange itself.
-        ring = (Step("sendrecv", size, dtype, ctx, group, False, value_modulus(dtype, n))
-                if eff_loops and size >= eff_from and op != "sendrecv" and n > 1 else None)
-        wrong, took = st.check()
-        if ring is not None:
-            ring.call()  # warm the ring path at this size
-        n_iter, n_warm = iters, warmup
-        if step_budget_s:
-            # Fewer ops when one op is slow (large sizes on CPU); every rank must agree: max over ranks.
-            worst = torch.tensor([took], dtype=torch.float64, device=ctx.device)
-            dist.all_reduce(worst, op=dist.ReduceOp.MAX, group=group)
-            n_iter = max(1, min(iters, int(step_budget_s / max(float(worst.item()), 1e-9))))
-            n_warm = min(warmup, n_iter - 1)  # the checked op already warmed this size up
-        for _ in range(n_warm):
-            st.call()
-        if ring is not None and eff_min_loop_s:  # the ring runs as many exchanges as the op ops (measured: its
-            # own count, loops >= 0.1 s each, spread 4.1% against 2.5% with the op's count; 8 runs each)
-            n_iter = max(n_iter, loop_length(st, n_iter, ctx, group, eff_min_loop_s))
-        ctx.stage(f"{op} {dtype} {size} B timed")
-        op_t, ring_t = alternate(st, ring, n_iter, ctx, group, slow_s, slow_pct / 100.0, loops, eff_loops)
-        # `loops` timed loops, the fastest kept (gloo: a rank the OS preempted during one loop is not slow)
-        t = min(op_t[:loops])
-        rows.append((op, dtype, size))
-        # step wall time (buffers, check, warm-up, timed loop): what this op cost the run, in seconds;
-        # then the reference's ring bytes and the alternating (op, ring) loop times, NaN where not measured
-        ref = [float(ring.nbytes), *op_t[:eff_loops], *ring_t] if ring is not None else [math.nan] * (1 + 2 * eff_loops)
-        local.append([t, float(wrong), float(st.nbytes), float(st.count), float(n_iter), time.perf_counter() - t_step,
-                      *ref])
-        del st, ring
+    n, r, faults = ctx.world_size, ctx.rank, plan.faults
+    bound = bind_cpus(r, n) if plan.cpu_bind else None
+    group = comm_group(plan.group_timeout_s)
+    slow_s = faults.slow_ms / 1e3 if r == faults.slow_rank else 0.0
+    steps: list[tuple[str, str, int]] = []
+    local: list[StepRow] = []
+    every_step = [(d, o, s) for d in plan.dtypes for o in plan.ops for s in plan.sizes]
+    for step_no, (dtype, op, size) in enumerate(every_step):
+        plant_hang_or_death(faults, r, step_no)
+        row = run_step(ctx, group, plan, op, dtype, size, slow_s)
+        if row is not None:
+            steps.append((op, dtype, size))
+            local.append(row)
     ctx.stage("gather results")
-    mine = torch.tensor(local or [[0.0] * (7 + 2 * eff_loops)], dtype=torch.float64, device=ctx.device)
-    parts = [torch.empty_like(mine) for _ in range(n)]
-    dist.all_gather(parts, mine, group=group)
+    rows = gather_rows(ctx, group, local, plan.eff_loops)
     ctx.stage("pairwise send/recv")
     t_pairs = time.perf_counter()
     # pair_iters 0: no pairwise matrix (a fleet-wide collective: n-1 rounds over thousands of ranks is too long)
-    pairs = pair_matrix_rank(ctx, group, pair_bytes, pair_iters, slow_s) if pair_iters > 0 else None
+    pairs = pair_matrix_rank(ctx, group, plan.pair_bytes, plan.pair_iters, slow_s) if plan.pair_iters > 0 else None
     out: dict[str, Any] = {"rank": r, "host": socket.gethostname(), "device": str(ctx.device)}
     if r == 0:
-        # [rank][entry][time, wrong, bytes, count, iters, wall, ring bytes, eff_loops op loop s, eff_loops ring loop s]
-        every = [p.cpu().tolist() for p in parts]
-        out["entries"] = [
-            {"op": op, "dtype": dt, "size": size, "bytes": int(every[0][i][2]), "count": int(every[0][i][3]), "iters": int(every[0][i][4]),
-             "time_s": [every[k][i][0] for k in range(n)], "wrong": [int(every[k][i][1]) for k in range(n)],
-             "wall_s": max(every[k][i][5] for k in range(n)), **reference(every, i, n, eff_loops)}
-            for i, (op, dt, size) in enumerate(rows)
-        ]
-        out["pairs"] = pairs
-        out["cpu_bind"] = bound
-        out["pairs_wall_s"] = time.perf_counter() - t_pairs
-        out["versions"] = versions()
+        out["entries"] = [entry(op, dt, size, [rows[k][i] for k in range(n)])
+                          for i, (op, dt, size) in enumerate(steps)]
+        out.update(pairs=pairs, cpu_bind=bound, pairs_wall_s=time.perf_counter() - t_pairs, versions=versions())
     return out
+
+
+def plant_hang_or_death(faults: SweepFaults, rank: int, step_no: int) -> None:
+    """Planted faults only: this rank never reaches the step's collectives, or its process dies."""
+    if rank == faults.hang_rank and step_no == faults.fault_step:
+        time.sleep(HANG_S)
+    if rank == faults.die_rank and step_no == faults.fault_step:
+        os._exit(17)
+
+
+def run_step(ctx: RankContext, group: Any, plan: SweepPlan, op: str, dtype: str, size: int,
+             slow_s: float) -> StepRow | None:
+    """Check, warm up and time one op at one size on this rank; None where the step is not run (too small to
+    split over the ranks, or a sendrecv with no peer: like nccl-tests)."""
+    n, r = ctx.world_size, ctx.rank
+    ctx.stage(f"{op} {dtype} {size} B")
+    t_step = time.perf_counter()
+    c, _ = counts_for(op, size, n, DTYPES[dtype][2])
+    if c == 0 or (op == "sendrecv" and n == 1):
+        return None
+    st = Step(op, size, dtype, ctx, group, r == plan.faults.wrong_rank, value_modulus(dtype, n))
+    # The point-to-point reference of `comm.efficiency` (evaluate.py): a ring exchange of the same buffer,
+    # timed alternately with the op, on the judged sizes only; sendrecv is that exchange itself.
+    ring = (Step("sendrecv", size, dtype, ctx, group, False, value_modulus(dtype, n))
+            if plan.eff_loops and size >= plan.eff_from and op != "sendrecv" and n > 1 else None)
+    checked = st.check()
+    if ring is not None:
+        ring.call()  # warm the ring path at this size
+    n_iter = warm_up(st, ctx, group, plan, checked.seconds)
+    if ring is not None and plan.eff_min_loop_s:  # the ring runs as many exchanges as the op ops (measured: its
+        # own count, loops >= 0.1 s each, spread 4.1% against 2.5% with the op's count; 8 runs each)
+        n_iter = max(n_iter, loop_length(st, n_iter, ctx, group, plan.eff_min_loop_s))
+    ctx.stage(f"{op} {dtype} {size} B timed")
+    timed = alternate(st, ring, n_iter, ctx, group, slow_s, plan.faults.slow_pct / 100.0, plan.loops, plan.eff_loops)
+    # `loops` timed loops, the fastest kept (gloo: a rank the OS preempted during one loop is not slow); the
+    # step's wall time (buffers, check, warm-up, timed loops) is what this op cost the run
+    return StepRow(min(timed.op_s[:plan.loops]), checked.wrong, st.nbytes, st.count, n_iter,
+                   time.perf_counter() - t_step, float(ring.nbytes) if ring is not None else math.nan,
+                   tuple(timed.op_s[:plan.eff_loops]) if ring is not None else (), tuple(timed.ring_s))
+
+
+def warm_up(st: Step, ctx: RankContext, group: Any, plan: SweepPlan, took: float) -> int:
+    """Run the step's warm-up ops; the ops per timed loop.  With a step budget, fewer ops when one op is slow
+    (large sizes on CPU), the same on every rank (the slowest rank's check time)."""
+    import torch
+    import torch.distributed as dist
+
+    n_iter, n_warm = plan.iters, plan.warmup
+    if plan.step_budget_s:
+        worst = torch.tensor([took], dtype=torch.float64, device=ctx.device)
+        dist.all_reduce(worst, op=dist.ReduceOp.MAX, group=group)
+        n_iter = max(1, min(plan.iters, int(plan.step_budget_s / max(float(worst.item()), 1e-9))))
+        n_warm = min(plan.warmup, n_iter - 1)  # the checked op already warmed this size up
+    for _ in range(n_warm):
+        st.call()
+    return n_iter
+
+
+def gather_rows(ctx: RankContext, group: Any, local: list[StepRow], eff_loops: int) -> list[list[StepRow]]:
+    """Every rank's rows, by rank then step (one all_gather of float64 vectors)."""
+    import torch
+    import torch.distributed as dist
+
+    width = StepRow.width(eff_loops)
+    mine = torch.tensor([row.vector(eff_loops) for row in local] or [[0.0] * width], dtype=torch.float64,
+                        device=ctx.device)
+    parts = [torch.empty_like(mine) for _ in range(ctx.world_size)]
+    dist.all_gather(parts, mine, group=group)
+    return [[StepRow.from_vector(v, eff_loops) for v in p.cpu().tolist()] for p in parts]
 
 
 def bind_cpus(rank: int, world: int) -> str | None:
@@ -310,7 +297,7 @@ def loop_length(st: Step, n_iter: int, ctx: RankContext, group: Any, min_loop_s:
 
 
 def alternate(st: Step, ring: Step | None, n_iter: int, ctx: RankContext, group: Any, slow_s: float,
-              slow_frac: float, loops: int, eff_loops: int) -> tuple[list[float], list[float]]:
+              slow_frac: float, loops: int, eff_loops: int) -> Loops:
     """Seconds per op of max(loops, eff_loops) timed loops of `n_iter` ops and, with a ring reference, of
     eff_loops ring loops of `n_iter` exchanges, each right after the op's loop (host load in that second hits
     both alike).  A planted slow collective (slow_frac) slows the op, never the point-to-point reference."""
@@ -320,16 +307,7 @@ def alternate(st: Step, ring: Step | None, n_iter: int, ctx: RankContext, group:
         op_t.append(time_loop(st.call, n_iter, ctx.device, group, slow_s, slow_frac))
         if ring is not None and i < eff_loops:
             ring_t.append(time_loop(ring.call, n_iter, ctx.device, group))
-    return op_t, ring_t
-
-
-def reference(every: list[Any], i: int, n: int, eff_loops: int) -> dict[str, Any]:
-    """Entry i's ring reference from the gathered rows: per loop, the ranks' mean seconds per op
-    (nccl-tests' per-op time is the ranks' mean too); {} where none was measured."""
-    if not eff_loops or math.isnan(every[0][i][6]):
-        return {}
-    mean = [sum(every[k][i][7 + j] for k in range(n)) / n for j in range(2 * eff_loops)]
-    return {"ref": {"ring_bytes": int(every[0][i][6]), "op_s": mean[:eff_loops], "ring_s": mean[eff_loops:]}}
+    return Loops(op_t, ring_t)
 
 
 def versions() -> dict[str, Any]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-import json
 import shutil
 import sys
 import tempfile
@@ -19,11 +18,12 @@ from rich.console import Console
 from trainready.errors import Interrupted, UsageError
 from trainready.records import Report
 from trainready.report.render import print_report
-from trainready.util.atomic import atomic_write_json
+from trainready.report.write import check_out_path, write_json_doc  # noqa: F401 - the commands' output helpers
 
 SPEC_HELP = (
     "Node spec (TOML) to hold this machine to. Default: the CPU profile. "
-    "Shipped examples: example:cpu-default, example:h200-8x, example:b200-reference."
+    "Shipped examples: example:cpu-default, example:h200-8x, example:b200-reference, example:local-slurm (a node of "
+    "the local test cluster, scripts/local-slurm.sh)."
 )
 JSON_HELP = "Also write the versioned JSON record to this path (written atomically); '-' prints it to stdout."
 
@@ -125,33 +125,11 @@ def finish_workdir(path: Path, given: bool, rc: int, console: Console) -> None:
         console.print(f"scratch files kept for inspection in {path}")
 
 
-def check_out_path(path: str | None, flag: str = "--json") -> None:
-    """A user-given output file's folder must exist: no folders made from a typo (one line, exit 2).
-    Commands call this before any work, so a typo costs nothing; None and '-' (stdout) pass."""
-    if path is None or path == "-":
-        return
-    p = Path(path).expanduser()
-    if not p.parent.is_dir():
-        raise UsageError(f"{flag} {path}: directory {p.parent} does not exist (create it first)")
-    if p.is_dir():
-        raise UsageError(f"{flag} {path}: is a directory; expected a file path")
-
-
-def write_json_doc(doc: dict[str, Any], path: str, console: Console | None, what: str = "record") -> None:
-    """`-` → stdout; else an atomic write, every token-shaped/secret-named value scrubbed."""
-    from trainready.probe.envvars import scrub
-
-    doc = scrub(doc)
-    if path == "-":
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
-        return
-    check_out_path(path)
-    try:
-        atomic_write_json(path, doc)
-    except OSError as exc:
-        raise UsageError(f"--json {path}: cannot write ({exc.strerror})") from None
-    if console is not None:
-        console.print(f"{what} written to {path}")
+def drop_scratch(path: Path | None, given: bool) -> None:
+    """On an error exit: our own scratch folder goes (a run that ended in an error leaves nothing behind);
+    a folder the user gave (--workdir, --dir) is never touched."""
+    if path is not None and not given:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from trainready.commands.common import (JSON_HELP, SPEC_HELP, TIMEOUT_HELP, check_out_path, emit, finish_workdir,
-                                        on_interrupt, parse_plants, parse_timeouts, split_names, workdir)
+from trainready.commands.common import (JSON_HELP, SPEC_HELP, TIMEOUT_HELP, check_out_path, drop_scratch, emit,
+                                        finish_workdir, on_interrupt, parse_plants, parse_timeouts, split_names,
+                                        workdir)
 from trainready.errors import Interrupted
 from trainready.records import Level, Report
 
 if TYPE_CHECKING:
     from trainready.checks import Check, CheckContext
+    from trainready.spec.model import NodeSpec
 
 
 def node(
@@ -43,7 +47,9 @@ def node(
     run made with --plant (planted faults: a test, never evidence),
     130 / 143 when interrupted (SIGINT / SIGTERM: every rank stopped, one line,
     partial record with --json, own scratch removed).
-    On a CPU spec, GPU-only checks say `skip`; under a GPU spec (gpu.count > 0) a
+    With no --spec, the GPUs NVML sees are judged against an automatic spec (their count, their
+    model's datasheet peaks, NCCL; `trainready spec show auto` prints it); without GPUs, the CPU
+    default (example:cpu-default).  On a CPU spec, GPU-only checks say `skip`; under a GPU spec (gpu.count > 0) a
     machine without usable GPUs FAILS every compute, collective and resume check,
     naming why (never a CPU fallback).  Each check has a limit (--timeout);
     at it, its ranks are stopped and the result names each rank's stage.
@@ -51,52 +57,107 @@ def node(
     Examples:
 
     
-      trainready node                  # CPU default, 8 gloo ranks
+      trainready node                  # GPUs NVML sees (spec auto), else CPU default, 8 gloo ranks
       trainready node --spec example:h200-8x --json node.json
       trainready node --level quick --skip throughput
       trainready node --timeout comm=1200 --timeout resume=1800
       trainready node --spec fleet.toml --image-digest sha256:<64 hex>
       trainready node --health-check   # Slurm HealthCheckProgram
     """
-    import os
-    from pathlib import Path
-
     if health_check:
         from trainready.cluster.health import run_health
 
         raise typer.Exit(run_health(spec, parse_plants(plant, "node"), typer.echo))
-
-    from trainready.checks import REGISTRY, CheckContext, select  # imports torch: only when the command runs
-    from trainready.checks.options import CheckOptions
-    from trainready.spec import load_spec
-    from trainready.probe.container import image_digest as find_digest
-
-    checks = select(split_names(only), split_names(skip), level)
     if list_checks:
-        for c in checks:
-            typer.echo(f"{c.name:<16} {c.level.value:<9} {c.title}")
-        raise typer.Exit(0)
-    check_out_path(json_path)
-    timeouts = parse_timeouts(timeout, list(REGISTRY))
-    node_spec, source = load_spec(spec)
-    faults = parse_plants(plant, "node")
-    find_digest(image_digest, os.environ, None)  # a malformed flag or env value: one line, exit 2, before any check
+        raise typer.Exit(_list(split_names(only), split_names(skip), level))
+    node_spec, source = _early(spec, json_path, work, image_digest)
+    raise typer.Exit(_node(NodeRun(node_spec, source, level, split_names(only), split_names(skip), json_path, work,
+                                   image_digest, verbose, tuple(timeout or ()), tuple(plant or ()))))
+
+
+@dataclass(frozen=True)
+class NodeRun:
+    """What `trainready node` runs, once the command line and the spec are known good (`_early`)."""
+
+    spec: NodeSpec  # the spec this machine is held to
+    source: str  # where it came from (path or example:NAME), recorded
+    level: Level  # --level
+    only: list[str] | None  # --only, split at commas
+    skip: list[str] | None  # --skip, split at commas
+    json_path: str | None  # --json (checked writable up front)
+    work: str | None  # --workdir: the user's folder, never removed; None = our own scratch folder
+    image_digest: str | None  # --image-digest (checked up front)
+    verbose: bool  # --verbose: every metric in the table
+    timeouts: tuple[str, ...]  # --timeout CHECK=SECONDS, as given
+    plants: tuple[str, ...]  # --plant NAME=VALUE, as given (tests)
+
+
+def _list(only: list[str] | None, skip: list[str] | None, level: Level) -> int:
+    from trainready.checks import select  # imports torch: the checks' registry
+
+    for c in select(only, skip, level):
+        typer.echo(f"{c.name:<16} {c.level.value:<9} {c.title}")
+    return 0
+
+
+def _node(run: NodeRun) -> int:
+    """The checks in a scratch folder (our own is removed on any error exit), the report: the exit code."""
+    from trainready.checks import REGISTRY, CheckContext, select  # imports torch: now the input is known good
+    from trainready.checks.options import CheckOptions
+
+    checks = select(run.only, run.skip, run.level)
+    timeouts = parse_timeouts(list(run.timeouts), list(REGISTRY))
+    faults = parse_plants(list(run.plants), "node")
+    given = run.work is not None
     scratch: Path | None = None
-    report: Report | None = None
     try:
-        scratch = workdir(Path(work) if work else None)
-        ctx = CheckContext(node_spec, scratch, faults, CheckOptions(image_digest=image_digest), timeouts=timeouts)
-        limits = {c.name: c().timeout_for(ctx) for c in checks}  # recorded: every check's limit, flags applied
-        report = _run(checks, ctx, {"spec_source": source, "workdir": str(ctx.workdir), "timeouts_s": limits,
-                                    **({"timeouts_given": timeouts} if timeouts else {})})
-        rc = emit(report, json_path, verbose=verbose)
+        scratch = workdir(Path(run.work) if run.work else None)
+        ctx = CheckContext(run.spec, scratch, faults, CheckOptions(image_digest=run.image_digest), timeouts=timeouts)
+        rc = _accept(checks, ctx, run.source, run.json_path, run.verbose)
     except Interrupted as exc:
-        if report is not None:  # every check had run: the interrupt came while reporting
-            exc.during, exc.partial = exc.during or "the report", exc.partial or report
-        on_interrupt(exc, scratch, work is not None, json_path)
+        on_interrupt(exc, scratch, given, run.json_path)
         raise
-    finish_workdir(ctx.workdir, work is not None, rc, Console(stderr=True))
-    raise typer.Exit(rc)
+    except BaseException:
+        drop_scratch(scratch, given)  # an error exit leaves no scratch folder behind
+        raise
+    finish_workdir(ctx.workdir, given, rc, Console(stderr=True))
+    return rc
+
+
+def _early(spec: str | None, json_path: str | None, work: str | None, image_digest: str | None) -> tuple[NodeSpec, str]:
+    """What the command line and the spec can get wrong, checked before torch is imported (a typo costs
+    ~0.3 s, not the seconds to a minute of importing torch on a loaded host): the spec, every output path
+    (--json here; --junit/--prometheus in `evidence_outputs`), the --workdir given, the image digest."""
+    import os
+
+    from trainready.probe.container import image_digest as find_digest
+    from trainready.spec.load import load_spec
+
+    node_spec, source = load_spec(spec or "auto")  # no --spec: the GPUs NVML sees, else the CPU default
+    if spec is None:  # the first line says what the machine is judged against
+        typer.echo(f"trainready node: spec {source}", err=json_path == "-")
+    check_out_path(json_path)
+    if work:
+        workdir(Path(work))
+    find_digest(image_digest, os.environ, None)  # a malformed flag or env value: one line, exit 2, before any check
+    return node_spec, source
+
+
+def _accept(checks: list[type[Check]], ctx: CheckContext, source: str, json_path: str | None, verbose: bool) -> int:
+    """Run the checks in `ctx.workdir` and report (table, --json, --junit, --prometheus): the exit code."""
+    timeouts = dict(ctx.timeouts)
+    if any(c.launches_ranks for c in checks):  # the forkserver imports torch while in-process checks run
+        from trainready.ranks.launch import warm_up
+
+        warm_up()
+    limits = {c.name: c().timeout_for(ctx) for c in checks}  # recorded: every check's limit, flags applied
+    report = _run(checks, ctx, {"spec_source": source, "workdir": str(ctx.workdir), "timeouts_s": limits,
+                                **({"timeouts_given": timeouts} if timeouts else {})})
+    try:
+        return emit(report, json_path, verbose=verbose)
+    except Interrupted as exc:  # every check had run: the interrupt came while reporting
+        exc.during, exc.partial = exc.during or "the report", exc.partial or report
+        raise
 
 
 def _run(checks: list[type[Check]], ctx: CheckContext, context: dict[str, Any]) -> Report:

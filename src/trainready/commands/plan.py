@@ -97,8 +97,7 @@ def plan(
     """
     from trainready.plan import model as pm
     from trainready.plan.inputs import PlanInput
-    from trainready.plan.render import print_plan, print_search
-    from trainready.plan.search import COST_NOTE, HOLDABLE
+    from trainready.plan.search import HOLDABLE
     from trainready.util.strict import load_dataclass, read_toml
 
     if list_presets:
@@ -145,12 +144,22 @@ def plan(
              if v is not None} | set(raw.get("parallel", {})) | set(raw.get("training", {}))
     sources = tuple(x for x in (spec_line and _spec_figures(spec_line, inp), mfu_line) if x)
     result, found = _plan_and_search(inp, given, do_search, mfu_kind, sources)
+    held = tuple(h.replace("_", "-") for h in HOLDABLE if h in given) + (("distributed optimizer",) if dist_opt else ())
+    raise typer.Exit(_report(result, found, held if do_search else None, top, json_path, explain))
+
+
+def _report(result: Any, found: list[Any], held: tuple[str, ...] | None, top: int, json_path: str | None,
+            explain: bool) -> int:
+    """Print the plan (and, with --search, i.e. `held` not None, the ranked layouts), write --json: the exit code."""
+    from trainready.plan.render import print_plan, print_search
+    from trainready.plan.search import COST_NOTE
+
+    do_search = held is not None
     console = Console(stderr=json_path == "-", width=_width())
     print_plan(result, console, explain)
     shown = found[:top] if top > 0 else found
-    if do_search:
-        held = tuple(h.replace("_", "-") for h in HOLDABLE if h in given)
-        print_search(shown, len(found), held + (("distributed optimizer",) if dist_opt else ()), console)
+    if held is not None:
+        print_search(shown, len(found), held, console)
     if do_search and found and result.memory.verdict == "does not fit":
         console.print(f"the layout given does not fit; {len(found):,} other layouts do (above)", highlight=False)
     if json_path:
@@ -161,7 +170,7 @@ def plan(
             doc["search_cost"] = COST_NOTE
         write_json_doc(doc, json_path, console, "plan")
     fits = bool(found) if (do_search or result.layout.chosen_by == "search") else result.memory.verdict != "does not fit"
-    raise typer.Exit(0 if fits else 1)
+    return 0 if fits else 1
 
 
 def _width() -> int | None:
@@ -179,6 +188,7 @@ def _plan_and_search(inp: Any, given: set[str], do_search: bool, mfu_kind: str, 
     the layouts that fit (searched when asked or when choosing). `given`: the degrees the user set."""
     from dataclasses import replace
 
+    from trainready.plan.advice import departure
     from trainready.plan.inputs import validate
     from trainready.plan.planner import Layout, make_plan
     from trainready.plan.search import HOLDABLE, choose
@@ -192,7 +202,8 @@ def _plan_and_search(inp: Any, given: set[str], do_search: bool, mfu_kind: str, 
         p, b = plain.parallel, plain.training.micro_batch
         note = (f"b·dp of plain data parallelism = {b}·{p.dp:,} (--global-batch not given; held while the layout "
                 "was searched)") if implied else ""
-        return make_plan(chosen, mfu_kind, sources, Layout("search", len(found), note)), found
+        departs = departure(found[0], found, chosen.model.total_params, chosen.training.global_batch) if found else ""
+        return make_plan(chosen, mfu_kind, sources, Layout("search", len(found), note, departs)), found
     result = validate(inp)
     p, b = result.parallel, result.training.micro_batch
     note = f"b·dp = {b}·{p.dp:,} (--global-batch not given)" if implied else ""
@@ -214,8 +225,8 @@ def _mfu(mfu: float | None, mfu_from: str | None) -> tuple[float | None, str, st
 
 def _spec_gpu(spec: str | None, gpu: str | None, mem: float | None, peak: float | None) -> tuple[str | None, int | None, str]:
     """(GPU name, GPUs per node, source line) from --spec; --gpu/--gpu-mem-gib/--peak-tflops still override."""
-    if spec is None:
-        return gpu, None, ""
+    if spec is None:  # both figures given and no name: a custom GPU, not the table's default H100
+        return (gpu if gpu is not None or not (mem and peak) else "custom"), None, ""
     from trainready.plan.gpus import from_spec, known, lookup
 
     model, count, _ = from_spec(spec)

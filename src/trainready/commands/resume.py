@@ -10,8 +10,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from trainready.commands.common import (JSON_HELP, SPEC_HELP, check_out_path, emit, finish_workdir, on_interrupt,
-                                        parse_plants, workdir)
+from trainready.commands.common import (JSON_HELP, SPEC_HELP, check_out_path, drop_scratch, emit, finish_workdir,
+                                        on_interrupt, parse_plants, workdir)
 from trainready.errors import DataError, GpuUnusable, Interrupted, UsageError
 from trainready.records import Report
 from trainready.resume.options import CompatOptions, ResumeOptions
@@ -107,6 +107,9 @@ def resume(
         rc = emit(report, json_path)
     except Interrupted as exc:  # SIGINT/SIGTERM: ranks stopped, partial record, own scratch removed (cli prints)
         on_interrupt(exc, wd, directory is not None, json_path)
+        raise
+    except BaseException:
+        drop_scratch(wd, directory is not None)  # an error exit leaves no scratch folder behind
         raise
     finish_workdir(wd, directory is not None, rc, console)
     raise typer.Exit(rc)

@@ -190,13 +190,14 @@ def failures(versions: list[VersionChange], checks: list[CheckChange], metrics: 
     why += [f"check {c.name}: {c.baseline} → {c.new}" for c in checks if c.verdict in ("regression", "missing")]
     for m in metrics:
         if m.verdict in FAILING_METRIC:
-            why.append(f"{m.name}{_labels(m.labels)}: {m.verdict}" + (
+            why.append(f"{m.name}{label_suffix(m.labels)}: {m.verdict}" + (
                 f" {m.baseline:.4g} → {m.new:.4g} {m.unit} (worse than tolerance {m.band:.3g})"
                 if m.verdict == "regression" else " in the new record"))
     return why
 
 
-def _labels(labels: tuple[tuple[str, str], ...]) -> str:
+def label_suffix(labels: tuple[tuple[str, str], ...]) -> str:
+    """'[op=all_reduce,size_bytes=4096]': what tells rows of one metric name apart ('' without labels)."""
     return "[" + ",".join(f"{k}={v}" for k, v in labels) + "]" if labels else ""
 
 

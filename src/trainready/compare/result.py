@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from trainready.compare.judge import (CheckChange, MetricChange, VersionChange, check_changes, counts, failures,
-                                      metric_changes, version_changes)
+                                      label_suffix, metric_changes, version_changes)
 from trainready.compare.sides import Side
 from trainready.spec.model import CompareSpec
 
@@ -61,6 +62,39 @@ def _fmt(x: float | None) -> str:
     return f"{x:.4g}" if abs(x) < 1e5 else f"{x:.3e}"
 
 
+def shared_labels(rows: list[MetricChange]) -> tuple[tuple[str, str], ...]:
+    """The label pairs every row has (backend=gloo, ranks=4): said once above the table, so each row shows
+    the labels that tell it apart (op, size, run, gpu) and stays readable on an 80-column terminal."""
+    if not rows:
+        return ()
+    common = set(rows[0].labels)
+    for m in rows[1:]:
+        common &= set(m.labels)
+    return tuple(sorted(common))
+
+
+ARROW = {"higher": "↑", "lower": "↓", "exact": "="}  # which way is better, beside the unit
+
+
+def _metrics_table(rows: list[MetricChange], common: tuple[tuple[str, str], ...]) -> Table:
+    """One row per metric: its name with the labels that tell it apart (metric[op=...,size_bytes=...]), folded
+    in its own column; the figures never wrap."""
+    t = Table(title="metrics (worse than tolerance = regression; ↑ higher is better, ↓ lower, = exact)",
+              title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1),
+              collapse_padding=True)
+    t.add_column("metric", overflow="fold", ratio=1)
+    for col in ("unit", "baseline", "new", "change", "tolerance", "verdict"):
+        t.add_column(col, no_wrap=True, justify="left" if col in ("unit", "verdict") else "right")
+    for m in rows:
+        rel = m.rel_change
+        change = "—" if m.change is None else f"{rel:+.1%}" if rel is not None else f"{m.change:+.3g}"
+        own = tuple(kv for kv in m.labels if kv not in common)
+        t.add_row(Text(m.name + label_suffix(own).replace(",", ", ")), f"{m.unit} {ARROW.get(m.direction, '')}".strip(), _fmt(m.baseline),
+                  _fmt(m.new), change, "" if m.verdict in ("added", "missing", "info") else f"±{m.band:.3g}",
+                  Text(m.verdict, STYLE.get(m.verdict, "")))
+    return t
+
+
 def print_comparison(c: Comparison, console: Console, show_all: bool = False) -> None:
     console.print(f"baseline: {c.baseline.path} ({c.baseline.host}, {c.baseline.started_at})", highlight=False)
     console.print(f"new:      {c.new.path} ({c.new.host}, {c.new.started_at})", highlight=False)
@@ -75,19 +109,11 @@ def print_comparison(c: Comparison, console: Console, show_all: bool = False) ->
         console.print("versions: none changed")
     for ch in c.checks:
         console.print(f"check {ch.name}: {ch.baseline} → {ch.new} ({ch.verdict})", highlight=False)
-    t = Table(title="metrics (worse than tolerance = regression)")
-    for col in ("metric", "unit", "better", "baseline", "new", "change", "tolerance", "verdict"):
-        t.add_column(col, overflow="fold", justify="right" if col in ("baseline", "new", "change", "tolerance") else "left")
-    for m in c.metrics:
-        if not show_all and m.verdict in ("unchanged", "info"):
-            continue
-        rel = m.rel_change
-        change = "—" if m.change is None else f"{m.change:+.3g}" + (f" ({rel:+.1%})" if rel is not None else "")
-        labels = ",".join(f"{k}={v}" for k, v in m.labels)
-        t.add_row(m.name + (f"[{labels}]" if labels else ""), m.unit, m.direction, _fmt(m.baseline), _fmt(m.new),
-                  change, "" if m.verdict in ("added", "missing", "info") else f"±{m.band:.3g}",
-                  Text(m.verdict, STYLE.get(m.verdict, "")))
-    console.print(t)
+    rows = [m for m in c.metrics if show_all or m.verdict not in ("unchanged", "info")]
+    common = shared_labels(rows)
+    if common:
+        console.print(Text(f"labels of every metric row below: {', '.join(f'{k}={v}' for k, v in common)}"))
+    console.print(_metrics_table(rows, common))
     n = counts(list(c.metrics))
     summary = ", ".join(f"{v} {k}" for k, v in sorted(n.items()))
     hidden = n.get("unchanged", 0) + n.get("info", 0)

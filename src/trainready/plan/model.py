@@ -66,7 +66,8 @@ class ModelSpec:
             raise UsageError(f"model.norm = '{self.norm}': expected one of {', '.join(NORMS)}")
         if not self.has_shape:
             if self.params <= 0:
-                raise UsageError("model: give either --params N or a shape (--layers, --hidden, --heads, --vocab, --seq-len)")
+                raise UsageError("model: give --preset NAME (--list-presets), --params N, or a shape (--layers, "
+                                 "--hidden, --heads, --vocab, --seq-len)")
             return self
         for k in ("hidden", "heads", "vocab", "seq_len"):
             if getattr(self, k) <= 0:

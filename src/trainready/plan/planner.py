@@ -28,10 +28,12 @@ class Layout:
     chosen_by: str = "given"  # "given" (flags / plan file) or "search" (best of the layouts that fit)
     layouts_fit: int = -1  # layouts the search found that fit; -1 = no search ran
     global_batch_note: str = ""  # why the global batch is what it is, when --global-batch was not given
+    departure: str = ""  # how and why a searched layout departs from the framework advice ('' = it follows it)
 
     def to_json(self) -> dict[str, Any]:
         return {"chosen_by": self.chosen_by, "layouts_fit": None if self.layouts_fit < 0 else self.layouts_fit,
-                "global_batch_implied": bool(self.global_batch_note), "global_batch_note": self.global_batch_note}
+                "global_batch_implied": bool(self.global_batch_note), "global_batch_note": self.global_batch_note,
+                "departs_from_advice": self.departure}
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,10 @@ def _layout_lines(plan: Plan) -> list[str]:
           f"({m} micro-batch{'es' if m != 1 else ''} per step)")
     if lay.global_batch_note:
         gb += f", implied: {lay.global_batch_note}"
-    out.append(f"{gb}; {t.precision}; attention {t.attention}; GPU {plan.gpu_name}")
+    hw = plan.inputs.hardware
+    gpu = (f"{plan.gpu_name} ({hw.gpu_mem_gib:g} GiB, {hw.peak_tflops:g} TFLOP/s dense BF16: --gpu-mem-gib, "
+           "--peak-tflops)") if plan.gpu_name == "custom" else plan.gpu_name
+    out.append(f"{gb}; {t.precision}; attention {t.attention}; GPU {gpu}")
     return out
 
 
@@ -77,6 +80,8 @@ def print_plan(plan: Plan, console: Console, explain: bool = False) -> None:
     if plan.compute:
         console.print(_table("Compute", plan.compute, explain))
     console.print(f"[italic]{plan.advice}[/]", highlight=False)
+    if plan.layout.departure:
+        console.print(f"[bold yellow]note:[/] {plan.layout.departure}", highlight=False)
     if explain:
         print_formulas(console)
 
@@ -95,7 +100,8 @@ def print_search(found: list[Candidate], total: int, held: tuple[str, ...], cons
         console.print("[bold red]no layout fits[/] (searched tp, pp, cp, dp, sp, micro-batch, ZeRO stage and recompute, "
                       "except what was held: more GPUs, a larger GPU or a smaller global batch?)", highlight=False)
         return
-    t = Table(title=f"Layouts that fit: best {len(found)} of {total:,}, lowest cost first", title_justify="left",
+    t = Table(title=f"Layouts that fit: best {len(found)} of {total:,}; those that fit before tight ones, then lowest "
+              "cost first", title_justify="left",
               box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1), collapse_padding=True)
     for c in ("#", "tp", "pp", "cp", "dp", "sp", "b", "ZeRO", "recompute", "GiB/GPU", "headroom", "cost"):
         t.add_column(c, justify="left" if c in ("sp", "recompute") else "right", no_wrap=True)

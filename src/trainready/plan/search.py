@@ -13,7 +13,8 @@ For the same model, GPU count G, global batch, precision and attention, enumerat
     recompute none / full (and selective with classic attention, where it drops the s² terms)
 
 minus any of sp, cp, b, recompute the caller holds (the user gave it), keeps the layouts whose
-memory verdict is not 'does not fit', and ranks them by a *heuristic* relative cost (lower is
+memory verdict is not 'does not fit', and ranks them: every layout that fits before any that is tight
+(headroom below `hardware.headroom`, 5% by default), then by a *heuristic* relative cost (lower is
 better; 1.000 = no recompute, no pipeline bubble, no TP/CP/ZeRO-3 traffic; not a time):
 
     cost = (1 + recompute extra) · (1 + bubble) · (1 + comm)
@@ -24,13 +25,16 @@ better; 1.000 = no recompute, no pipeline bubble, no TP/CP/ZeRO-3 traffic; not a
            et al. 2020 §7.2.2).  Sequence parallelism moves the same volume as TP's all-reduce
            (Korthikanti et al. 2022 §4.2.2) and ZeRO-1/2 the same as DP (ZeRO §7.2.1): no extra cost.
 
-Ties go to the layout with more free memory.  Kernel efficiency (larger micro-batches, wider
+Ties go to the layout with more free memory.  A tight layout is listed (it may run) but never
+chosen over one that fits, whatever its cost: below the tight line the allocator's fragmentation
+on a long run, not the heuristic, decides whether it trains.  Kernel efficiency (larger micro-batches, wider
 GEMMs) is not modelled, so the cost never prefers a larger micro-batch.
 A count-only model (no shape: no activations) varies the ZeRO stage only.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, replace
 from typing import Iterator
 
@@ -80,37 +84,50 @@ def _divisors(n: int) -> list[int]:
     return [k for k in range(1, n + 1) if n % k == 0]
 
 
-def _layouts(base: PlanInput, hold: frozenset[str], want_sp: bool) -> Iterator[tuple[int, int, int, int, bool, int, int, str]]:
-    """(tp, pp, cp, dp, sp, b, zero, recompute) combinations worth a memory estimate; a held sp is `want_sp`."""
+@dataclass(frozen=True)
+class Layout:
+    """One combination of parallel degrees and memory savers worth a memory estimate."""
+
+    tp: int
+    pp: int
+    cp: int
+    dp: int
+    sp: bool
+    micro_batch: int
+    zero: int
+    recompute: str
+
+
+def _layouts(base: PlanInput, hold: frozenset[str], want_sp: bool) -> Iterator[Layout]:
+    """Every layout worth a memory estimate, in (tp, pp, cp, sp, b, zero, recompute) order; a held sp is
+    `want_sp`."""
     m, par, tr = base.model, base.parallel, base.training
-    gpus, gb = par.world, tr.global_batch
-    amp = tr.precision == "amp"
-    shaped = m.has_shape and not amp
-    tps = [t for t in _divisors(m.heads) if t <= par.gpus_per_node and (m.kv % t == 0 or t % m.kv == 0)] if shaped else [1]
+    shaped = m.has_shape and tr.precision != "amp"
+    tps = ([t for t in _divisors(m.heads) if t <= par.gpus_per_node and (m.kv % t == 0 or t % m.kv == 0)]
+           if shaped else [1])
     pps = _divisors(m.layers) if shaped else [1]
     cps = [par.cp] if "cp" in hold or not shaped else [c for c in SMALL if m.seq_len % c == 0]
     rcs = ([tr.recompute] if "recompute" in hold or not m.has_shape else
            ["none", "full"] if tr.attention == "flash" else ["none", "selective", "full"])  # flash: no s² to drop
-    for tp in tps:
-        sps = [want_sp and tp > 1] if "sp" in hold else ([False, True] if tp > 1 else [False])
-        for pp in pps:
-            for cp in cps:
-                if gpus % (tp * pp * cp):
-                    continue
-                dp = gpus // (tp * pp * cp)
-                bs = [tr.micro_batch] if "micro_batch" in hold else [b for b in SMALL if gb % (b * dp) == 0]
-                # ZeRO-2/3 do not combine with pipeline parallelism (DeepSpeed pipeline docs: ZeRO-1 only);
-                # with one shard every stage is the same layout.
-                zeros = (0,) if dp * cp == 1 else ((0, 1) if pp > 1 else (0, 1, 2, 3))
-                if par.distributed_optimizer:  # stage ≥ 1 already: list each effective stage once
-                    zeros = tuple(sorted({max(z, 1) for z in zeros}))
-                for sp in sps:
-                    for b in bs:
-                        if gb % (b * dp):
-                            continue
-                        for zero in zeros:
-                            for rc in rcs:
-                                yield tp, pp, cp, dp, sp, b, zero, rc
+    for tp, pp, cp in itertools.product(tps, pps, cps):
+        if par.world % (tp * pp * cp) == 0:
+            yield from _savers(base, hold, want_sp, tp, pp, cp, rcs)
+
+
+def _savers(base: PlanInput, hold: frozenset[str], want_sp: bool, tp: int, pp: int, cp: int,
+            rcs: list[str]) -> Iterator[Layout]:
+    """The layouts of one (tp, pp, cp): sequence parallel, micro-batch, ZeRO stage and recompute."""
+    par, tr = base.parallel, base.training
+    gb, dp = tr.global_batch, par.world // (tp * pp * cp)
+    sps = [want_sp and tp > 1] if "sp" in hold else ([False, True] if tp > 1 else [False])
+    bs = [b for b in ([tr.micro_batch] if "micro_batch" in hold else SMALL) if gb % (b * dp) == 0]
+    # ZeRO-2/3 do not combine with pipeline parallelism (DeepSpeed pipeline docs: ZeRO-1 only);
+    # with one shard every stage is the same layout.
+    zeros = (0,) if dp * cp == 1 else ((0, 1) if pp > 1 else (0, 1, 2, 3))
+    if par.distributed_optimizer:  # stage ≥ 1 already: list each effective stage once
+        zeros = tuple(sorted({max(z, 1) for z in zeros}))
+    for sp, b, zero, rc in itertools.product(sps, bs, zeros, rcs):
+        yield Layout(tp, pp, cp, dp, sp, b, zero, rc)
 
 
 def search(inp: PlanInput, limit: int = 10, hold: frozenset[str] = frozenset()) -> list[Candidate]:
@@ -121,19 +138,27 @@ def search(inp: PlanInput, limit: int = 10, hold: frozenset[str] = frozenset()) 
     _, capacity, _ = gpu_figures(base)
     dist_opt = base.parallel.distributed_optimizer
     found: list[Candidate] = []
-    for tp, pp, cp, dp, sp, b, zero, rc in _layouts(base, hold, inp.parallel.sp):
-        cand = replace(base, parallel=replace(base.parallel, tp=tp, pp=pp, cp=cp, dp=dp, zero=zero, sp=sp),
-                       training=replace(base.training, micro_batch=b, recompute=rc))
+    for lay in _layouts(base, hold, inp.parallel.sp):
+        cand = replace(base, parallel=replace(base.parallel, tp=lay.tp, pp=lay.pp, cp=lay.cp, dp=lay.dp,
+                                              zero=lay.zero, sp=lay.sp),
+                       training=replace(base.training, micro_batch=lay.micro_batch, recompute=lay.recompute))
         mem = plan_memory(cand, capacity)
         if mem.verdict == "does not fit":
             continue
-        bubble = (pp - 1) / cand.microbatches
-        comm = COMM_PER_RANK * (tp - 1 + cp - 1) + (ZERO3_COMM if max(zero, 1 if dist_opt else 0) >= 3 else 0.0)
-        cost = (1 + RECOMPUTE_EXTRA[rc]) * (1 + bubble) * (1 + comm)
-        found.append(Candidate(tp, pp, cp, dp, sp, b, zero, rc, mem.total, 1 - mem.total / capacity, mem.verdict,
-                               cost))
-    found.sort(key=lambda c: (round(c.cost, 6), c.verdict != "fits", c.total_bytes))
+        bubble = (lay.pp - 1) / cand.microbatches
+        zero3 = max(lay.zero, 1 if dist_opt else 0) >= 3
+        comm = COMM_PER_RANK * (lay.tp - 1 + lay.cp - 1) + (ZERO3_COMM if zero3 else 0.0)
+        cost = (1 + RECOMPUTE_EXTRA[lay.recompute]) * (1 + bubble) * (1 + comm)
+        found.append(Candidate(lay.tp, lay.pp, lay.cp, lay.dp, lay.sp, lay.micro_batch, lay.zero, lay.recompute,
+                               mem.total, 1 - mem.total / capacity, mem.verdict, cost))
+    found.sort(key=rank)
     return found[:limit] if limit > 0 else found
+
+
+def rank(c: Candidate) -> tuple[bool, float, float]:
+    """The search's order: every layout that fits before any that is tight (headroom under the tight line:
+    one allocator spike from an out-of-memory error), then the lower heuristic cost, then more free memory."""
+    return c.verdict != "fits", round(c.cost, 6), c.total_bytes
 
 
 def choose(inp: PlanInput, hold: frozenset[str] = frozenset()) -> tuple[PlanInput, list[Candidate]]:

@@ -74,11 +74,27 @@ def _short_socket_dir() -> None:
         tempfile.tempdir = old
 
 
+# Imported once by the forkserver, inherited by every rank it forks.  The resume ranks' modules are
+# here because torch.distributed.checkpoint pulls in torch.distributed.tensor and sympy: ~3 s per rank
+# process on a 1x H200 VM when each rank imported them itself.  None of them initialises CUDA.
+PRELOAD = ["torch", "torch.distributed", "trainready.ranks.launch", "trainready.resume.worker"]
+
+
 def _mp_context() -> Any:
     _short_socket_dir()
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["torch", "torch.distributed", "trainready.ranks.launch"])
+    ctx.set_forkserver_preload(PRELOAD)
     return ctx
+
+
+def warm_up() -> None:
+    """Start the forkserver now, so that it imports PRELOAD while this process does other work (the
+    in-process checks): the first launch then costs a fork, not an interpreter and torch's import."""
+    from multiprocessing import forkserver
+
+    _mp_context()
+    with live.quiet_starts():  # as in launch: the forkserver inherits the blocked SIGTERM (see there)
+        forkserver.ensure_running()
 
 
 def _resolve(fn: str | Callable[..., Any]) -> Callable[..., Any]:
@@ -202,7 +218,30 @@ def _end(group: live.Group) -> None:
         live.unregister(group)
 
 
-def launch(
+# free_port() lets the port go before rank 0's store binds it, so a launch beside this one (the self-test
+# runs cases side by side; resume starts C beside A and B) can take it first: rank 0 then fails to listen
+# (EADDRINUSE) before any rank ran `fn`, and the launch is made again on another port.
+PORT_TRIES = 3
+
+
+def launch(fn: str, world_size: int, backend: str = "gloo", kwargs: dict[str, Any] | None = None,
+           timeout_s: float = 60.0, env: dict[str, str] | None = None, threads_per_rank: int | None = None,
+           stall_s: float | None = None, startup_s: float = 60.0) -> LaunchResult:
+    """Run ``fn(ctx: RankContext, **kwargs)`` on `world_size` local ranks (`_launch_once`), again on another
+    port when rank 0 could not listen on the one it was given (PORT_TRIES)."""
+    for _ in range(PORT_TRIES - 1):
+        res = _launch_once(fn, world_size, backend, kwargs, timeout_s, env, threads_per_rank, stall_s, startup_s)
+        if not _port_taken(res):
+            return res
+    return _launch_once(fn, world_size, backend, kwargs, timeout_s, env, threads_per_rank, stall_s, startup_s)
+
+
+def _port_taken(res: LaunchResult) -> bool:
+    return any(o.state == "error" and "EADDRINUSE" in o.message and o.last_stage == "init_process_group"
+               for o in res.outcomes)
+
+
+def _launch_once(
     fn: str,
     world_size: int,
     backend: str = "gloo",
@@ -251,14 +290,16 @@ def launch(
     finally:  # whatever happened (an interrupt included), no rank outlives its launch
         _end(group)
     q.close()
-    procs = group.procs
-    outcomes = []
+    outcomes = _outcomes(world_size, done, died, stages, [p.exitcode for p in group.procs])
+    return LaunchResult(world_size, backend, outcomes, time.monotonic() - t0, timed_out)
+
+
+def _outcomes(world_size: int, done: dict[int, tuple[str, Any]], died: dict[int, int | None],
+              stages: dict[int, tuple[int, str]], exitcodes: list[int | None]) -> tuple[RankOutcome, ...]:
+    """Each rank's outcome.  Who is to blame: a dead rank; else a rank still silent when the others had given
+    up (hung); else, if all are silent, the ones whose progress stopped earliest; a rank's own exception only
+    when nobody died or hung (otherwise it is most likely the timeout/peer-closed error caused by them)."""
     unresolved = [r for r in range(world_size) if r not in done and r not in died]
-    errored = [r for r in done if done[r][0] == "error"]
-    # Who is to blame: a dead rank; else a rank still silent when the others
-    # had given up (hung); else, if all are silent, the ones whose progress
-    # stopped earliest; a rank's own exception only when nobody died or hung
-    # (otherwise it is most likely the timeout/peer-closed error caused by them).
     if died:
         culprits = set(died)
     elif unresolved and len(unresolved) < world_size:
@@ -267,18 +308,19 @@ def launch(
         low = min(stages[r][0] for r in unresolved)
         culprits = {r for r in unresolved if stages[r][0] == low}
     else:
-        culprits = set(errored)
+        culprits = {r for r in done if done[r][0] == "error"}
+    outcomes = []
     for r in range(world_size):
         stage_no, stage = stages[r]
         if r in done and done[r][0] == "ok":
-            outcomes.append(RankOutcome(r, "ok", done[r][1], "", stage, stage_no, procs[r].exitcode))
+            outcomes.append(RankOutcome(r, "ok", done[r][1], "", stage, stage_no, exitcodes[r]))
         elif r in died:
             outcomes.append(RankOutcome(r, "died", None, "", stage, stage_no, died[r]))
         elif r in culprits and r in done:
-            outcomes.append(RankOutcome(r, "error", None, _short(done[r][1]), stage, stage_no, procs[r].exitcode))
+            outcomes.append(RankOutcome(r, "error", None, _short(done[r][1]), stage, stage_no, exitcodes[r]))
         elif r in culprits:
             outcomes.append(RankOutcome(r, "hung", None, "", stage, stage_no, None))
         else:
             msg = _short(done[r][1]) if r in done else ""
             outcomes.append(RankOutcome(r, "stuck", None, msg, stage, stage_no, None))
-    return LaunchResult(world_size, backend, tuple(outcomes), time.monotonic() - t0, timed_out)
+    return tuple(outcomes)

@@ -96,16 +96,6 @@ def fleet_history(rec: Record) -> list[EarlierRun]:
     return out
 
 
-def fleet_status(doc: Mapping[str, Any]) -> str:
-    """fail when a node is rejected or a fleet-level check failed; warn when planted; else pass."""
-    summary = doc.get("summary") or {}
-    failed = any(isinstance(c, Mapping) and c.get("status") in ("fail", "error") and c.get("name") == "cluster.collective"
-                 for c in doc.get("cross", []) or [])
-    if summary.get("rejected") or doc.get("drain_list") or failed:
-        return "fail"
-    return "warn" if doc.get("planted") else "pass"
-
-
 def bound_of(doc: Mapping[str, Any], metric: str) -> tuple[float | None, float | None]:
     """(robust outlier bound, slow floor) the fleet verdict used for `metric`, when judged."""
     for s in doc.get("stats", []) or []:

@@ -37,6 +37,16 @@ PURPOSE: dict[str, str] = {
 }
 
 
+def fleet_status(doc: Mapping[str, Any]) -> str:
+    """fail when a node is rejected or a fleet-level check failed; warn when planted; else pass."""
+    summary = doc.get("summary") or {}
+    failed = any(isinstance(c, Mapping) and c.get("status") in ("fail", "error") and c.get("name") == "cluster.collective"
+                 for c in doc.get("cross", []) or [])
+    if summary.get("rejected") or doc.get("drain_list") or failed:
+        return "fail"
+    return "warn" if doc.get("planted") else "pass"
+
+
 @dataclass(frozen=True)
 class Record:
     path: str
@@ -59,8 +69,6 @@ class Record:
     def status(self) -> str:
         """The record's overall verdict word (pass/warn/fail/error, a plan's fit, or '')."""
         if self.kind == "fleet":
-            from trainready.report.fleet import fleet_status
-
             return fleet_status(self.doc)
         s = self.doc.get("status") or self.doc.get("verdict")
         if isinstance(s, Mapping):

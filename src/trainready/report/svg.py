@@ -130,6 +130,31 @@ def _legend(items: Sequence[tuple[str, str, bool]]) -> list[str]:
     return out
 
 
+# A label's box in the 11 px sans-serif of class "tl" (html.py): at most ~6.5 px per character, 11 px tall.
+CHAR_W, TEXT_H = 6.5, 11.0
+Box = tuple[float, float, float, float]  # x0, x1, top, baseline
+
+
+def label_box(x: float, baseline: float, text: str) -> Box:
+    return x, x + CHAR_W * len(text), baseline - TEXT_H, baseline + 2
+
+
+def _overlaps(a: Box, b: Box) -> bool:
+    return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
+
+
+def label_y(x: float, line_y: float, text: str, placed: list[Box]) -> float:
+    """The baseline for a bound's label at `x`: just above its line, else just below it, else stepped further
+    up, so that no two labels overlap (floors of several ops often lie a few pixels apart); the box taken
+    is added to `placed`."""
+    tries = [line_y - 4, line_y + TEXT_H + 2] + [line_y - 4 - k * (TEXT_H + 2) for k in range(1, 12)]
+    fits = [y for y in tries if PAD_T + TEXT_H <= y <= H - PAD_B]
+    y = next((y for y in fits if not any(_overlaps(label_box(x, y, text), p) for p in placed)),
+             fits[0] if fits else line_y - 4)
+    placed.append(label_box(x, y, text))
+    return y
+
+
 def line_chart(title: str, series: Sequence[Series], xlabel: str, ylabel: str, log_x: bool = False,
                hlines: Sequence[HLine] = (), vlines: Sequence[tuple[float, str]] = (), xunit: str = "") -> str:
     xs = [p[0] for s in series for p in s.points if not log_x or p[0] > 0]
@@ -149,10 +174,12 @@ def line_chart(title: str, series: Sequence[Series], xlabel: str, ylabel: str, l
             body += [f'<circle cx="{ax.px(x):.1f}" cy="{ax.py(y):.1f}" r="2.6" fill="{color}"/>'
                      for x, y in s.points if math.isfinite(y) and (x > 0 or not log_x)]
         legend.append((s.name, color, s.dashed))
+    placed: list[Box] = []
     for h in hlines:
         x0, x1 = ax.px(h.x0 if h.x0 is not None else ax.x0), ax.px(h.x1 if h.x1 is not None else ax.x1)
+        y = label_y(x0 + 2, ax.py(h.y), h.label, placed)
         body.append(f'<line x1="{x0:.1f}" x2="{x1:.1f}" y1="{ax.py(h.y):.1f}" y2="{ax.py(h.y):.1f}" stroke="{h.color}" '
-                    f'stroke-width="2" stroke-dasharray="3 3"/><text x="{x0 + 2:.1f}" y="{ax.py(h.y) - 4:.1f}" '
+                    f'stroke-width="2" stroke-dasharray="3 3"/><text x="{x0 + 2:.1f}" y="{y:.1f}" '
                     f'class="tl" fill="{h.color}">{escape(h.label)}</text>')
     for x, label in vlines:
         body.append(f'<line x1="{ax.px(x):.1f}" x2="{ax.px(x):.1f}" y1="{PAD_T}" y2="{H - PAD_B}" stroke="#24292f" '

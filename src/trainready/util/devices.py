@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from trainready.errors import GpuUnusable, UsageError
-from trainready.spec.model import NodeSpec
+
+if TYPE_CHECKING:  # read, never imported at run time: util sits below spec (spec/ loads through util/strict.py)
+    from trainready.spec.model import NodeSpec
 
 CPU_DEFAULT_RANKS = 8  # an 8-GPU server (HGX H100/H200/B200), emulated by 8 gloo ranks
 GLOO_RANKS_PER_CORE = 4  # each gloo rank is a process with torch loaded (~0.3 GB RSS); more than this many per

@@ -18,7 +18,7 @@ import sys
 import threading
 from typing import Any, Iterator, NoReturn
 
-from trainready.errors import Interrupted, missing_dependency
+from trainready.errors import Interrupted
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 # The first signal (0: none yet), and whether a top-level handler has dealt with it.
@@ -85,22 +85,3 @@ def exit_after_interrupt(line: str, code: int) -> NoReturn:
             sys.modules["trainready.ranks.live"].stop_helpers()
     finally:
         os._exit(code)
-
-
-def run_main(argv: list[str] | None = None) -> None:
-    """The process entry point (`trainready`, `python -m trainready`): signals are caught from the
-    first instruction, so an interrupt while modules load (torch takes seconds) is the same one line."""
-    with interrupts_raise():
-        try:
-            try:
-                from trainready.cli import main
-            except ModuleNotFoundError as exc:  # a checkout run with PYTHONPATH=src on a host without the deps
-                line = missing_dependency(exc)
-                if line is None:
-                    raise
-                sys.stderr.write(line + "\n")
-                sys.exit(2)
-            main(argv)
-        except Interrupted as exc:  # only while loading: cli.main handles the rest itself
-            handled()
-            exit_after_interrupt(f"trainready: interrupted ({exc.signame}) during start-up", exc.exit_code)

@@ -1,0 +1,304 @@
+"""The house rules a reader relies on, read from the source itself (the AST, nothing imported):
+
+- no function in src/ is longer than 60 lines;
+- no import cycle between modules, except the check registry's own (checks/__init__ imports
+  checks/registry_all, which imports the package to discover its check modules);
+- lower layers never import trainready.commands (only the CLI does);
+- options travel as typed dataclasses: no `dict[str, Any]` of options, no string-keyed look-ups of
+  options (`ctx.options["resume"]`, `opts.get("data")`), no untyped extras on `CheckContext`;
+- every `Check` subclass lives in src/trainready/checks/.
+
+Each detector is first shown catching a planted violation in a small tree of its own, so a rule
+cannot pass because its detector sees nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+MAX_LINES = 60
+# The one cycle allowed: the registry discovers its check modules by importing its own package.
+REGISTRY_EDGES = {("trainready.checks.registry_all", "trainready.checks")}
+# The only modules outside trainready.commands that may import it: the command line itself.
+COMMAND_IMPORTERS = {"trainready.cli"}
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str
+    rel: str  # path under src/, e.g. trainready/checks/base.py
+    tree: ast.Module
+    is_package: bool
+
+
+def modules(src: Path = SRC) -> dict[str, Module]:
+    """Every module under src/trainready, by dotted name."""
+    out = {}
+    for path in sorted((src / "trainready").rglob("*.py")):
+        parts = list(path.relative_to(src).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        name = ".".join(parts[:-1] if is_package else parts)
+        out[name] = Module(name, path.relative_to(src).as_posix(), ast.parse(path.read_text(encoding="utf-8")),
+                           is_package)
+    return out
+
+
+def _type_checking_only(tree: ast.Module) -> set[int]:
+    """ids of import nodes inside `if TYPE_CHECKING:` (never run, so no edge at run time)."""
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    return skip
+
+
+def _imported(mod: Module, node: ast.AST) -> list[str]:
+    """Dotted names an import statement reaches (for `from X import y`: X.y when y is a module, else X)."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    base = node.module or ""
+    if node.level:
+        pkg = mod.name if mod.is_package else mod.name.rpartition(".")[0]
+        for _ in range(node.level - 1):
+            pkg = pkg.rpartition(".")[0]
+        base = f"{pkg}.{base}" if base else pkg
+    return [f"{base}.{a.name}" for a in node.names] + [base]
+
+
+def import_graph(mods: dict[str, Module]) -> dict[str, set[str]]:
+    """module → the trainready modules it imports anywhere in its body (functions included)."""
+    graph: dict[str, set[str]] = {name: set() for name in mods}
+    for mod in mods.values():
+        skip = _type_checking_only(mod.tree)
+        for node in ast.walk(mod.tree):
+            if id(node) in skip:
+                continue
+            names = _imported(mod, node)
+            if isinstance(node, ast.ImportFrom):  # `from X import y`: X.y if it is a module, else X
+                names = [n for n in names[:-1] if n in mods] or names[-1:]
+            for name in names:
+                while name and name not in mods:
+                    name = name.rpartition(".")[0]
+                if name and name != mod.name:
+                    graph[mod.name].add(name)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]], allowed: set[tuple[str, str]] = frozenset()) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), `allowed` edges left out."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if (v, w) in allowed or w not in graph:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def long_functions(mods: dict[str, Module], limit: int = MAX_LINES) -> list[tuple[int, str]]:
+    """(lines, 'path:line name') of every function or method longer than `limit` lines (def to last line)."""
+    out = []
+    for mod in mods.values():
+        for node in ast.walk(mod.tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > limit:
+                    out.append((lines, f"{mod.rel}:{node.lineno} {node.name}"))
+    return sorted(out, reverse=True)
+
+
+OPTION_NAMES = ("options", "opts")
+UNTYPED = ("dict[str, Any]", "Dict[str, Any]", "Mapping[str, Any]", "dict[str, object]", "Any")
+
+
+def _is_option_name(name: str) -> bool:
+    return name in OPTION_NAMES or name.endswith(tuple(f"_{n}" for n in OPTION_NAMES))
+
+
+def _leaf(node: ast.AST) -> str:
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+
+
+def untyped_options(mods: dict[str, Module]) -> list[str]:
+    """Where options are an untyped mapping or are looked up by a string key."""
+    out = []
+    for mod in mods.values():
+        for node in ast.walk(mod.tree):
+            if isinstance(node, ast.arg) and node.annotation is not None:
+                named, ann = node.arg, node.annotation
+            elif isinstance(node, ast.AnnAssign) and node.annotation is not None:
+                named, ann = _leaf(node.target), node.annotation
+            else:
+                named, ann = "", None
+            if ann is not None and _is_option_name(named) and ast.unparse(ann) in UNTYPED:
+                out.append(f"{mod.rel}:{node.lineno} {named}: {ast.unparse(ann)}")
+            key = _string_lookup(node) or _dict_handed_to_context(node)
+            if key:
+                out.append(f"{mod.rel}:{node.lineno} {key}")
+    return out
+
+
+def _dict_handed_to_context(node: ast.AST) -> str:
+    """`CheckContext(spec, dir, faults, {...})` or `options={...}`: a mapping where the typed options go."""
+    if not (isinstance(node, ast.Call) and _leaf(node.func) == "CheckContext"):
+        return ""
+    given = node.args[3:4] + [k.value for k in node.keywords if k.arg == "options"]
+    if any(isinstance(n, (ast.Dict, ast.DictComp)) for g in given for n in ast.walk(g)):
+        return "CheckContext(..., options=<a dict>)"
+    return ""
+
+
+def _string_lookup(node: ast.AST) -> str:
+    """`x.options["k"]`, `opts["k"]`, `x.options.get("k")`, `opts.get("k", ...)` → that text, else ''."""
+    if isinstance(node, ast.Subscript) and _is_option_name(_leaf(node.value)):
+        if isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+            return ast.unparse(node)
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+            and _is_option_name(_leaf(node.func.value)) and node.args
+            and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+        return ast.unparse(node)
+    return ""
+
+
+def context_extras(mods: dict[str, Module]) -> list[str]:
+    """Fields of `CheckContext` typed as a catch-all (Any, or a mapping to Any)."""
+    base = mods["trainready.checks.base"].tree
+    cls = next(n for n in ast.walk(base) if isinstance(n, ast.ClassDef) and n.name == "CheckContext")
+    return [f"CheckContext.{_leaf(s.target)}: {ast.unparse(s.annotation)}" for s in cls.body
+            if isinstance(s, ast.AnnAssign) and any(u in ast.unparse(s.annotation) for u in ("Any", "object"))]
+
+
+def check_classes_outside(mods: dict[str, Module], home: str = "trainready.checks") -> list[str]:
+    """Subclasses of `Check` (directly or through another subclass) defined outside `home`."""
+    defined: list[tuple[str, str, list[str]]] = []  # (module, class, base names)
+    for mod in mods.values():
+        for node in ast.walk(mod.tree):
+            if isinstance(node, ast.ClassDef):
+                defined.append((mod.name, node.name, [_leaf(b) for b in node.bases]))
+    checks = {"Check"}
+    grew = True
+    while grew:
+        more = {cls for _, cls, bases in defined if set(bases) & checks} - checks
+        checks |= more
+        grew = bool(more)
+    return sorted(f"{m}.{cls}" for m, cls, bases in defined
+                  if set(bases) & checks and not (m == home or m.startswith(home + ".")))
+
+
+# --- each detector catches a planted violation -------------------------------------------------
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> dict[str, Module]:
+    for rel, text in files.items():
+        p = tmp_path / "trainready" / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text, encoding="utf-8")
+    return modules(tmp_path)
+
+
+def test_detectors_catch_planted_violations(tmp_path: Path) -> None:
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_LINES))
+    mods = _tree(tmp_path, {
+        "__init__.py": "",
+        "a.py": "from trainready import b\n\n\ndef ok():\n    return 1\n",
+        "b.py": f"def f():\n    from trainready.a import ok\n{body}\n",
+        "c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from trainready import d\n",
+        "d.py": "import trainready.c\n",
+        "low/__init__.py": "",
+        "low/x.py": "from ..commands.common import emit\nfrom trainready.checks.base import Check\n\n\nclass Sneaky(Check):\n"
+                    "    pass\n\n\nclass Sneakier(Sneaky):\n    pass\n",
+        "commands/__init__.py": "",
+        "commands/common.py": "def emit(options: dict[str, Any], opts: object = None) -> int:\n"
+                              "    return options.get('resume') or opts['x']\n",
+        "commands/node.py": "ctx = CheckContext(1, 2, {}, {'image_digest': 3} if 4 else {})\n"
+                            "ok = CheckContext(1, 2, {'plant': 'x'}, timeouts={'x': 1.0})\n",
+        "checks/__init__.py": "",
+        "checks/base.py": "class Check:\n    pass\n\n\nclass CheckContext:\n    options: dict[str, Any]\n"
+                          "    spec: int\n\n\nclass Fine(Check):\n    pass\n",
+    })
+    graph = import_graph(mods)
+    assert cycles(graph) == [["trainready.a", "trainready.b"]]  # c -> d only under TYPE_CHECKING: no cycle
+    assert "trainready.commands.common" in graph["trainready.low.x"]  # a relative import is followed
+    assert cycles(graph, {("trainready.b", "trainready.a")}) == []
+    assert [name for _, name in long_functions(mods)] == ["trainready/b.py:1 f"]
+    assert long_functions(mods, MAX_LINES + 2) == []
+    assert sorted(untyped_options(mods)) == ["trainready/checks/base.py:6 options: dict[str, Any]",
+                                             "trainready/commands/common.py:1 options: dict[str, Any]",
+                                             "trainready/commands/common.py:2 options.get('resume')",
+                                             "trainready/commands/common.py:2 opts['x']",
+                                             "trainready/commands/node.py:1 CheckContext(..., options=<a dict>)"]
+    assert context_extras(mods) == ["CheckContext.options: dict[str, Any]"]
+    assert check_classes_outside(mods) == ["trainready.low.x.Sneakier", "trainready.low.x.Sneaky"]
+
+
+# --- the rules on src/ -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def src() -> dict[str, Module]:
+    mods = modules()
+    assert len(mods) > 100 and "trainready.checks.base" in mods  # the real tree, not an empty folder
+    return mods
+
+
+def test_no_function_is_longer_than_60_lines(src: dict[str, Module]) -> None:
+    long = long_functions(src)
+    assert not long, f"{len(long)} function(s) over {MAX_LINES} lines (split them): " + "; ".join(
+        f"{where} {n}" for n, where in long)
+
+
+def test_no_import_cycle_beyond_the_check_registry(src: dict[str, Module]) -> None:
+    graph = import_graph(src)
+    assert "trainready.commands" in graph["trainready.cli"]  # the graph sees the imports it judges
+    found = cycles(graph, REGISTRY_EDGES)
+    assert not found, "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
+    assert cycles(graph) == [["trainready.checks", "trainready.checks.registry_all"]]  # the one left out is real
+
+
+def test_lower_layers_never_import_commands(src: dict[str, Module]) -> None:
+    graph = import_graph(src)
+    bad = sorted(f"{m} imports {t}" for m, ts in graph.items() for t in ts
+                 if t.startswith("trainready.commands") and not m.startswith("trainready.commands")
+                 and m not in COMMAND_IMPORTERS)
+    assert not bad, "; ".join(bad)
+
+
+def test_options_are_typed_dataclasses(src: dict[str, Module]) -> None:
+    bad = untyped_options(src) + context_extras(src)
+    assert not bad, "untyped options (use a frozen options dataclass): " + "; ".join(bad)
+
+
+def test_every_check_lives_in_checks(src: dict[str, Module]) -> None:
+    outside = check_classes_outside(src)
+    assert "trainready.checks.resume.ResumeCheck" not in outside
+    assert not outside, "Check subclasses outside src/trainready/checks/: " + ", ".join(outside)
