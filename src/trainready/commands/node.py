@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -68,31 +69,59 @@ def node(
 
         raise typer.Exit(run_health(spec, parse_plants(plant, "node"), typer.echo))
     if list_checks:
-        from trainready.checks import select  # imports torch: the checks' registry
-
-        for c in select(split_names(only), split_names(skip), level):
-            typer.echo(f"{c.name:<16} {c.level.value:<9} {c.title}")
-        raise typer.Exit(0)
+        raise typer.Exit(_list(split_names(only), split_names(skip), level))
     node_spec, source = _early(spec, json_path, work, image_digest)
+    raise typer.Exit(_node(NodeRun(node_spec, source, level, split_names(only), split_names(skip), json_path, work,
+                                   image_digest, verbose, tuple(timeout or ()), tuple(plant or ()))))
+
+
+@dataclass(frozen=True)
+class NodeRun:
+    """What `trainready node` runs, once the command line and the spec are known good (`_early`)."""
+
+    spec: NodeSpec  # the spec this machine is held to
+    source: str  # where it came from (path or example:NAME), recorded
+    level: Level  # --level
+    only: list[str] | None  # --only, split at commas
+    skip: list[str] | None  # --skip, split at commas
+    json_path: str | None  # --json (checked writable up front)
+    work: str | None  # --workdir: the user's folder, never removed; None = our own scratch folder
+    image_digest: str | None  # --image-digest (checked up front)
+    verbose: bool  # --verbose: every metric in the table
+    timeouts: tuple[str, ...]  # --timeout CHECK=SECONDS, as given
+    plants: tuple[str, ...]  # --plant NAME=VALUE, as given (tests)
+
+
+def _list(only: list[str] | None, skip: list[str] | None, level: Level) -> int:
+    from trainready.checks import select  # imports torch: the checks' registry
+
+    for c in select(only, skip, level):
+        typer.echo(f"{c.name:<16} {c.level.value:<9} {c.title}")
+    return 0
+
+
+def _node(run: NodeRun) -> int:
+    """The checks in a scratch folder (our own is removed on any error exit), the report: the exit code."""
     from trainready.checks import REGISTRY, CheckContext, select  # imports torch: now the input is known good
     from trainready.checks.options import CheckOptions
 
-    checks = select(split_names(only), split_names(skip), level)
-    timeouts = parse_timeouts(timeout, list(REGISTRY))
-    faults = parse_plants(plant, "node")
+    checks = select(run.only, run.skip, run.level)
+    timeouts = parse_timeouts(list(run.timeouts), list(REGISTRY))
+    faults = parse_plants(list(run.plants), "node")
+    given = run.work is not None
     scratch: Path | None = None
     try:
-        scratch = workdir(Path(work) if work else None)
-        ctx = CheckContext(node_spec, scratch, faults, CheckOptions(image_digest=image_digest), timeouts=timeouts)
-        rc = _accept(checks, ctx, source, json_path, verbose)
+        scratch = workdir(Path(run.work) if run.work else None)
+        ctx = CheckContext(run.spec, scratch, faults, CheckOptions(image_digest=run.image_digest), timeouts=timeouts)
+        rc = _accept(checks, ctx, run.source, run.json_path, run.verbose)
     except Interrupted as exc:
-        on_interrupt(exc, scratch, work is not None, json_path)
+        on_interrupt(exc, scratch, given, run.json_path)
         raise
     except BaseException:
-        drop_scratch(scratch, work is not None)  # an error exit leaves no scratch folder behind
+        drop_scratch(scratch, given)  # an error exit leaves no scratch folder behind
         raise
-    finish_workdir(ctx.workdir, work is not None, rc, Console(stderr=True))
-    raise typer.Exit(rc)
+    finish_workdir(ctx.workdir, given, rc, Console(stderr=True))
+    return rc
 
 
 def _early(spec: str | None, json_path: str | None, work: str | None, image_digest: str | None) -> tuple[NodeSpec, str]:
