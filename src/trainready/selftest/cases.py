@@ -215,6 +215,12 @@ CASES: tuple[Case, ...] = (
     Case("cluster.nofile", "node2's open-files limit is 1024",
          _cluster("nofile", "cluster.nofile=node2:1024", *VERSIONS_REF),
          "node:node2", r"limits: ulimit -n 1024 <", needs="slurm"),
+    Case("cluster.silent", "node2's rank joins the cross-node all_reduce, then stops (the others wait on it)",
+         _cluster("silent", "cluster.silent=node2", *VERSIONS_REF), "node:node2",
+         r"collective: rank\(s\) \[\d+\] at fault in the all_reduce", needs="slurm"),
+    Case("cluster.vanish", "node2's cross-node task exits at once: no record, its rank never joins",
+         _cluster("vanish", "cluster.vanish=node2", *VERSIONS_REF), "node:node2",
+         r"cross-node: no cross-node record \(", needs="slurm"),
     # --- checkpoint compatibility across environments: saved by one process, loaded by another
     Case("compat.dtype", "a parameter saved as bfloat16 where the loader expects float32",
          ("resume", "--load-from", "{scratch}/dtype"), "ckpt_compat", r"tensor model\.\S+: dtype differs",
