@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import typer
 from rich.console import Console
@@ -66,11 +66,7 @@ def node(
 
         raise typer.Exit(run_health(spec, parse_plants(plant, "node"), typer.echo))
     if list_checks:
-        from trainready.checks import select  # imports torch: the checks' registry
-
-        for c in select(split_names(only), split_names(skip), level):
-            typer.echo(f"{c.name:<16} {c.level.value:<9} {c.title}")
-        raise typer.Exit(0)
+        raise typer.Exit(_list(only, skip, level))
     node_spec, source = _early(spec, json_path, work, image_digest)
     from trainready.checks import REGISTRY, CheckContext, select  # imports torch: now the input is known good
     from trainready.checks.options import CheckOptions
@@ -78,19 +74,36 @@ def node(
     checks = select(split_names(only), split_names(skip), level)
     timeouts = parse_timeouts(timeout, list(REGISTRY))
     faults = parse_plants(plant, "node")
+    raise typer.Exit(_in_workdir(work, json_path, lambda scratch: _accept(
+        checks, CheckContext(node_spec, scratch, faults, CheckOptions(image_digest=image_digest), timeouts=timeouts),
+        source, json_path, verbose)))
+
+
+def _list(only: list[str] | None, skip: list[str] | None, level: Level) -> int:
+    """--list: the checks this selection runs, one a line."""
+    from trainready.checks import select  # imports torch: the checks' registry
+
+    for c in select(split_names(only), split_names(skip), level):
+        typer.echo(f"{c.name:<16} {c.level.value:<9} {c.title}")
+    return 0
+
+
+def _in_workdir(work: str | None, json_path: str | None, accept: Callable[[Path], int]) -> int:
+    """Run `accept` in the scratch folder (--workdir, else a new one): the exit code.  An interrupt writes the
+    partial record; an error exit leaves no scratch folder of ours behind; the folder is kept or removed as
+    the run ended (finish_workdir)."""
     scratch: Path | None = None
     try:
         scratch = workdir(Path(work) if work else None)
-        ctx = CheckContext(node_spec, scratch, faults, CheckOptions(image_digest=image_digest), timeouts=timeouts)
-        rc = _accept(checks, ctx, source, json_path, verbose)
+        rc = accept(scratch)
     except Interrupted as exc:
         on_interrupt(exc, scratch, work is not None, json_path)
         raise
     except BaseException:
         drop_scratch(scratch, work is not None)  # an error exit leaves no scratch folder behind
         raise
-    finish_workdir(ctx.workdir, work is not None, rc, Console(stderr=True))
-    raise typer.Exit(rc)
+    finish_workdir(scratch, work is not None, rc, Console(stderr=True))
+    return rc
 
 
 def _early(spec: str | None, json_path: str | None, work: str | None, image_digest: str | None) -> tuple[NodeSpec, str]:
