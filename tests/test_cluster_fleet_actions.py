@@ -110,6 +110,8 @@ def test_reservations_and_stuck_reasons():
     idle = slurm.NodeInfo("node2", "reserved", "h", "")
     assert avail.why_not(idle, resv, None) == "in reservation pm-rack7 for alice (Slurm state reserved)"
     assert avail.why_not(slurm.NodeInfo("node2", "maint", "h", ""), resv, "pm-rack7") == ""  # our own reservation
+    assert avail.why_not(slurm.NodeInfo("node2", "idle$", "h", ""), resv, "pm-rack7") == ""
+    assert avail.why_not(slurm.NodeInfo("node2", "idle$", "h", ""), None, None).startswith("not available")
     assert avail.stuck_reason("ReqNodeNotAvail, UnavailableNodes:node2") and avail.stuck_reason("PartitionDown")
     assert not avail.stuck_reason("Resources") and not avail.stuck_reason("Priority")
     assert not avail.stuck_reason("JobArrayTaskLimit")

@@ -42,7 +42,10 @@ def why_not(info: slurm.NodeInfo, resv: slurm.Reservation | None, ours: str | No
         if info.ours:
             return f"drained by trainready earlier ({said}); `trainready cluster resume` re-validates it"
         return f"drained by an administrator ({said}); left alone"
-    if info.usable or (resv is not None and resv.name == ours and info.base in RESERVED):
+    if info.usable:
+        return ""
+    in_ours = resv is not None and resv.name == ours  # resume's own maintenance reservation: 'maint', 'idle$'
+    if in_ours and (info.base in RESERVED or info.base in slurm.USABLE) and not info.state.endswith("*"):
         return ""
     if info.base in ("down", "fail", "failing") or info.state.endswith("*"):
         return f"down or not responding ({said})"

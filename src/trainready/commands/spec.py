@@ -141,7 +141,8 @@ def measuring_spec() -> "NodeSpec":
 
 
 @spec_app.command("show")
-def show(spec: str = typer.Argument(None, help="Spec file or example:NAME (default: the CPU profile).")) -> None:
+def show(spec: str = typer.Argument(None, help="Spec file, example:NAME, or auto (what `node` uses with no --spec: "
+                                     "the GPUs NVML sees, else the CPU profile). Default: the CPU profile.")) -> None:
     """Print a spec, resolved with every default, as commented TOML.
 
     Keys left unset (not checked) are listed under a comment, not as empty lines.
@@ -150,12 +151,15 @@ def show(spec: str = typer.Argument(None, help="Spec file or example:NAME (defau
 
     \b
       trainready spec show                       # the CPU profile
+      trainready spec show auto                  # the automatic spec of this machine's GPUs
       trainready spec show example:b200-reference
       trainready spec show fleet.toml > resolved.toml
     """
     from trainready.spec import load_spec
 
-    s, _ = load_spec(spec)
+    s, source = load_spec(spec)
+    if spec == "auto":
+        typer.echo(f"# {source}")
     typer.echo(dump_toml(s), nl=False)
 
 

@@ -15,7 +15,6 @@ fill_disk fills the checkpoint's filesystem just before B saves.  Evidence files
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -25,7 +24,7 @@ from torch.distributed.checkpoint.state_dict import get_state_dict
 from trainready.ckpt.load import load_checkpoint, resolve_latest
 from trainready.ckpt.save import save_checkpoint
 from trainready.data.sampler import SequenceSampler
-from trainready.data.source import TokenSource, open_tokens
+from trainready.data.source import open_tokens
 from trainready.ranks.launch import RankContext
 from trainready.errors import CheckpointError, CheckpointWriteError
 from trainready.resume import compare
@@ -81,86 +80,25 @@ def snapshot(tr: Trainer, sampler: SequenceSampler) -> dict[str, Any]:
     return {"tensors": tensors, **light_state(tr, sampler)}
 
 
-@dataclass
-class _Training:
-    """One rank's trainer, its data, and the loss at every step it ran."""
-
-    tr: Trainer
-    source: TokenSource
-    sampler: SequenceSampler
-    losses: dict[int, float] = field(default_factory=dict)
-
-    def run(self, first: int, last: int, hook: Callable[[int], None] | None = None) -> None:
-        for s in range(first, last):
-            x, y = self.sampler.next_batch()
-            self.losses[s + 1] = self.tr.step(x, y, self.source.path)
-            if hook:
-                hook(s + 1)
+def wait_for_go(ctx: RankContext, go: Path, run: str, poll_s: float = 0.02) -> bool:
+    """C's processes start beside A and B and build their model; here they wait for the parent's word that
+    `run` ended (the file `go`: "run", or "stop" when a run failed).  Bounded by the launch's limit."""
+    ctx.stage(f"C: waiting for run {run}")
+    while not go.exists():
+        time.sleep(poll_s)
+    return go.read_text().strip() == "run"
 
 
-def resume_rank(ctx: RankContext, job: RankJob) -> dict[str, Any]:
-    t0 = time.perf_counter()
-    cfg, role, r, ws = job.train, job.role, ctx.rank, ctx.world_size
-    tr = Trainer(cfg, ctx.device, ws, r)
-    source = open_tokens(job.data, job.dtype)
-    t = _Training(tr, source, SequenceSampler(source, tr.model_config.seq_len, cfg.batch_size, cfg.seed, r, ws))
-    result: dict[str, Any] = {"role": role, "rank": r}
-    ctx.stage(f"{role}: training")
-    roles = {"A": _role_a, "B": _role_b, "C": _role_c}
-    if role not in roles:
-        raise ValueError(f"unknown role {role!r}")
-    if not roles[role](ctx, job, t, result):
-        return result  # a save or load that failed: reported whole, not as a crash
-    losses = t.losses
-    result.update(
-        losses=losses,
-        seconds=time.perf_counter() - t0,
-        determinism=tr.determinism,
-        nondeterministic_ops=tr.nondeterministic_warnings,
-        precision=tr.precision,
-        params=sum(p.numel() for p in tr.model.parameters()),
-        device=str(ctx.device),
-    )
-    return result
-
-
-def _role_a(ctx: RankContext, job: RankJob, t: _Training, result: dict[str, Any]) -> bool:
-    """The uninterrupted run: its light state at the checkpoint step and its final state, for B and C."""
-    r, k, out = ctx.rank, job.checkpoint_step, job.out_dir
-
-    def at_k(step: int) -> None:
-        if step == k:
-            _save_atomic(light_state(t.tr, t.sampler), out / f"A-at-{k}-rank{r}.pt")
-
-    t.run(0, job.train.steps, at_k)
-    _save_atomic(snapshot(t.tr, t.sampler), out / f"A-final-rank{r}.pt")
-    return True
-
-
-def _role_b(ctx: RankContext, job: RankJob, t: _Training, result: dict[str, Any]) -> bool:
-    """Train to the checkpoint step and save; False when the save failed (result['save_error'])."""
-    r, ws, k, ckpt = ctx.rank, ctx.world_size, job.checkpoint_step, job.ckpt_dir
-    t.run(0, k)
-    if "fill_disk" in job.plants and r == 0:
-        fill_disk(ckpt.parent / "planted-filler.bin")
-    ctx.stage("B: saving")
-    ts = time.perf_counter()
-    st = light_state(t.tr, t.sampler)
-    try:
-        save_checkpoint(ckpt, k, t.tr.model, t.tr.optimizer, {"scheduler": t.tr.scheduler.state_dict(), **st}, r, ws)
-    except CheckpointWriteError as exc:  # disk full / quota / I/O error: reported whole, not as a crash
-        result["save_error"] = str(exc)
+def _resume_c(ctx: RankContext, tr: Trainer, sampler: SequenceSampler, run: Callable[[int, int], None],
+              result: dict[str, Any], go: Path | None, out: Path, ckpt: Path, k: int, plants: tuple[str, ...],
+              tol: compare.Tolerance) -> bool:
+    """Run C: wait for B (`go`), keep its fresh state, load K, note what was restored, train K→N; then wait for
+    A (`go`-A) and compare all three with A's files.  False when it stopped early (result says why)."""
+    r, ws = ctx.rank, ctx.world_size
+    if go is not None and not wait_for_go(ctx, go, "B"):
+        result["stopped"] = True
         return False
-    result["save_s"] = time.perf_counter() - ts
-    return True
-
-
-def _role_c(ctx: RankContext, job: RankJob, t: _Training, result: dict[str, Any]) -> bool:
-    """A fresh process: load the checkpoint (minus any planted omission), say what was restored, train on and
-    compare the final state with A's; False when the checkpoint was refused (result['checkpoint_error'])."""
-    r, ws, k, ckpt, plants, tr = ctx.rank, ctx.world_size, job.checkpoint_step, job.ckpt_dir, job.plants, t.tr
-    a_final = torch.load(job.out_dir / f"A-final-rank{r}.pt", weights_only=True)
-    result["differs_before_load"] = compare.differs_before_load(snapshot(tr, t.sampler), a_final, job.tolerance)
+    fresh = snapshot(tr, sampler)  # before the load: must differ from A's final state (compared below)
     ctx.stage("C: loading")
     tl = time.perf_counter()
     try:
@@ -172,13 +110,75 @@ def _role_c(ctx: RankContext, job: RankJob, t: _Training, result: dict[str, Any]
     if "skip_lr" not in plants:
         tr.scheduler.load_state_dict(st["scheduler"])
     if "skip_data" not in plants:  # DataError if the checkpoint was saved on other data
-        t.sampler.load_state_dict(st["data"], origin=str(resolve_latest(ckpt) / f"train-rank-{r}.json"))
+        sampler.load_state_dict(st["data"], origin=str(resolve_latest(ckpt) / f"train-rank-{r}.json"))
     if "skip_rng" not in plants:
         rng.restore(st["rng"], skip=[g for g in ("python", "numpy") if f"skip_rng_{g}" in plants])
     result["load_s"] = time.perf_counter() - tl
-    a_k = torch.load(job.out_dir / f"A-at-{k}-rank{r}.pt", weights_only=True)
-    result["restored"] = compare.restored(light_state(tr, t.sampler), a_k)
+    at_k = light_state(tr, sampler)
     ctx.stage("C: training")
-    t.run(k, job.train.steps)
-    result["final"] = compare.compare_states(snapshot(tr, t.sampler), a_final, job.tolerance)
+    run(k, tr.cfg.steps)
+    final = snapshot(tr, sampler)
+    if go is not None and not wait_for_go(ctx, go.with_name(go.name + "-A"), "A"):
+        result["stopped"] = True
+        return False
+    a_final = torch.load(out / f"A-final-rank{r}.pt", weights_only=True)
+    result["differs_before_load"] = compare.differs_before_load(fresh, a_final, tol)
+    result["restored"] = compare.restored(at_k, torch.load(out / f"A-at-{k}-rank{r}.pt", weights_only=True))
+    result["final"] = compare.compare_states(final, a_final, tol)
     return True
+
+
+def resume_rank(ctx: RankContext, job: RankJob) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    cfg, role, plants, tol = job.train, job.role, job.plants, job.tolerance
+    r, ws, k = ctx.rank, ctx.world_size, job.checkpoint_step
+    out, ckpt = job.out_dir, job.ckpt_dir
+    tr = Trainer(cfg, ctx.device, ws, r)
+    source = open_tokens(job.data, job.dtype)
+    sampler = SequenceSampler(source, tr.model_config.seq_len, cfg.batch_size, cfg.seed, r, ws)
+    losses: dict[int, float] = {}
+    result: dict[str, Any] = {"role": role, "rank": r}
+
+    def run(first: int, last: int, hook: Callable[[int], None] | None = None) -> None:
+        for s in range(first, last):
+            x, y = sampler.next_batch()
+            losses[s + 1] = tr.step(x, y, source.path)
+            if hook:
+                hook(s + 1)
+
+    ctx.stage(f"{role}: training")
+    if role == "A":
+        def at_k(step: int) -> None:
+            if step == k:
+                _save_atomic(light_state(tr, sampler), out / f"A-at-{k}-rank{r}.pt")
+
+        run(0, cfg.steps, at_k)
+        _save_atomic(snapshot(tr, sampler), out / f"A-final-rank{r}.pt")
+    elif role == "B":
+        run(0, k)
+        if "fill_disk" in plants and r == 0:
+            fill_disk(ckpt.parent / "planted-filler.bin")
+        ctx.stage("B: saving")
+        ts = time.perf_counter()
+        st = light_state(tr, sampler)
+        try:
+            save_checkpoint(ckpt, k, tr.model, tr.optimizer, {"scheduler": tr.scheduler.state_dict(), **st}, r, ws)
+        except CheckpointWriteError as exc:  # disk full / quota / I/O error: reported whole, not as a crash
+            result["save_error"] = str(exc)
+            return result
+        result["save_s"] = time.perf_counter() - ts
+    elif role == "C":
+        if not _resume_c(ctx, tr, sampler, run, result, job.go, out, ckpt, k, plants, tol):
+            return result
+    else:
+        raise ValueError(f"unknown role {role!r}")
+    result.update(
+        losses=losses,
+        seconds=time.perf_counter() - t0,
+        determinism=tr.determinism,
+        nondeterministic_ops=tr.nondeterministic_warnings,
+        precision=tr.precision,
+        params=sum(p.numel() for p in tr.model.parameters()),
+        device=str(ctx.device),
+    )
+    return result
