@@ -57,7 +57,7 @@ def node(
     Examples:
 
     
-      trainready node                  # GPUs NVML sees (spec auto), else CPU default, 8 gloo ranks
+      trainready node                  # the GPUs NVML sees, else the CPU default
       trainready node --spec example:h200-8x --json node.json
       trainready node --level quick --skip throughput
       trainready node --timeout comm=1200 --timeout resume=1800

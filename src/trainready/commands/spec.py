@@ -151,7 +151,7 @@ def show(spec: str = typer.Argument(None, help="Spec file, example:NAME, or auto
 
     \b
       trainready spec show                       # the CPU profile
-      trainready spec show auto                  # the automatic spec of this machine's GPUs
+      trainready spec show auto                  # what node uses here, no --spec
       trainready spec show example:b200-reference
       trainready spec show fleet.toml > resolved.toml
     """

@@ -99,7 +99,8 @@ def _cluster(name: str, plant: str, checks: str = "versions", *extra: str) -> tu
 
 def _data(prefix: str) -> tuple[str, ...]:
     """A short resume on the token files at `prefix` (its control: the same files intact)."""
-    return ("resume", "--spec", "{spec}", "--steps", "4", "--checkpoint-step", "2", "--batch-size", "2", "--data", prefix)
+    return ("resume", "--spec", "{spec}", "--steps", "4", "--checkpoint-step", "2", "--batch-size", "2",
+            "--data", prefix)
 
 
 # The versions-only cluster cases share one command (and so one control run): node1 is the reference.
@@ -123,7 +124,8 @@ CASES: tuple[Case, ...] = (
          "gpus", r"GPU 2\b.*: row remap pending", clean=(("facts_remap", "facts_ok"),)),
     Case("versions.facts", "the driver supports CUDA 12.4 but torch is built for CUDA 13.0 (replayed facts)",
          ("node", "--spec", "example:h200-8x", "--only", "versions", "--plant", "versions.facts={facts_old_driver}"),
-         "versions", r"driver supports CUDA ≤ 12\.4, torch built for CUDA 13\.0", clean=(("facts_old_driver", "facts_ok"),)),
+         "versions", r"driver supports CUDA ≤ 12\.4, torch built for CUDA 13\.0",
+         clean=(("facts_old_driver", "facts_ok"),)),
     Case("versions.drift", "a package differs from the version the spec pins (version drift, this machine)",
          ("node", "--spec", "{spec_drift}", "--only", "versions"), "versions",
          r"spec software\.packages\.numpy = '0\.0\.1' but found \d", clean=(("spec_drift", "spec"),)),
@@ -135,7 +137,8 @@ CASES: tuple[Case, ...] = (
     Case("matmul.nondeterministic", "a repeated matmul differs by one ulp on device 0",
          _node("matmul", "matmul.nondeterministic=0"), "matmul", r"same product twice differs"),
     Case("throughput.slow_gpu", "GPU 0 reports half its GEMM TFLOP/s and HBM GB/s",
-         _node("throughput", "throughput.slow_gpu=0"), "throughput", r"GPU 0 .* = \d+% of [\w ]+ peak \d+ < \d+%", needs="gpu", judge_only=True),
+         _node("throughput", "throughput.slow_gpu=0"), "throughput", r"GPU 0 .* = \d+% of [\w ]+ peak \d+ < \d+%",
+         needs="gpu", judge_only=True),
     Case("train_step.freeze", "one parameter is left without an update",
          _node("train_step", "train_step.freeze=first"), "train_step", r"parameter\(s\) not updated: \S"),
     Case("train_step.nan", "a NaN in a gradient", _node("train_step", "train_step.nan=grad"), "train_step",
@@ -198,15 +201,26 @@ CASES: tuple[Case, ...] = (
          r"slow: .*train_tokens_per_s", needs="slurm", judge_only=True),
     Case("cluster.hang", "node3's acceptance task hangs until Slurm's time limit",
          ("cluster", "run", "-N", "3", "--results", "{cluster_results}/hang", "--spec", "example:local-slurm", "--only",
-          "versions", "--time", "0:30", "--plant", "cluster.hang=node3"), "node:node3", r"no result: task \d+ (?:hung: still running|TIMEOUT: hung past --time)", needs="slurm"),
-    Case("cluster.kill", "node2's acceptance task is killed (SIGKILL)", _cluster("kill", "cluster.kill=node2", *VERSIONS_REF),
+          "versions", "--time", "0:30", "--plant", "cluster.hang=node3"), "node:node3",
+         r"no result: task \d+ (?:hung: still running|TIMEOUT: hung past --time)", needs="slurm"),
+    Case("cluster.kill", "node2's acceptance task is killed (SIGKILL)",
+         _cluster("kill", "cluster.kill=node2", *VERSIONS_REF),
          "node:node2", r"no result: task.*signal 9", needs="slurm"),
-    Case("cluster.clock", "node2's clock is 5 s ahead", _cluster("clock", "cluster.clock=node2:5", *VERSIONS_REF), "node:node2",
+    Case("cluster.clock", "node2's clock is 5 s ahead", _cluster("clock", "cluster.clock=node2:5", *VERSIONS_REF),
+         "node:node2",
          r"clock: clock off by", needs="slurm"),
-    Case("cluster.storage", "node2 sees another filesystem than --results", _cluster("storage", "cluster.storage=node2", *VERSIONS_REF),
+    Case("cluster.storage", "node2 sees another filesystem than --results",
+         _cluster("storage", "cluster.storage=node2", *VERSIONS_REF),
          "node:node2", r"storage: --results is another filesystem here \(st_dev", needs="slurm"),
-    Case("cluster.nofile", "node2's open-files limit is 1024", _cluster("nofile", "cluster.nofile=node2:1024", *VERSIONS_REF),
+    Case("cluster.nofile", "node2's open-files limit is 1024",
+         _cluster("nofile", "cluster.nofile=node2:1024", *VERSIONS_REF),
          "node:node2", r"limits: ulimit -n 1024 <", needs="slurm"),
+    Case("cluster.silent", "node2's rank joins the cross-node all_reduce, then stops (the others wait on it)",
+         _cluster("silent", "cluster.silent=node2", *VERSIONS_REF), "node:node2",
+         r"collective: rank\(s\) \[\d+\] at fault in the all_reduce", needs="slurm"),
+    Case("cluster.vanish", "node2's cross-node task exits at once: no record, its rank never joins",
+         _cluster("vanish", "cluster.vanish=node2", *VERSIONS_REF), "node:node2",
+         r"cross-node: no cross-node record \(", needs="slurm"),
     # --- checkpoint compatibility across environments: saved by one process, loaded by another
     Case("compat.dtype", "a parameter saved as bfloat16 where the loader expects float32",
          ("resume", "--load-from", "{scratch}/dtype"), "ckpt_compat", r"tensor model\.\S+: dtype differs",
@@ -216,7 +230,8 @@ CASES: tuple[Case, ...] = (
     Case("compat.rng", "torch's CPU generator state saved in another format", ("resume", "--load-from", "{scratch}/rng"),
          "ckpt_compat", r"RNG state torch_cpu: .*format", before=_compat_save("rng", "compat.rng=1")),
     Case("data.truncated_bin", "the token .bin file is truncated", _data("{data_truncated_bin}"), "",
-         r"sample\.bin: truncated \.bin: found \d+ bytes, expected \d+ bytes", clean=(("data_truncated_bin", "data_ok"),)),
+         r"sample\.bin: truncated \.bin: found \d+ bytes, expected \d+ bytes",
+         clean=(("data_truncated_bin", "data_ok"),)),
     Case("data.truncated_idx", "the token .idx file is truncated", _data("{data_truncated_idx}"), "",
          r"sample\.idx: truncated \.idx \(.*\): found \d+ bytes, expected \d+ bytes",
          clean=(("data_truncated_idx", "data_ok"),)),
