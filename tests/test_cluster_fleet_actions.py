@@ -259,7 +259,7 @@ def test_stalled_tasks_are_cancelled_as_array_tasks_never_by_the_arrays_own_id(m
 
     def call(argv, timeout=0):  # type: ignore[no-untyped-def]
         calls.append(list(argv))
-        return "node3\tdrained\thost\tadmin: PSU swap\n" if argv[0] == "sinfo" else ""
+        return "node1\tidle\thost\tnone\nnode3\tdrained\thost\tadmin: PSU swap\n" if argv[0] == "sinfo" else ""
 
     monkeypatch.setattr(slurm, "call", call)
     states = {0: slurm.TaskState(0, "2", "PENDING", "", "", "ReqNodeNotAvail"),
