@@ -5,6 +5,8 @@ run; counted by message type), against the goal of <= 6 RPCs per node for the wh
 
     flock /tmp/trainready-slurm.lock .venv/bin/python benchmarks/cluster_scale.py --nodes 64 --up
     # --up: scripts/local-slurm.sh up --nodes N first, and back to the default 3 nodes afterwards
+    flock /tmp/trainready-slurm.lock .venv/bin/python benchmarks/cluster_scale.py --pairs 32 --up
+    # `cluster pairs` over 32 nodes, one of them planted slow: named?, rounds, wall
 
 Every node is the same 2-core host (multiple slurmd), so the array phase is bounded by the CPU: each task is
 one Python interpreter importing torch (~3 CPU s at --level light on a 2-core x86 VM), N of them on 2 cores.
@@ -111,6 +113,24 @@ def report(n: int, wall: float, rc: int, rpcs: Counter[str], info: dict, args: a
         print(f"    {name:<40} {count:6d}  {count / n:6.2f} per node")
 
 
+def pairs(n: int, slow: str, results: Path) -> None:
+    """`cluster pairs -w node[1-n]` with `slow` planted slow: which nodes it names, in how many rounds, how long."""
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    argv = [sys.executable, "-m", "trainready", "cluster", "pairs", "-w", f"node[1-{n}]", "--results", str(results),
+            "--spec", "example:local-slurm", "--plant", f"cluster.slow={slow}", "--json", str(results) + ".json"]
+    t0 = time.time()
+    p = subprocess.run(argv, capture_output=True, text=True, env=env)
+    wall = time.time() - t0
+    if not Path(str(results) + ".json").is_file():
+        raise SystemExit(f"cluster pairs failed (exit {p.returncode}): {p.stderr.strip()[-1500:]}")
+    doc = json.loads(Path(str(results) + ".json").read_text())
+    named = doc.get("culprits", [])
+    print(f"cluster pairs over {n} nodes, {slow} planted slow: named {named or 'nobody'} "
+          f"({'right' if named == [slow] else 'WRONG'}), undecided {doc.get('undecided') or 'none'}; "
+          f"{doc.get('rounds')} round(s) of {n // 2} pairs (round-robin would take {doc.get('round_robin_rounds')}); "
+          f"wall {wall:.1f} s, {wall / max(1, doc.get('rounds') or 1):.1f} s per round")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=64)
@@ -118,12 +138,17 @@ def main() -> None:
     ap.add_argument("--max-parallel", type=int, default=8, help="array tasks at once: 8 keeps 8 torch processes "
                     "(~0.3 GiB each) in memory at a time; more gains nothing on 2 cores")
     ap.add_argument("--time", default="20:00")
+    ap.add_argument("--pairs", type=int, default=0, help="instead: `cluster pairs` over this many nodes, one slow")
     ap.add_argument("--up", action="store_true", help="bring the local cluster up with --nodes first, back to 3 after")
     a = ap.parse_args()
+    n = a.pairs or a.nodes
     if a.up:
-        subprocess.run(["bash", str(SCRIPT), "up", "--nodes", str(a.nodes)], check=True)
+        subprocess.run(["bash", str(SCRIPT), "up", "--nodes", str(n)], check=True)
     try:
         with tempfile.TemporaryDirectory(prefix="cluster-scale-") as tmp:
+            if a.pairs:
+                pairs(a.pairs, f"node{a.pairs // 2 + 1}", Path(tmp) / "p")
+                return
             wall, rc, rpcs, info = run(a.nodes, a.level, a.max_parallel, a.time, Path(tmp) / "r")
             report(a.nodes, wall, rc, rpcs, info, a)
     finally:

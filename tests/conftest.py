@@ -168,7 +168,7 @@ def local_slurm():
 # with pytest >= 9: it tags node ids through a private attribute pytest no longer reads.)  Collection stops
 # on a test of any other module that uses the fixture, so this list cannot silently fall behind.
 SLURM_MODULES = ("test_cluster_cli.py", "test_cluster_e2e.py", "test_cluster_gate.py", "test_fleet_history.py",
-                 "test_report_html.py", "test_cluster_fleet_slurm.py")
+                 "test_report_html.py", "test_cluster_fleet_slurm.py", "test_cluster_scale.py")
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:

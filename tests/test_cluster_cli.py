@@ -68,6 +68,8 @@ def test_no_result_reasons_say_what_slurm_said():
     killed = slurm.TaskState(1, "13", "FAILED", "137:0", "node2", "NonZeroExitCode")
     assert run.no_result_reason(killed, "") == \
         ("no result: killed by signal", "task 13 FAILED (exit code 137 = killed by signal 9); NonZeroExitCode")
+    batch = slurm.TaskState(1, "14", "FAILED", "0:9", "node2", "NonZeroExitCode")  # the batch step's process itself
+    assert run.no_result_reason(batch, "")[1] == "task 14 FAILED (exit code 0, killed by signal 9); NonZeroExitCode"
     done = slurm.TaskState(0, "12", "COMPLETED", "0:0", "node1", "None")
     assert "wrote no record" in run.no_result_reason(done, "no record at /r/nodes/node2.json")[1]
     assert "never started" in run.never_started(None)

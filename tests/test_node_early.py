@@ -71,3 +71,12 @@ def test_a_level_typo_lists_the_levels() -> None:
     assert p.returncode == 2
     assert p.stderr.strip().splitlines() == ["trainready: error: --level slow: expected one of light, quick, standard "
                                              "(try 'trainready node --help')"]
+
+
+def test_a_bundle_into_an_unwritable_place_is_one_line(tmp_path: Path) -> None:
+    rec = tmp_path / "plan.json"
+    assert run_cli("plan", "--params", "7B", "--gpus", "8", "--json", str(rec)).returncode == 0
+    p = run_cli("bundle", "/proc/trainready-bundle.tar.gz", str(rec), "--no-env")
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.strip().splitlines() == ["trainready: error: bundle /proc/trainready-bundle.tar.gz: cannot create "
+                                             "a folder in /proc (No such file or directory)"]

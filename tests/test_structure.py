@@ -22,6 +22,10 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 MAX_LINES = 60
+MAX_DEPTH = 4  # nested blocks (if/for/while/with/try/match) in one function; an elif is not deeper than its if
+BLOCKS = (ast.If, ast.For, ast.While, ast.With, ast.Try, ast.AsyncFor, ast.AsyncWith, ast.Match,
+          getattr(ast, "TryStar", ast.Try))
+SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 # The one cycle allowed: the registry discovers its check modules by importing its own package.
 REGISTRY_EDGES = {("trainready.checks.registry_all", "trainready.checks")}
 # The only modules outside trainready.commands that may import it: the command line itself.
@@ -135,6 +139,40 @@ def long_functions(mods: dict[str, Module], limit: int = MAX_LINES) -> list[tupl
                 if lines > limit:
                     out.append((lines, f"{mod.rel}:{node.lineno} {node.name}"))
     return sorted(out, reverse=True)
+
+
+def _depth(node: ast.AST, d: int = 0) -> int:
+    """The deepest nesting of blocks below `node` (nested functions and classes count on their own)."""
+    best = d
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, SCOPES):
+            continue
+        elif_ = isinstance(node, ast.If) and len(node.orelse) == 1 and child is node.orelse[0]
+        best = max(best, _depth(child, d if elif_ or not isinstance(child, BLOCKS) else d + 1))
+    return best
+
+
+def deep_functions(mods: dict[str, Module], limit: int = MAX_DEPTH) -> list[str]:
+    """'path:line name depth' of every function whose blocks nest deeper than `limit`."""
+    return sorted(f"{mod.rel}:{node.lineno} {node.name} {depth}" for mod in mods.values()
+                  for node in ast.walk(mod.tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                  and (depth := _depth(node)) > limit)
+
+
+def rows_read_by_position(mods: dict[str, Module]) -> list[str]:
+    """A result row read by position, `x[i][j][5]`: a constant index >= 1 at the end of three subscripts, none
+    of them a key (a JSON document's `doc['nvml']['gpus'][2]` is read by name)."""
+    out = []
+    for mod in mods.values():
+        for node in ast.walk(mod.tree):
+            chain, cur = 0, node
+            while isinstance(cur, ast.Subscript) and not (isinstance(cur.slice, ast.Constant)
+                                                          and isinstance(cur.slice.value, str)):
+                chain, cur = chain + 1, cur.value
+            last = node.slice if isinstance(node, ast.Subscript) else None
+            if chain >= 3 and isinstance(last, ast.Constant) and isinstance(last.value, int) and last.value >= 1:
+                out.append(f"{mod.rel}:{node.lineno} {ast.unparse(node)}")
+    return sorted(set(out))
 
 
 OPTION_NAMES = ("options", "opts")
@@ -261,6 +299,19 @@ def test_detectors_catch_planted_violations(tmp_path: Path) -> None:
     assert check_classes_outside(mods) == ["trainready.low.x.Sneakier", "trainready.low.x.Sneaky"]
 
 
+def test_shape_detectors_catch_planted_violations(tmp_path: Path) -> None:
+    deep = ("def f(xs):\n    for a in xs:\n        if a:\n            while a:\n                with a:\n"
+            "                    try:\n                        pass\n                    except E:\n"
+            "                        pass\n")
+    flat = ("def g(a):\n    if a == 1:\n        pass\n    elif a == 2:\n        pass\n    elif a == 3:\n"
+            "        pass\n    elif a == 4:\n        pass\n    elif a == 5:\n        if a:\n            pass\n")
+    mods = _tree(tmp_path, {"__init__.py": "", "d.py": deep, "e.py": flat,
+                            "r.py": "def h(every, k, i):\n    return every[k][i][5], every[0][1], rows[i][0][0], d['a'][k][2]\n"})
+    assert deep_functions(mods) == ["trainready/d.py:1 f 5"]  # 5 blocks deep; elif chains are not deeper
+    assert deep_functions(mods, 5) == []
+    assert rows_read_by_position(mods) == ["trainready/r.py:2 every[k][i][5]"]
+
+
 # --- the rules on src/ -------------------------------------------------------------------------
 
 
@@ -275,6 +326,16 @@ def test_no_function_is_longer_than_60_lines(src: dict[str, Module]) -> None:
     long = long_functions(src)
     assert not long, f"{len(long)} function(s) over {MAX_LINES} lines (split them): " + "; ".join(
         f"{where} {n}" for n, where in long)
+
+
+def test_no_function_nests_deeper_than_4(src: dict[str, Module]) -> None:
+    deep = deep_functions(src)
+    assert not deep, f"{len(deep)} function(s) nest deeper than {MAX_DEPTH} blocks: {'; '.join(deep)}"
+
+
+def test_no_result_row_is_read_by_position(src: dict[str, Module]) -> None:
+    found = rows_read_by_position(src)  # main 3148e0e: comm/sweep.py every[k][i][5] and six more
+    assert not found, f"rows read by position (give them named fields): {'; '.join(found)}"
 
 
 def test_no_import_cycle_beyond_the_check_registry(src: dict[str, Module]) -> None:

@@ -50,6 +50,10 @@ def check_out(out: Path) -> None:
         raise UsageError(f"bundle {out}: directory {out.parent} does not exist (create it first)")
     if out.exists():
         raise UsageError(f"bundle {out}: already exists; a bundle is never written over (choose a new name)")
+    try:  # where the bundle is staged before its rename: a read-only or pseudo filesystem refuses here, not later
+        os.rmdir(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".probe", dir=out.parent))
+    except OSError as exc:
+        raise UsageError(f"bundle {out}: cannot create a folder in {out.parent} ({exc.strerror})") from None
 
 
 def _planted(rec: Record) -> str:

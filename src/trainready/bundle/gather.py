@@ -112,9 +112,7 @@ def data_paths(records: list[Record]) -> Iterable[Path]:
         for r in rec.doc.get("results", []) or []:
             data = ((r.get("details") or {}).get("declared") or {}).get("data") if isinstance(r, Mapping) else None
             if isinstance(data, str) and data:
-                for p in (Path(data), Path(data + ".bin"), Path(data + ".idx")):
-                    if p.is_file():
-                        yield p
+                yield from (p for p in (Path(data), Path(data + ".bin"), Path(data + ".idx")) if p.is_file())
 
 
 def checkpoint_dirs(records: list[Record]) -> Iterable[Path]:

@@ -47,6 +47,7 @@ def allreduce_rank(ctx: RankContext, hang_rank: int = -1, wrong_rank: int = -1, 
 @register
 class AllReduceCheck(Check):
     name = "allreduce"
+    launches_ranks = True
     title = "AllReduce of 1..N gives N(N+1)/2 on every rank"
     level = Level.QUICK
     order = 30

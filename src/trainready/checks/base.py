@@ -67,6 +67,7 @@ class Check(ABC):
     level: ClassVar[Level] = Level.QUICK
     timeout_s: ClassVar[float] = 120.0
     order: ClassVar[int] = 100  # lower runs first; the README's four bring-up questions in order
+    launches_ranks: ClassVar[bool] = False  # runs rank processes (ranks.launch): `node` starts their forkserver early
 
     def skip_reason(self, ctx: CheckContext) -> str | None:
         """Return why this check does not apply here (e.g. no GPU), or None."""

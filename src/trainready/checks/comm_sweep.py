@@ -29,6 +29,7 @@ def sweep_deadline_s(limit_s: float) -> float:
 @register
 class CommSweepCheck(Check):
     name = "comm"
+    launches_ranks = True
     title = "Collectives sweep: correct results, bus bandwidth, no straggler"
     level = Level.STANDARD
     order = 35

@@ -21,6 +21,7 @@ from trainready.spec.model import NodeSpec
 @register
 class ResumeCheck(Check):
     name = "resume"
+    launches_ranks = True
     title = "Training resumes from a checkpoint exactly (A vs B+C)"
     level = Level.STANDARD
     order = 40

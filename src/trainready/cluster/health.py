@@ -20,19 +20,19 @@ CHECK_TIMEOUT_S = 15.0  # per check; the three together stay well inside Slurm's
 def run_health(spec_arg: str | None, plants: Mapping[str, str], say: Callable[[str], None]) -> int:
     import shutil
 
-    from trainready.checks import CheckContext, select
+    from trainready.checks import CheckContext, only
     from trainready.cluster import ledger, slurm
     from trainready.cluster.layout import node_name
     from trainready.errors import SlurmError
-    from trainready.records import PLANTED_EXIT, Level
+    from trainready.records import PLANTED_EXIT
     from trainready.runner import run_checks
     from trainready.spec import load_spec
 
-    spec, source = load_spec(spec_arg)
+    spec, source = load_spec(spec_arg or "auto")  # no --spec: the GPUs NVML sees (spec/auto.py)
     work = Path(tempfile.mkdtemp(prefix="trainready-health-"))
     try:
         ctx = CheckContext(spec, work, dict(plants), timeouts={c: CHECK_TIMEOUT_S for c in CHECKS})
-        report = run_checks("node", select(list(CHECKS), None, Level.QUICK), ctx, context={"spec_source": source})
+        report = run_checks("node", only(CHECKS), ctx, context={"spec_source": source})
     finally:
         shutil.rmtree(work, ignore_errors=True)
     node = node_name()

@@ -87,9 +87,11 @@ def task_command(opts: FleetOptions) -> list[str]:
 
 
 def batch_script(opts: FleetOptions, gpus: int = 0) -> str:
-    """The array task.  In a container (Pyxis): one step with every CPU (a step gets one CPU per task unless it
-    asks) and GPU of the node.  Without: the batch step itself runs the acceptance (it holds every CPU and GPU of
-    the --exclusive allocation), which spares slurmctld a step create and a step complete per node."""
+    """The array task.  In a container (Pyxis): one srun step with every CPU (a step gets one CPU per task unless
+    it asks) and GPU of the node.  Without one, the batch step itself runs the acceptance: it already holds the
+    whole exclusive allocation (every CPU, and the GPUs asked for), and a step would cost slurmctld 3 more RPCs
+    per node (REQUEST_HET_JOB_ALLOC_INFO, REQUEST_JOB_STEP_CREATE, REQUEST_STEP_COMPLETE, counted with `sdiag`
+    on the local cluster: benchmarks/cluster_scale.py)."""
     head = ("#!/bin/bash\n"
             "# trainready cluster run: array task $SLURM_ARRAY_TASK_ID is one node's acceptance (pinned with\n"
             "# ReqNodeList); it writes RESULTS/nodes/$SLURMD_NODENAME.json.\n")

@@ -153,6 +153,30 @@ def invocation() -> list[str]:
     return list(_INVOCATION) or ["trainready", *sys.argv[1:]]
 
 
+def options_command(args_type: type) -> Callable[[Callable[[Any], Any]], Callable[..., Any]]:
+    """Make `command(args)` a typer command whose options are the fields of the frozen dataclass `args_type`
+    (each field's default is its `typer.Option`, help and flags included): the command line arrives as ONE
+    typed object, handed down whole."""
+    import typing
+
+    hints = typing.get_type_hints(args_type)
+    fields = dataclasses.fields(args_type)
+
+    def wrap(command: Callable[[Any], Any]) -> Callable[..., Any]:
+        @functools.wraps(command)
+        def wrapper(**kw: Any) -> Any:
+            return command(args_type(**kw))
+
+        wrapper.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=hints[f.name], default=f.default)
+             for f in fields], return_annotation=None)
+        wrapper.__annotations__ = {f.name: hints[f.name] for f in fields}
+        del wrapper.__wrapped__  # typer reads the signature above, not the command's own
+        return wrapper
+
+    return wrap
+
+
 def evidence_outputs(command: Callable[..., Any]) -> Callable[..., Any]:
     """Give a command that ends in `emit` the `--junit PATH` and `--prometheus PATH` options
     (report/junit.py, report/prometheus.py).  Paths are checked before any work."""

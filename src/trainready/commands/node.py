@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +47,9 @@ def node(
     run made with --plant (planted faults: a test, never evidence),
     130 / 143 when interrupted (SIGINT / SIGTERM: every rank stopped, one line,
     partial record with --json, own scratch removed).
-    On a CPU spec, GPU-only checks say `skip`; under a GPU spec (gpu.count > 0) a
+    With no --spec, the GPUs NVML sees are judged against an automatic spec (their count, their
+    model's datasheet peaks, NCCL; `trainready spec show auto` prints it); without GPUs, the CPU
+    default (example:cpu-default).  On a CPU spec, GPU-only checks say `skip`; under a GPU spec (gpu.count > 0) a
     machine without usable GPUs FAILS every compute, collective and resume check,
     naming why (never a CPU fallback).  Each check has a limit (--timeout);
     at it, its ranks are stopped and the result names each rank's stage.
@@ -54,7 +57,7 @@ def node(
     Examples:
 
     
-      trainready node                  # CPU default, 8 gloo ranks
+      trainready node                  # the GPUs NVML sees, else the CPU default
       trainready node --spec example:h200-8x --json node.json
       trainready node --level quick --skip throughput
       trainready node --timeout comm=1200 --timeout resume=1800
@@ -66,30 +69,59 @@ def node(
 
         raise typer.Exit(run_health(spec, parse_plants(plant, "node"), typer.echo))
     if list_checks:
-        from trainready.checks import select  # imports torch: the checks' registry
-
-        for c in select(split_names(only), split_names(skip), level):
-            typer.echo(f"{c.name:<16} {c.level.value:<9} {c.title}")
-        raise typer.Exit(0)
+        raise typer.Exit(_list(split_names(only), split_names(skip), level))
     node_spec, source = _early(spec, json_path, work, image_digest)
-    from trainready.checks import REGISTRY, CheckContext, select  # imports torch: once the command line and spec are good
+    raise typer.Exit(_node(NodeRun(node_spec, source, level, split_names(only), split_names(skip), json_path, work,
+                                   image_digest, verbose, tuple(timeout or ()), tuple(plant or ()))))
+
+
+@dataclass(frozen=True)
+class NodeRun:
+    """What `trainready node` runs, once the command line and the spec are known good (`_early`)."""
+
+    spec: NodeSpec  # the spec this machine is held to
+    source: str  # where it came from (path or example:NAME), recorded
+    level: Level  # --level
+    only: list[str] | None  # --only, split at commas
+    skip: list[str] | None  # --skip, split at commas
+    json_path: str | None  # --json (checked writable up front)
+    work: str | None  # --workdir: the user's folder, never removed; None = our own scratch folder
+    image_digest: str | None  # --image-digest (checked up front)
+    verbose: bool  # --verbose: every metric in the table
+    timeouts: tuple[str, ...]  # --timeout CHECK=SECONDS, as given
+    plants: tuple[str, ...]  # --plant NAME=VALUE, as given (tests)
+
+
+def _list(only: list[str] | None, skip: list[str] | None, level: Level) -> int:
+    from trainready.checks import select  # imports torch: the checks' registry
+
+    for c in select(only, skip, level):
+        typer.echo(f"{c.name:<16} {c.level.value:<9} {c.title}")
+    return 0
+
+
+def _node(run: NodeRun) -> int:
+    """The checks in a scratch folder (our own is removed on any error exit), the report: the exit code."""
+    from trainready.checks import REGISTRY, CheckContext, select  # imports torch: now the input is known good
     from trainready.checks.options import CheckOptions
 
-    checks = select(split_names(only), split_names(skip), level)
-    timeouts = parse_timeouts(timeout, list(REGISTRY))
-    faults = parse_plants(plant, "node")
-    scratch = workdir(Path(work) if work else None)
+    checks = select(run.only, run.skip, run.level)
+    timeouts = parse_timeouts(list(run.timeouts), list(REGISTRY))
+    faults = parse_plants(list(run.plants), "node")
+    given = run.work is not None
+    scratch: Path | None = None
     try:
-        ctx = CheckContext(node_spec, scratch, faults, CheckOptions(image_digest=image_digest), timeouts=timeouts)
-        rc = _accept(checks, ctx, source, json_path, verbose)
+        scratch = workdir(Path(run.work) if run.work else None)
+        ctx = CheckContext(run.spec, scratch, faults, CheckOptions(image_digest=run.image_digest), timeouts=timeouts)
+        rc = _accept(checks, ctx, run.source, run.json_path, run.verbose)
     except Interrupted as exc:
-        on_interrupt(exc, scratch, work is not None, json_path)
+        on_interrupt(exc, scratch, given, run.json_path)
         raise
     except BaseException:
-        drop_scratch(scratch, work is not None)  # an error exit leaves no scratch folder behind
+        drop_scratch(scratch, given)  # an error exit leaves no scratch folder behind
         raise
-    finish_workdir(scratch, work is not None, rc, Console(stderr=True))
-    raise typer.Exit(rc)
+    finish_workdir(ctx.workdir, given, rc, Console(stderr=True))
+    return rc
 
 
 def _early(spec: str | None, json_path: str | None, work: str | None, image_digest: str | None) -> tuple[NodeSpec, str]:
@@ -101,7 +133,9 @@ def _early(spec: str | None, json_path: str | None, work: str | None, image_dige
     from trainready.probe.container import image_digest as find_digest
     from trainready.spec.load import load_spec
 
-    node_spec, source = load_spec(spec)
+    node_spec, source = load_spec(spec or "auto")  # no --spec: the GPUs NVML sees, else the CPU default
+    if spec is None:  # the first line says what the machine is judged against
+        typer.echo(f"trainready node: spec {source}", err=json_path == "-")
     check_out_path(json_path)
     if work:
         workdir(Path(work))
@@ -112,6 +146,10 @@ def _early(spec: str | None, json_path: str | None, work: str | None, image_dige
 def _accept(checks: list[type[Check]], ctx: CheckContext, source: str, json_path: str | None, verbose: bool) -> int:
     """Run the checks in `ctx.workdir` and report (table, --json, --junit, --prometheus): the exit code."""
     timeouts = dict(ctx.timeouts)
+    if any(c.launches_ranks for c in checks):  # the forkserver imports torch while in-process checks run
+        from trainready.ranks.launch import warm_up
+
+        warm_up()
     limits = {c.name: c().timeout_for(ctx) for c in checks}  # recorded: every check's limit, flags applied
     report = _run(checks, ctx, {"spec_source": source, "workdir": str(ctx.workdir), "timeouts_s": limits,
                                 **({"timeouts_given": timeouts} if timeouts else {})})

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 import sys
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import typer
 
-from trainready.commands.common import check_out_path, write_json_doc
+from trainready.commands.common import check_out_path, options_command, write_json_doc
 from rich.console import Console
 
 from trainready.errors import UsageError
@@ -30,51 +31,57 @@ def _opt(default: Any, help: str, *names: str) -> Any:
     return typer.Option(default, *names, help=help, show_default=False)
 
 
-def plan(
-    preset: Optional[str] = _opt(None, "Model preset (see --list-presets).", "--preset", "-p"),
-    file: Optional[str] = _opt(None, "Plan file (TOML, tables model / parallel / training / hardware); flags override it.", "--file", "-f"),
-    params: Optional[str] = _opt(None, "Parameter count for a count-only model, e.g. 7.5B.", "--params"),
-    layers: Optional[int] = _opt(None, "Layers L.", "--layers"),
-    hidden: Optional[int] = _opt(None, "Hidden size h.", "--hidden"),
-    heads: Optional[int] = _opt(None, "Attention heads a.", "--heads"),
-    kv_heads: Optional[int] = _opt(None, "Key/value heads (GQA).", "--kv-heads"),
-    ffn: Optional[int] = _opt(None, "MLP inner size f (default 4h).", "--ffn"),
-    vocab: Optional[int] = _opt(None, "Vocabulary V.", "--vocab"),
-    seq_len: Optional[int] = _opt(None, "Sequence length s.", "--seq-len"),
-    gated_mlp: Optional[bool] = _opt(None, "SwiGLU MLP (3 matrices).", "--gated-mlp/--plain-mlp"),
-    dropout: Optional[bool] = _opt(None, "Dropout on/off.", "--dropout/--no-dropout"),
-    tp: Optional[int] = _opt(None, "Tensor-parallel degree.", "--tp"),
-    pp: Optional[int] = _opt(None, "Pipeline-parallel degree.", "--pp"),
-    cp: Optional[int] = _opt(None, "Context-parallel degree.", "--cp"),
-    dp: Optional[int] = _opt(None, "Data-parallel degree (default: gpus / (tp·pp·cp)).", "--dp"),
-    gpus: Optional[int] = _opt(None, "World size (GPUs).", "--gpus", "-n"),
-    zero: Optional[int] = _opt(None, "ZeRO stage 0-3.", "--zero"),
-    fsdp: Optional[str] = _opt(None, "FSDP sharding: full (= ZeRO-3), grad-op (= ZeRO-2), none.", "--fsdp"),
-    sp: Optional[bool] = _opt(None, "Megatron sequence parallelism.", "--sp/--no-sp"),
-    dist_opt: Optional[bool] = _opt(None, "Megatron distributed optimizer (ZeRO-1 accounting).", "--distributed-optimizer/--no-distributed-optimizer"),
-    micro_batch: Optional[int] = _opt(None, "Micro-batch size b (default 1).", "--micro-batch", "-b"),
-    global_batch: Optional[int] = _opt(None, "Global batch in sequences (default b·dp).", "--global-batch"),
-    precision: Optional[str] = _opt(None, "bf16 (2+2+12, default), bf16-fp32grad (Megatron 18), fp32, amp.", "--precision"),
-    recompute: Optional[str] = _opt(None, "Activation recomputation: none (default), selective, full.", "--recompute"),
-    attention: Optional[str] = _opt(None, "flash (default) or classic (stores s² scores).", "--attention"),
-    tokens: Optional[str] = _opt(None, "Training tokens D for compute, e.g. 15T.", "--tokens"),
-    mfu: Optional[float] = _opt(None, "Assumed MFU, 0-1 (default 0.40).", "--mfu"),
-    mfu_from: Optional[str] = _opt(None, "Measured MFU from a `trainready node --json` report (train_step on a GPU).", "--mfu-from"),
-    spec: Optional[str] = _opt(None, "Node spec (PATH or example:NAME): the GPU model of its [gpu] section, via the hardware table.", "--spec"),
-    gpu: Optional[str] = _opt(None, "GPU name from the hardware table: H100 (default), H200, B200, 'A100 80GB', ...", "--gpu"),
-    gpu_mem_gib: Optional[float] = _opt(None, "GPU memory, GiB (overrides the table).", "--gpu-mem-gib"),
-    peak_tflops: Optional[float] = _opt(None, "Dense BF16 peak TFLOP/s (overrides the table).", "--peak-tflops"),
-    storage_gbps: Optional[float] = _opt(None, "Aggregate checkpoint write bandwidth, GB/s (default 10).", "--storage-gbps"),
-    ckpt_interval_min: Optional[float] = _opt(None, "Minutes between checkpoints (default 60).", "--ckpt-interval-min"),
-    runtime_gib: Optional[float] = _opt(None, "Allowance outside the allocator, GiB (default 2).", "--runtime-gib"),
-    fragmentation: Optional[float] = _opt(None, "Fragmentation allowance, fraction of peak (default 0.10).", "--fragmentation"),
-    headroom: Optional[float] = _opt(None, "Free fraction below which the verdict is 'tight' (default 0.05).", "--headroom"),
-    do_search: bool = typer.Option(False, "--search", help="Also list the parallel layouts that fit, ranked by a heuristic cost (exit 0 when any fits)."),
-    top: int = typer.Option(10, "--top", help="How many layouts --search shows."),
-    json_path: Optional[str] = _opt(None, "Write the plan as JSON to this path ('-' = stdout).", "--json"),
-    explain: bool = typer.Option(False, "--explain", help="Show every formula with its source."),
-    list_presets: bool = typer.Option(False, "--list-presets", help="List the model presets and exit."),
-) -> None:
+@dataclass(frozen=True)
+class PlanArgs:
+    """`trainready plan`'s command line (None = from --file, the preset or the planner's default)."""
+
+    preset: Optional[str] = _opt(None, "Model preset (see --list-presets).", "--preset", "-p")
+    file: Optional[str] = _opt(None, "Plan file (TOML, tables model / parallel / training / hardware); flags override it.", "--file", "-f")
+    params: Optional[str] = _opt(None, "Parameter count for a count-only model, e.g. 7.5B.", "--params")
+    layers: Optional[int] = _opt(None, "Layers L.", "--layers")
+    hidden: Optional[int] = _opt(None, "Hidden size h.", "--hidden")
+    heads: Optional[int] = _opt(None, "Attention heads a.", "--heads")
+    kv_heads: Optional[int] = _opt(None, "Key/value heads (GQA).", "--kv-heads")
+    ffn: Optional[int] = _opt(None, "MLP inner size f (default 4h).", "--ffn")
+    vocab: Optional[int] = _opt(None, "Vocabulary V.", "--vocab")
+    seq_len: Optional[int] = _opt(None, "Sequence length s.", "--seq-len")
+    gated_mlp: Optional[bool] = _opt(None, "SwiGLU MLP (3 matrices).", "--gated-mlp/--plain-mlp")
+    dropout: Optional[bool] = _opt(None, "Dropout on/off.", "--dropout/--no-dropout")
+    tp: Optional[int] = _opt(None, "Tensor-parallel degree.", "--tp")
+    pp: Optional[int] = _opt(None, "Pipeline-parallel degree.", "--pp")
+    cp: Optional[int] = _opt(None, "Context-parallel degree.", "--cp")
+    dp: Optional[int] = _opt(None, "Data-parallel degree (default: gpus / (tp·pp·cp)).", "--dp")
+    gpus: Optional[int] = _opt(None, "World size (GPUs).", "--gpus", "-n")
+    zero: Optional[int] = _opt(None, "ZeRO stage 0-3.", "--zero")
+    fsdp: Optional[str] = _opt(None, "FSDP sharding: full (= ZeRO-3), grad-op (= ZeRO-2), none.", "--fsdp")
+    sp: Optional[bool] = _opt(None, "Megatron sequence parallelism.", "--sp/--no-sp")
+    dist_opt: Optional[bool] = _opt(None, "Megatron distributed optimizer (ZeRO-1 accounting).", "--distributed-optimizer/--no-distributed-optimizer")
+    micro_batch: Optional[int] = _opt(None, "Micro-batch size b (default 1).", "--micro-batch", "-b")
+    global_batch: Optional[int] = _opt(None, "Global batch in sequences (default b·dp).", "--global-batch")
+    precision: Optional[str] = _opt(None, "bf16 (2+2+12, default), bf16-fp32grad (Megatron 18), fp32, amp.", "--precision")
+    recompute: Optional[str] = _opt(None, "Activation recomputation: none (default), selective, full.", "--recompute")
+    attention: Optional[str] = _opt(None, "flash (default) or classic (stores s² scores).", "--attention")
+    tokens: Optional[str] = _opt(None, "Training tokens D for compute, e.g. 15T.", "--tokens")
+    mfu: Optional[float] = _opt(None, "Assumed MFU, 0-1 (default 0.40).", "--mfu")
+    mfu_from: Optional[str] = _opt(None, "Measured MFU from a `trainready node --json` report (train_step on a GPU).", "--mfu-from")
+    spec: Optional[str] = _opt(None, "Node spec (PATH or example:NAME): the GPU model of its [gpu] section, via the hardware table.", "--spec")
+    gpu: Optional[str] = _opt(None, "GPU name from the hardware table: H100 (default), H200, B200, 'A100 80GB', ...", "--gpu")
+    gpu_mem_gib: Optional[float] = _opt(None, "GPU memory, GiB (overrides the table).", "--gpu-mem-gib")
+    peak_tflops: Optional[float] = _opt(None, "Dense BF16 peak TFLOP/s (overrides the table).", "--peak-tflops")
+    storage_gbps: Optional[float] = _opt(None, "Aggregate checkpoint write bandwidth, GB/s (default 10).", "--storage-gbps")
+    ckpt_interval_min: Optional[float] = _opt(None, "Minutes between checkpoints (default 60).", "--ckpt-interval-min")
+    runtime_gib: Optional[float] = _opt(None, "Allowance outside the allocator, GiB (default 2).", "--runtime-gib")
+    fragmentation: Optional[float] = _opt(None, "Fragmentation allowance, fraction of peak (default 0.10).", "--fragmentation")
+    headroom: Optional[float] = _opt(None, "Free fraction below which the verdict is 'tight' (default 0.05).", "--headroom")
+    do_search: bool = typer.Option(False, "--search", help="Also list the parallel layouts that fit, ranked by a heuristic cost (exit 0 when any fits).")
+    top: int = typer.Option(10, "--top", help="How many layouts --search shows.")
+    json_path: Optional[str] = _opt(None, "Write the plan as JSON to this path ('-' = stdout).", "--json")
+    explain: bool = typer.Option(False, "--explain", help="Show every formula with its source.")
+    list_presets: bool = typer.Option(False, "--list-presets", help="List the model presets and exit.")
+
+
+@options_command(PlanArgs)
+def plan(a: PlanArgs) -> None:
     """Plan a training run: memory per GPU, checkpoint size and write time, compute, layouts.
 
     Give no layout (none of --tp, --pp, --dp, --zero, --fsdp and the distributed optimizer) and the plan
@@ -95,57 +102,91 @@ def plan(
           --peak-tflops 125
       trainready plan --preset gpt3-175b --tp 8 --pp 8 --dp 1 --explain
     """
+    from trainready.plan.search import HOLDABLE
+
+    if a.list_presets:
+        raise typer.Exit(_list_presets())
+    check_out_path(a.json_path)
+    got = _inputs(a)
+    result, found = _plan_and_search(got.inp, got.given, a.do_search, got.mfu_kind, got.sources)
+    held = tuple(h.replace("_", "-") for h in HOLDABLE if h in got.given) + (
+        ("distributed optimizer",) if a.dist_opt else ())
+    raise typer.Exit(_report(result, found, held if a.do_search else None, a.top, a.json_path, a.explain))
+
+
+def _list_presets() -> int:
+    from trainready.plan import model as pm
+
+    for name, spec in pm.PRESETS.items():
+        typer.echo(f"{name:<14} {spec.total_params:>20,} params")
+    for name in ("reference-tiny", "reference-small"):
+        typer.echo(f"{name:<14} {pm.preset(name).total_params:>20,} params  (trainready.train.model.GPT)")
+    return 0
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The planner's input from --file and the flags, which layout choices the user made, and where the MFU and
+    the GPU figures came from."""
+
+    inp: Any  # trainready.plan.inputs.PlanInput
+    given: set[str]
+    mfu_kind: str
+    sources: tuple[str, ...]
+
+
+def _inputs(a: PlanArgs) -> Inputs:
     from trainready.plan import model as pm
     from trainready.plan.inputs import PlanInput
-    from trainready.plan.search import HOLDABLE
     from trainready.util.strict import load_dataclass, read_toml
 
-    if list_presets:
-        for name, spec in pm.PRESETS.items():
-            typer.echo(f"{name:<14} {spec.total_params:>20,} params")
-        for name in ("reference-tiny", "reference-small"):
-            typer.echo(f"{name:<14} {pm.preset(name).total_params:>20,} params  (trainready.train.model.GPT)")
-        raise typer.Exit(0)
-    check_out_path(json_path)
-    raw = read_toml(file, "TOML plan file") if file else {}
-    inp = load_dataclass(PlanInput, raw, file) if file else PlanInput()
-    model = pm.preset(preset) if preset else inp.model
-    n = parse_count(params, "--params")
-    if n is not None and not float(n).is_integer():
-        raise UsageError(f"--params '{params}': expected a whole number of parameters")
-    if n is not None and n < 0:
-        raise UsageError(f"--params '{params}': expected a number >= 0")
-    shape_given = any(v is not None for v in (layers, hidden, heads, vocab, seq_len))
-    if n is not None and not shape_given and not preset:
-        model = pm.ModelSpec(name="custom", params=int(n))
-    else:
-        model = pm.override(model, params=int(n) if n is not None else None, layers=layers, hidden=hidden, heads=heads,
-                            kv_heads=kv_heads, ffn=ffn, vocab=vocab, seq_len=seq_len, gated_mlp=gated_mlp, dropout=dropout)
-    if fsdp is not None:
+    raw = read_toml(a.file, "TOML plan file") if a.file else {}
+    inp = load_dataclass(PlanInput, raw, a.file) if a.file else PlanInput()
+    model = _model(a, inp.model)
+    zero = a.zero
+    if a.fsdp is not None:
         fs = {"full": 3, "grad-op": 2, "none": 0}
-        if fsdp not in fs or (zero is not None and zero != fs[fsdp]):
-            raise UsageError(f"--fsdp '{fsdp}': expected full, grad-op or none (and no conflicting --zero)")
-        zero = fs[fsdp]
-    tok = parse_count(tokens, "--tokens")
-    mfu, mfu_kind, mfu_line = _mfu(mfu, mfu_from)
-    gpu, per_node, spec_line = _spec_gpu(spec, gpu, gpu_mem_gib, peak_tflops)
+        if a.fsdp not in fs or (zero is not None and zero != fs[a.fsdp]):
+            raise UsageError(f"--fsdp '{a.fsdp}': expected full, grad-op or none (and no conflicting --zero)")
+        zero = fs[a.fsdp]
+    tok = parse_count(a.tokens, "--tokens")
+    mfu, mfu_kind, mfu_line = _mfu(a.mfu, a.mfu_from)
+    gpu, per_node, spec_line = _spec_gpu(a.spec, a.gpu, a.gpu_mem_gib, a.peak_tflops)
     inp = PlanInput(
         model,
-        pm.override(inp.parallel, tp=tp, pp=pp, cp=cp, dp=dp, gpus=gpus, zero=zero, sp=sp, distributed_optimizer=dist_opt,  # type: ignore[arg-type]
-                    gpus_per_node=per_node),
-        pm.override(inp.training, micro_batch=micro_batch, global_batch=global_batch, precision=precision,  # type: ignore[arg-type]
-                    recompute=recompute, attention=attention, tokens=tok, mfu=mfu),
-        pm.override(inp.hardware, gpu=gpu, gpu_mem_gib=gpu_mem_gib, peak_tflops=peak_tflops, storage_gbps=storage_gbps,  # type: ignore[arg-type]
-                    ckpt_interval_min=ckpt_interval_min, runtime_gib=runtime_gib, fragmentation=fragmentation,
-                    headroom=headroom),
+        pm.override(inp.parallel, tp=a.tp, pp=a.pp, cp=a.cp, dp=a.dp, gpus=a.gpus, zero=zero, sp=a.sp,  # type: ignore[arg-type]
+                    distributed_optimizer=a.dist_opt, gpus_per_node=per_node),
+        pm.override(inp.training, micro_batch=a.micro_batch, global_batch=a.global_batch, precision=a.precision,  # type: ignore[arg-type]
+                    recompute=a.recompute, attention=a.attention, tokens=tok, mfu=mfu),
+        pm.override(inp.hardware, gpu=gpu, gpu_mem_gib=a.gpu_mem_gib, peak_tflops=a.peak_tflops,  # type: ignore[arg-type]
+                    storage_gbps=a.storage_gbps, ckpt_interval_min=a.ckpt_interval_min, runtime_gib=a.runtime_gib,
+                    fragmentation=a.fragmentation, headroom=a.headroom),
     )
-    given = {k for k, v in (("tp", tp), ("pp", pp), ("dp", dp), ("zero", zero), ("distributed_optimizer", dist_opt),
-                            ("sp", sp), ("cp", cp), ("micro_batch", micro_batch), ("recompute", recompute))
+    given = {k for k, v in (("tp", a.tp), ("pp", a.pp), ("dp", a.dp), ("zero", zero),
+                            ("distributed_optimizer", a.dist_opt), ("sp", a.sp), ("cp", a.cp),
+                            ("micro_batch", a.micro_batch), ("recompute", a.recompute))
              if v is not None} | set(raw.get("parallel", {})) | set(raw.get("training", {}))
     sources = tuple(x for x in (spec_line and _spec_figures(spec_line, inp), mfu_line) if x)
-    result, found = _plan_and_search(inp, given, do_search, mfu_kind, sources)
-    held = tuple(h.replace("_", "-") for h in HOLDABLE if h in given) + (("distributed optimizer",) if dist_opt else ())
-    raise typer.Exit(_report(result, found, held if do_search else None, top, json_path, explain))
+    return Inputs(inp, given, mfu_kind, sources)
+
+
+def _model(a: PlanArgs, model: Any) -> Any:
+    """The model: --preset (else the file's), with --params and the shape flags over it; --params alone is a
+    count-only model."""
+    from trainready.plan import model as pm
+
+    model = pm.preset(a.preset) if a.preset else model
+    n = parse_count(a.params, "--params")
+    if n is not None and not float(n).is_integer():
+        raise UsageError(f"--params '{a.params}': expected a whole number of parameters")
+    if n is not None and n < 0:
+        raise UsageError(f"--params '{a.params}': expected a number >= 0")
+    shape_given = any(v is not None for v in (a.layers, a.hidden, a.heads, a.vocab, a.seq_len))
+    if n is not None and not shape_given and not a.preset:
+        return pm.ModelSpec(name="custom", params=int(n))
+    return pm.override(model, params=int(n) if n is not None else None, layers=a.layers, hidden=a.hidden,
+                       heads=a.heads, kv_heads=a.kv_heads, ffn=a.ffn, vocab=a.vocab, seq_len=a.seq_len,
+                       gated_mlp=a.gated_mlp, dropout=a.dropout)
 
 
 def _report(result: Any, found: list[Any], held: tuple[str, ...] | None, top: int, json_path: str | None,

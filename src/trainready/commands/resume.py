@@ -6,6 +6,8 @@ import dataclasses
 import math
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
+
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -15,6 +17,10 @@ from trainready.commands.common import (JSON_HELP, SPEC_HELP, check_out_path, dr
 from trainready.errors import DataError, GpuUnusable, Interrupted, UsageError
 from trainready.records import Report
 from trainready.resume.options import CompatOptions, ResumeOptions
+
+if TYPE_CHECKING:
+    from trainready.resume.protocol import ProtocolConfig
+    from trainready.spec.model import NodeSpec
 
 
 def resume(
@@ -56,10 +62,7 @@ def resume(
       trainready resume --save-only /shared/compat     # old image
       trainready resume --load-from /shared/compat     # new image
     """
-    from trainready.checks.base import Check, CheckContext
-    from trainready.checks.options import CheckOptions, ThroughputOptions
-    from trainready.checks.resume import ResumeCheck
-    from trainready.runner import run_checks
+    from trainready.commands.resume_compat import run_compat
     from trainready.spec import load_spec
 
     check_out_path(json_path)
@@ -72,26 +75,44 @@ def resume(
     run = ResumeOptions(data=data, dtype=dtype, cpu=cpu, precision=precision, deterministic=deterministic,
                         vocab_size=vocab_size, standalone=True)
     if save_only or load_from:
-        from trainready.commands.resume_compat import run_compat
-
         compat = CompatOptions(save_only=Path(save_only) if save_only else None,
                                load_from=Path(load_from) if load_from else None, resume=run, atol=atol, rtol=rtol)
         raise typer.Exit(run_compat(node_spec, source, compat, faults, json_path))
     wd = workdir(Path(directory) if directory else None, flag="--dir")
     run = dataclasses.replace(run, directory=wd)
-    # Validate the data in this process first: a bad file is bad input (exit 2), not a failed run.
-    # The run prepared here is the one the check runs (prepared once).
+    protocol = _prepare(node_spec, run, faults, wd, keep=directory is not None)
+    raise typer.Exit(_run(node_spec, source, run, protocol, faults, throughput, json_path,
+                          keep=directory is not None))
+
+
+def _prepare(node_spec: NodeSpec, run: ResumeOptions, faults: dict[str, str], wd: Path,
+             keep: bool) -> ProtocolConfig | None:
+    """Validate the data in this process first: a bad file is bad input (exit 2), not a failed run.  The run
+    prepared here is the one the check runs (prepared once); None where the GPUs are unusable (the check itself
+    fails with the reason, in the record).  `keep`: the --dir is the user's, not our scratch folder."""
     from trainready.resume.setup import prepare
 
-    protocol = None
     try:
-        protocol = prepare(r, run, faults, wd, node_spec)
+        return prepare(node_spec.resume, run, faults, wd, node_spec)
     except GpuUnusable:
-        pass  # the check itself fails with the reason, in the record
+        return None
     except (DataError, UsageError) as exc:  # bad data or a bad flag value: exit 2, and no scratch folder left behind
-        if directory is None:
+        if not keep:
             shutil.rmtree(wd, ignore_errors=True)  # our own scratch dir: nothing in it worth keeping
         raise (exc if isinstance(exc, UsageError) else UsageError(str(exc))) from None
+
+
+def _run(node_spec: NodeSpec, source: str, run: ResumeOptions, protocol: ProtocolConfig | None,
+         faults: dict[str, str], throughput: bool, json_path: str | None, keep: bool) -> int:
+    """Run the resume check (and the checkpoint throughput check), print the table and the record; the exit
+    code.  An interrupt or an error leaves no scratch folder of ours behind."""
+    from trainready.checks.base import Check, CheckContext
+    from trainready.checks.options import CheckOptions, ThroughputOptions
+    from trainready.checks.resume import ResumeCheck
+    from trainready.runner import run_checks
+
+    wd = run.directory
+    assert wd is not None
     console = Console(stderr=True)
     checks: list[type[Check]] = [ResumeCheck]
     if throughput:
@@ -106,13 +127,13 @@ def resume(
         _print_table(report, console if json_path == "-" else Console())
         rc = emit(report, json_path)
     except Interrupted as exc:  # SIGINT/SIGTERM: ranks stopped, partial record, own scratch removed (cli prints)
-        on_interrupt(exc, wd, directory is not None, json_path)
+        on_interrupt(exc, wd, keep, json_path)
         raise
     except BaseException:
-        drop_scratch(wd, directory is not None)  # an error exit leaves no scratch folder behind
+        drop_scratch(wd, keep)  # an error exit leaves no scratch folder behind
         raise
-    finish_workdir(wd, directory is not None, rc, console)
-    raise typer.Exit(rc)
+    finish_workdir(wd, keep, rc, console)
+    return rc
 
 
 def _print_table(report: Report, console: Console) -> None:

@@ -14,10 +14,13 @@ def selftest(
 ) -> None:
     """Plant every fault trainready claims to catch (wrong math on one device, a hung, dead or
     slow rank, a corrupted checkpoint, truncated token files, RNG/LR/data position not restored,
-    version drift, ...) one at a time on this machine, each in a fresh process, and report for each:
-    detected or missed, the verdict, the detector's message, the seconds it took.
+    version drift, ...) on this machine, each in a fresh process (independent cases side by side),
+    and report for each: detected, missed, broke or not applicable (with the reason), the verdict,
+    the detector's message, the seconds it took.  A case counts only after its family's control run
+    (the same command, no plant) passed; a detector's `error` result is "broke", never "detected".
 
     Exit 0 when every case that applies here was detected, 1 when any was missed or broke, 2 on bad input.
+    --list marks the cases that plant a figure after measuring: they prove the judge, not the measurement.
     The record (trainready.selftest/1) can go in a handoff bundle.
 
     Examples:
@@ -33,7 +36,9 @@ def selftest(
 
     if list_cases:
         for c in CASES:
-            typer.echo(f"{c.name:<26} {c.needs or '-':<9} {c.fault}")
+            proves = " [proves the judge, not the measurement: the figure is planted after measuring]" \
+                if c.judge_only else ""
+            typer.echo(f"{c.name:<26} {c.needs or '-':<9} {c.fault}{proves}")
         raise typer.Exit(0)
     names = split_names(only)
     known = {c.name for c in CASES}
@@ -66,7 +71,7 @@ def _run(cases, console):  # type: ignore[no-untyped-def]
 def _print(doc, console) -> None:  # type: ignore[no-untyped-def]
     from rich.table import Table
 
-    style = {"detected": "green", "missed": "bold red", "error": "bold magenta", "skipped": "dim"}
+    style = {"detected": "green", "missed": "bold red", "broke": "bold magenta", "skipped": "dim"}
     t = Table(title=f"trainready selftest on {doc['host']} ({doc['gpus']} GPU(s))", title_justify="left")
     for col in ("planted fault", "outcome", "verdict", "time", "message"):
         t.add_column(col, overflow="fold", justify="right" if col == "time" else "left")
@@ -76,7 +81,7 @@ def _print(doc, console) -> None:  # type: ignore[no-untyped-def]
     console.print(t)
     n = doc["counts"]
     console.print(f"verdict: {doc['status'].upper()}  ({n['detected']} detected, {n['missed']} missed, "
-                  f"{n['error']} broke, {n['skipped']} skipped here; {doc['duration_s']:.0f} s)")
+                  f"{n['broke']} broke, {n['skipped']} not applicable here; {doc['duration_s']:.0f} s)")
 
 
 def register(app: typer.Typer) -> None:

@@ -16,6 +16,7 @@ from trainready.util.atomic import atomic_write_text
 from trainready.util.strict import dump_toml
 
 if TYPE_CHECKING:
+    from trainready.spec.init import Derived
     from trainready.spec.model import NodeSpec
 
 spec_app = typer.Typer(
@@ -46,11 +47,12 @@ def init(
     ),
     repeat: int = typer.Option(
         5, "--repeat", help="With --measure: how many times to measure (floors need several runs to know the "
-        "run-to-run spread; 1 = the 80% rule alone)."
+        "run-to-run spread; with 1 the spread is unknown, see --tolerance)."
     ),
     tolerance: float = typer.Option(
-        0.8, "--tolerance", help="GEMM/HBM floors are this fraction of the reference's low figure (the 80% rule); "
-        "busbw floors too when only one run is given (several runs: derived from the spread, docs/comm.md)."
+        0.8, "--tolerance", help="GEMM/HBM floors are this fraction of the reference's low figure (the 80% rule). "
+        "busbw floors from several runs come from their spread; from one run, at most this and at least twice "
+        "the backend's minimum margin (gloo busbw: 0.5; docs/comm.md)."
     ),
     name: str = typer.Option(None, "--name", help="Spec name (default: <hostname>-reference)."),
     image_digest: str = typer.Option(
@@ -87,7 +89,11 @@ def init(
     console = Console(stderr=True)
     if measure:
         reports += _measure(repeat, console)
-    derived = derive(manifest, reports, tolerance, name)
+    _write(derive(manifest, reports, tolerance, name), out, console)
+
+
+def _write(derived: Derived, out: Path, console: Console) -> None:
+    """Write the spec (atomically, its floors and notes as comments) and say every floor and note."""
     text = f"# Written by `trainready spec init`. Review before use.\n{derived.comment()}{dump_toml(derived.spec)}"
     try:
         atomic_write_text(out, text)
@@ -135,7 +141,8 @@ def measuring_spec() -> "NodeSpec":
 
 
 @spec_app.command("show")
-def show(spec: str = typer.Argument(None, help="Spec file or example:NAME (default: the CPU profile).")) -> None:
+def show(spec: str = typer.Argument(None, help="Spec file, example:NAME, or auto (what `node` uses with no --spec: "
+                                     "the GPUs NVML sees, else the CPU profile). Default: the CPU profile.")) -> None:
     """Print a spec, resolved with every default, as commented TOML.
 
     Keys left unset (not checked) are listed under a comment, not as empty lines.
@@ -144,12 +151,15 @@ def show(spec: str = typer.Argument(None, help="Spec file or example:NAME (defau
 
     \b
       trainready spec show                       # the CPU profile
+      trainready spec show auto                  # what node uses here, no --spec
       trainready spec show example:b200-reference
       trainready spec show fleet.toml > resolved.toml
     """
     from trainready.spec import load_spec
 
-    s, _ = load_spec(spec)
+    s, source = load_spec(spec)
+    if spec == "auto":
+        typer.echo(f"# {source}")
     typer.echo(dump_toml(s), nl=False)
 
 

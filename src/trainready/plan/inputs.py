@@ -137,14 +137,7 @@ def validate(inp: PlanInput) -> PlanInput:
     if p.sp and p.tp == 1:
         raise UsageError("--sp (sequence parallel) needs --tp > 1")
     if m.has_shape:
-        if m.heads % p.tp:
-            raise UsageError(f"--tp {p.tp} must divide the number of heads ({m.heads})")
-        if m.kv % p.tp and p.tp % m.kv:
-            raise UsageError(f"--tp {p.tp} and kv_heads ({m.kv}) must divide one another")
-        if m.layers % p.pp:
-            raise UsageError(f"--pp {p.pp} must divide the number of layers ({m.layers})")
-        if m.seq_len % p.cp:
-            raise UsageError(f"--cp {p.cp} must divide the sequence length ({m.seq_len})")
+        _check_shape(m, p)
     if t.precision not in PRECISIONS:
         raise UsageError(f"--precision '{t.precision}': expected one of {', '.join(PRECISIONS)}")
     if t.precision == "amp" and (p.tp > 1 or p.pp > 1 or p.cp > 1):
@@ -163,6 +156,25 @@ def validate(inp: PlanInput) -> PlanInput:
         raise UsageError(f"--global-batch {gb} is not a multiple of micro_batch·dp = {t.micro_batch}·{dp}")
     if t.tokens < 0 or not 0 < t.mfu <= 1:
         raise UsageError(f"--tokens must be >= 0 and --mfu in (0, 1] (got tokens={t.tokens}, mfu={t.mfu})")
+    _check_hardware(h)
+    return PlanInput(m, replace(p, dp=dp, gpus=mp * dp), replace(t, global_batch=gb), h)
+
+
+def _check_shape(m: ModelSpec, p: Parallel) -> None:
+    """The parallel degrees against the model's shape: TP divides the heads (and the KV heads, or is divided by
+    them), PP the layers, CP the sequence."""
+    if m.heads % p.tp:
+        raise UsageError(f"--tp {p.tp} must divide the number of heads ({m.heads})")
+    if m.kv % p.tp and p.tp % m.kv:
+        raise UsageError(f"--tp {p.tp} and kv_heads ({m.kv}) must divide one another")
+    if m.layers % p.pp:
+        raise UsageError(f"--pp {p.pp} must divide the number of layers ({m.layers})")
+    if m.seq_len % p.cp:
+        raise UsageError(f"--cp {p.cp} must divide the sequence length ({m.seq_len})")
+
+
+def _check_hardware(h: Hardware) -> None:
+    """Hardware and allowance figures in range."""
     for k in ("gpu_mem_gib", "peak_tflops", "runtime_gib", "fragmentation", "headroom"):
         if getattr(h, k) < 0:
             raise UsageError(f"--{k.replace('_', '-')} = {getattr(h, k)}: expected a number >= 0")
@@ -173,7 +185,6 @@ def validate(inp: PlanInput) -> PlanInput:
                          "e.g. 0.10")
     if h.storage_gbps <= 0 or h.ckpt_interval_min <= 0:
         raise UsageError("--storage-gbps and --ckpt-interval-min must be > 0")
-    return PlanInput(m, replace(p, dp=dp, gpus=mp * dp), replace(t, global_batch=gb), h)
 
 
 def warnings(inp: PlanInput) -> list[str]:

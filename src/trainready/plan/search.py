@@ -53,7 +53,9 @@ COST_NOTE = ("cost: relative heuristic, lower is better, 1.000 = no recompute, n
 
 
 @dataclass(frozen=True)
-class Candidate:
+class Layout:
+    """One combination of parallel degrees and memory savers worth a memory estimate."""
+
     tp: int
     pp: int
     cp: int
@@ -62,6 +64,12 @@ class Candidate:
     micro_batch: int
     zero: int
     recompute: str
+
+
+@dataclass(frozen=True)
+class Candidate(Layout):
+    """A layout that fits, with its memory and its heuristic cost."""
+
     total_bytes: float  # peak + allowance per GPU
     free: float  # (capacity − total) / capacity: the headroom, a fraction of GPU memory
     verdict: str
@@ -82,20 +90,6 @@ class Candidate:
 
 def _divisors(n: int) -> list[int]:
     return [k for k in range(1, n + 1) if n % k == 0]
-
-
-@dataclass(frozen=True)
-class Layout:
-    """One combination of parallel degrees and memory savers worth a memory estimate."""
-
-    tp: int
-    pp: int
-    cp: int
-    dp: int
-    sp: bool
-    micro_batch: int
-    zero: int
-    recompute: str
 
 
 def _layouts(base: PlanInput, hold: frozenset[str], want_sp: bool) -> Iterator[Layout]:

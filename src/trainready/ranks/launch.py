@@ -74,11 +74,27 @@ def _short_socket_dir() -> None:
         tempfile.tempdir = old
 
 
+# Imported once by the forkserver, inherited by every rank it forks.  The resume ranks' modules are
+# here because torch.distributed.checkpoint pulls in torch.distributed.tensor and sympy: ~3 s per rank
+# process on a 1x H200 VM when each rank imported them itself.  None of them initialises CUDA.
+PRELOAD = ["torch", "torch.distributed", "trainready.ranks.launch", "trainready.resume.worker"]
+
+
 def _mp_context() -> Any:
     _short_socket_dir()
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["torch", "torch.distributed", "trainready.ranks.launch"])
+    ctx.set_forkserver_preload(PRELOAD)
     return ctx
+
+
+def warm_up() -> None:
+    """Start the forkserver now, so that it imports PRELOAD while this process does other work (the
+    in-process checks): the first launch then costs a fork, not an interpreter and torch's import."""
+    from multiprocessing import forkserver
+
+    _mp_context()
+    with live.quiet_starts():  # as in launch: the forkserver inherits the blocked SIGTERM (see there)
+        forkserver.ensure_running()
 
 
 def _resolve(fn: str | Callable[..., Any]) -> Callable[..., Any]:
@@ -202,7 +218,30 @@ def _end(group: live.Group) -> None:
         live.unregister(group)
 
 
-def launch(
+# free_port() lets the port go before rank 0's store binds it, so a launch beside this one (the self-test
+# runs cases side by side; resume starts C beside A and B) can take it first: rank 0 then fails to listen
+# (EADDRINUSE) before any rank ran `fn`, and the launch is made again on another port.
+PORT_TRIES = 3
+
+
+def launch(fn: str, world_size: int, backend: str = "gloo", kwargs: dict[str, Any] | None = None,
+           timeout_s: float = 60.0, env: dict[str, str] | None = None, threads_per_rank: int | None = None,
+           stall_s: float | None = None, startup_s: float = 60.0) -> LaunchResult:
+    """Run ``fn(ctx: RankContext, **kwargs)`` on `world_size` local ranks (`_launch_once`), again on another
+    port when rank 0 could not listen on the one it was given (PORT_TRIES)."""
+    for _ in range(PORT_TRIES - 1):
+        res = _launch_once(fn, world_size, backend, kwargs, timeout_s, env, threads_per_rank, stall_s, startup_s)
+        if not _port_taken(res):
+            return res
+    return _launch_once(fn, world_size, backend, kwargs, timeout_s, env, threads_per_rank, stall_s, startup_s)
+
+
+def _port_taken(res: LaunchResult) -> bool:
+    return any(o.state == "error" and "EADDRINUSE" in o.message and o.last_stage == "init_process_group"
+               for o in res.outcomes)
+
+
+def _launch_once(
     fn: str,
     world_size: int,
     backend: str = "gloo",

@@ -77,7 +77,7 @@ def _selftest_findings(rec: Record) -> list[Finding]:
              "A detector that misses its own planted fault cannot be trusted here: report it as a bug."
              if c.get("outcome") == "missed" else "The self-test run itself broke (see the message): run "
              f"`trainready selftest --only {c.get('name')}` again; if it persists, report it as a bug.")
-            for c in rec.doc.get("cases", []) or [] if c.get("outcome") in ("missed", "error")]
+            for c in rec.doc.get("cases", []) or [] if c.get("outcome") in ("missed", "broke", "error")]
 
 
 def _plan_findings(rec: Record) -> list[Finding]:

@@ -31,3 +31,6 @@ class RankJob:
     """Declared before the runs: bitwise (0, 0) or atol/rtol."""
     plants: tuple[str, ...] = ()
     """Planted faults (resume/protocol.py PLANTS), for tests and `--plant`."""
+    go: Path | None = None
+    """C only: the parent's word file (resume/protocol.py GO_FILE); C waits for it before loading B's
+    checkpoint, and for the same name + "-A" before comparing with A's files.  None: A and B have ended."""

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from trainready.ckpt.load import resolve_latest
 from trainready.ranks.launch import LaunchResult, launch
 from trainready.data.identity import DataIdentity
 from trainready.resume.compare import Tolerance
@@ -28,7 +27,7 @@ from trainready.resume.sizing import ModelChoice
 from trainready.resume.verdict import judge
 from trainready.records import Outcome, Status
 from trainready.train.loop import CUBLAS_WORKSPACE, TrainConfig
-from trainready.util.atomic import atomic_write_json
+from trainready.util.atomic import atomic_write_json, atomic_write_text
 
 PLANTS = ("skip_rng", "skip_rng_python", "skip_rng_numpy", "skip_data", "skip_lr", "flip_byte", "fill_disk")
 
@@ -81,25 +80,19 @@ def run_protocol(pc: ProtocolConfig, progress: Callable[[str], None] | None = No
     declared = _declare(pc, out)
     job = RankJob(role="A", train=pc.train, data=pc.data, dtype=pc.dtype, ckpt_dir=ckpt, out_dir=out,
                   checkpoint_step=pc.checkpoint_step, tolerance=pc.tolerance, plants=tuple(pc.plants))
-    runs: dict[str, Any] = {}
-    walls: dict[str, float] = {}
     t_all = time.perf_counter()
-    plan = _plan(pc)
-    for stage in (_runs_a_b(pc, job, plan, say), None):
-        if stage is None:
-            say(plan["C"])
-            stage = [_run(pc, job, "C")]
-        for done in stage:
-            walls[done.role] = done.wall_s
-            failed = _failed(pc, done, plan, {"declared": declared, "run_dir": str(run_dir)})
-            if failed is not None:
-                return failed
-            runs[done.role] = done.result.values
-            if done.role == "B" and "flip_byte" in pc.plants:
-                victim = flip_byte(resolve_latest(ckpt))
-                say(f"planted: flipped a byte of {victim.name}")
+    done = _run_all(pc, job, out / GO_FILE, say)
+    walls = {d.role: d.wall_s for d in done.values()}
+    for role in ("A", "B", "C"):  # the first run that failed is the finding
+        failed = _failed(pc, done[role], _plan(pc), {"declared": declared, "run_dir": str(run_dir)}) \
+            if role in done else None
+        if failed is not None:
+            return failed
     walls["total"] = time.perf_counter() - t_all
-    return judge(runs, declared, walls, pc, str(run_dir))
+    return judge({role: d.result.values for role, d in done.items()}, declared, walls, pc, str(run_dir))
+
+
+GO_FILE = "go-C"  # written by the parent once B ended ("run": load and go on, or "stop"); "go-C-A" once A ended
 
 
 def _declare(pc: ProtocolConfig, out: Path) -> dict[str, Any]:
@@ -123,33 +116,77 @@ def _plan(pc: ProtocolConfig) -> dict[str, str]:
     return {"A": f"A: 0→{n} uninterrupted", "B": f"B: 0→{k}, save", "C": f"C: fresh, load {k}, {k}→{n}"}
 
 
-def _run(pc: ProtocolConfig, job: RankJob, role: str) -> RunDone:
+def _run(pc: ProtocolConfig, job: RankJob, role: str, timeout_s: float | None = None) -> RunDone:
     """Run `role` on its own fresh set of ranks."""
     env = {"CUBLAS_WORKSPACE_CONFIG": CUBLAS_WORKSPACE} if pc.train.deterministic else {}
     t0 = time.perf_counter()
     res = launch("trainready.resume.worker:resume_rank", pc.world_size, pc.backend,
-                 {"job": dataclasses.replace(job, role=role)}, timeout_s=pc.timeout_s, env=env,
+                 {"job": dataclasses.replace(job, role=role)}, timeout_s=timeout_s or pc.timeout_s, env=env,
                  # One intra-op thread per CPU rank: OpenMP's spinning barriers make 2+
-                 # threads ~10x slower on a shared, oversubscribed CPU (measured here).
+                 # threads ~10x slower on a shared, oversubscribed CPU (measured on a 2-core x86 VM).
                  threads_per_rank=1 if pc.backend == "gloo" else None)
     return RunDone(role, res, time.perf_counter() - t0)
 
 
-def _runs_a_b(pc: ProtocolConfig, job: RankJob, plan: dict[str, str], say: Callable[[str], None]) -> list[RunDone]:
-    """A and B are independent: on GPUs (latency-bound, small model) they run side by side as two separate
-    process groups; on CPU ranks they would only share cores, so B starts after A (and not if A failed).
-    C always starts after both, as a fresh set of processes."""
-    if pc.backend == "nccl":
+def _ran(done: RunDone) -> bool:
+    return done.result.ok and not any(v.get("save_error") for v in done.result.values)
+
+
+def _run_all(pc: ProtocolConfig, job: RankJob, go: Path, say: Callable[[str], None]) -> dict[str, RunDone]:
+    """A and B, and C's processes started alongside them: C builds its model, then waits for `go` (written
+    here once B saved, after any planted corruption) before it loads B's checkpoint and trains on, and for
+    `go`-A (A ended) before it compares anything with A's files.  C's process start-up (interpreter, CUDA
+    context, process group) and its own steps thus overlap A and B instead of following them; C is still a
+    fresh set of processes that never held A's or B's state in memory.  C is left out when A or B failed."""
+    job, go_a = dataclasses.replace(job, go=go), go.with_name(go.name + "-A")
+    done: dict[str, RunDone] = {}
+    ok = {"A": False, "B": False}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+        # C waits for A and B: its limit covers theirs (each up to pc.timeout_s) plus its own run.
+        c_run = pool.submit(_run, pc, job, "C", 3 * pc.timeout_s)
+        try:
+            a_run = _runs_a_b(pc, job, pool, say, done)
+            ok["B"] = "B" in done and _ran(done["B"])
+            if ok["B"] and "flip_byte" in pc.plants:
+                from trainready.ckpt.load import resolve_latest  # torch.distributed.checkpoint: ~3 s to import
+
+                victim = flip_byte(resolve_latest(job.ckpt_dir))
+                say(f"planted: flipped a byte of {victim.name}")
+            if ok["B"]:
+                say(_plan(pc)["C"])
+            atomic_write_text(go, "run" if ok["B"] else "stop")  # C loads B's checkpoint and trains on
+            done["A"] = a_run.result()
+            ok["A"] = _ran(done["A"])
+            atomic_write_text(go_a, "run" if ok["A"] and ok["B"] else "stop")  # C compares with A's files
+        finally:  # C never waits on a parent that broke off
+            for path in (go, go_a):
+                if not path.exists():
+                    atomic_write_text(path, "stop")
+        done["C"] = c_run.result()
+    if not (ok["A"] and ok["B"]):
+        done.pop("C")  # stopped early: A's or B's failure is the finding
+    return done
+
+
+def _runs_a_b(pc: ProtocolConfig, job: RankJob, pool: concurrent.futures.ThreadPoolExecutor,
+              say: Callable[[str], None], done: dict[str, RunDone]) -> concurrent.futures.Future[RunDone]:
+    """A and B: side by side on GPUs (latency-bound, small model; two separate process groups), one after
+    the other on CPU ranks (they would only share cores) and under the full-disk plant (the filesystem it
+    fills before B's save is the one A writes its evidence to), B left out when A failed.  Returns once B
+    ended (done["B"]), with A's run as a future."""
+    plan = _plan(pc)
+    if pc.backend == "nccl" and "fill_disk" not in pc.plants:
         say(f"{plan['A']}  ||  {plan['B']}")
-        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-            return list(pool.map(lambda role: _run(pc, job, role), ("A", "B")))
-    first: list[RunDone] = []
-    for role in ("A", "B"):
-        say(plan[role])
-        first.append(_run(pc, job, role))
-        if not first[-1].result.ok:
-            break
-    return first
+        a_run = pool.submit(_run, pc, job, "A")
+        done["B"] = _run(pc, job, "B")
+        return a_run
+    say(plan["A"])
+    a_done: concurrent.futures.Future[RunDone] = concurrent.futures.Future()
+    a_done.set_result(_run(pc, job, "A"))
+    if a_done.result().result.ok:
+        say(plan["B"])
+        done["B"] = _run(pc, job, "B")
+    return a_done
 
 
 def _failed(pc: ProtocolConfig, done: RunDone, plan: dict[str, str], details: dict[str, Any]) -> Outcome | None:

@@ -80,6 +80,54 @@ def snapshot(tr: Trainer, sampler: SequenceSampler) -> dict[str, Any]:
     return {"tensors": tensors, **light_state(tr, sampler)}
 
 
+def wait_for_go(ctx: RankContext, go: Path, run: str, poll_s: float = 0.02) -> bool:
+    """C's processes start beside A and B and build their model; here they wait for the parent's word that
+    `run` ended (the file `go`: "run", or "stop" when a run failed).  Bounded by the launch's limit."""
+    ctx.stage(f"C: waiting for run {run}")
+    while not go.exists():
+        time.sleep(poll_s)
+    return go.read_text().strip() == "run"
+
+
+def _resume_c(ctx: RankContext, tr: Trainer, sampler: SequenceSampler, run: Callable[[int, int], None],
+              result: dict[str, Any], go: Path | None, out: Path, ckpt: Path, k: int, plants: tuple[str, ...],
+              tol: compare.Tolerance) -> bool:
+    """Run C: wait for B (`go`), keep its fresh state, load K, note what was restored, train K→N; then wait for
+    A (`go`-A) and compare all three with A's files.  False when it stopped early (result says why)."""
+    r, ws = ctx.rank, ctx.world_size
+    if go is not None and not wait_for_go(ctx, go, "B"):
+        result["stopped"] = True
+        return False
+    fresh = snapshot(tr, sampler)  # before the load: must differ from A's final state (compared below)
+    ctx.stage("C: loading")
+    tl = time.perf_counter()
+    try:
+        st = load_checkpoint(resolve_latest(ckpt), tr.model, tr.optimizer, r, ws)
+    except CheckpointError as exc:
+        result["checkpoint_error"] = str(exc)
+        return False
+    tr.step_no = int(st["step"])
+    if "skip_lr" not in plants:
+        tr.scheduler.load_state_dict(st["scheduler"])
+    if "skip_data" not in plants:  # DataError if the checkpoint was saved on other data
+        sampler.load_state_dict(st["data"], origin=str(resolve_latest(ckpt) / f"train-rank-{r}.json"))
+    if "skip_rng" not in plants:
+        rng.restore(st["rng"], skip=[g for g in ("python", "numpy") if f"skip_rng_{g}" in plants])
+    result["load_s"] = time.perf_counter() - tl
+    at_k = light_state(tr, sampler)
+    ctx.stage("C: training")
+    run(k, tr.cfg.steps)
+    final = snapshot(tr, sampler)
+    if go is not None and not wait_for_go(ctx, go.with_name(go.name + "-A"), "A"):
+        result["stopped"] = True
+        return False
+    a_final = torch.load(out / f"A-final-rank{r}.pt", weights_only=True)
+    result["differs_before_load"] = compare.differs_before_load(fresh, a_final, tol)
+    result["restored"] = compare.restored(at_k, torch.load(out / f"A-at-{k}-rank{r}.pt", weights_only=True))
+    result["final"] = compare.compare_states(final, a_final, tol)
+    return True
+
+
 def resume_rank(ctx: RankContext, job: RankJob) -> dict[str, Any]:
     t0 = time.perf_counter()
     cfg, role, plants, tol = job.train, job.role, job.plants, job.tolerance
@@ -120,28 +168,8 @@ def resume_rank(ctx: RankContext, job: RankJob) -> dict[str, Any]:
             return result
         result["save_s"] = time.perf_counter() - ts
     elif role == "C":
-        a_final = torch.load(out / f"A-final-rank{r}.pt", weights_only=True)
-        result["differs_before_load"] = compare.differs_before_load(snapshot(tr, sampler), a_final, tol)
-        ctx.stage("C: loading")
-        tl = time.perf_counter()
-        try:
-            st = load_checkpoint(resolve_latest(ckpt), tr.model, tr.optimizer, r, ws)
-        except CheckpointError as exc:
-            result["checkpoint_error"] = str(exc)
+        if not _resume_c(ctx, tr, sampler, run, result, job.go, out, ckpt, k, plants, tol):
             return result
-        tr.step_no = int(st["step"])
-        if "skip_lr" not in plants:
-            tr.scheduler.load_state_dict(st["scheduler"])
-        if "skip_data" not in plants:  # DataError if the checkpoint was saved on other data
-            sampler.load_state_dict(st["data"], origin=str(resolve_latest(ckpt) / f"train-rank-{r}.json"))
-        if "skip_rng" not in plants:
-            rng.restore(st["rng"], skip=[g for g in ("python", "numpy") if f"skip_rng_{g}" in plants])
-        result["load_s"] = time.perf_counter() - tl
-        a_k = torch.load(out / f"A-at-{k}-rank{r}.pt", weights_only=True)
-        result["restored"] = compare.restored(light_state(tr, sampler), a_k)
-        ctx.stage("C: training")
-        run(k, cfg.steps)
-        result["final"] = compare.compare_states(snapshot(tr, sampler), a_final, tol)
     else:
         raise ValueError(f"unknown role {role!r}")
     result.update(

@@ -1,20 +1,24 @@
 """Every fault trainready claims to catch, as one self-test case each: THE table to extend.
 
 A case runs the real CLI (`python -m trainready ARGV`) in a fresh process with one fault
-planted, and is "detected" when the named check fails (or errors) with a message matching
-`expect` — the detector must name what is wrong, not just fail.  Cases whose `check` is "" expect
-the command to refuse bad input (exit 2) with a line matching `expect`.
+planted, and is "detected" when the named check FAILS with a message matching `expect`, the
+detector's own line for that fault (an `error` result is the run breaking, never a detection).
+Cases whose `check` is "" expect the command to refuse bad input (exit 2) with a line matching
+`expect`.  Before any case of a detector family is judged, its control run (the same command with
+no plant: `control_of`) must pass, so a failure that is not the planted fault cannot count.
 
 Placeholders in ARGV, filled by selftest/prepare.py: {spec} a short self-test spec (4 gloo ranks
-or one rank per GPU, collective deadline 20 s on gloo and 60 s with NCCL, 10-step resume), {rank} a rank
+or one rank per GPU, collective deadline 20 s on gloo and 30 s with NCCL, 10-step resume), {rank} a rank
 that exists here, {facts_*}/{data_*}/{spec_*} files made for the case.  `needs` names what the case requires
-(gpu, slurm, multirank); without it the case is skipped with the reason.
+(gpu, slurm, multirank); without it the case is not applicable here, with the reason.
 
 Adding a plant to checks/plants.py without a case here fails tests/test_selftest.py.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import dataclass
 
 
@@ -28,6 +32,13 @@ class Case:
     covers: tuple[str, ...] = ()  # plant names (checks/plants.py) this case exercises
     needs: str = ""  # "" | "gpu" | "slurm" | "multirank"
     before: tuple[str, ...] = ()  # a command run first (e.g. the save in another process that the case loads)
+    expect_1rank: str = ""  # what the detector says at world size 1, where that differs (no rank left waiting)
+    clean: tuple[tuple[str, str], ...] = ()  # control run: placeholder with the fault -> the same input without it
+    judge_only: bool = False  # the figure is planted after measuring: proves the judge, not the measurement
+    exclusive: bool = False  # timing-sensitive: runs alone, nothing beside it (the self-test runs cases side by side)
+
+    def expectation(self, world: int) -> str:
+        return self.expect_1rank if world == 1 and self.expect_1rank else self.expect
 
     @property
     def plants(self) -> tuple[str, ...]:
@@ -35,6 +46,32 @@ class Case:
         from trainready.checks.plants import PLANTS
 
         return self.covers or ((self.name,) if self.name in PLANTS else ())
+
+
+def control_of(case: Case) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(before, argv) of the case's control run: the same commands with no plant.  An input that carries
+    the fault is swapped for its clean twin (`clean`; a replayed-facts plant keeps its --plant, now
+    replaying healthy facts); a case's own output folder becomes one shared by its family's control."""
+    swap = dict(case.clean)
+
+    def plain(argv: tuple[str, ...]) -> tuple[str, ...]:
+        out: list[str] = []
+        it = iter(argv)
+        for a in it:
+            if a == "--plant":
+                value = next(it)
+                if any(f"{{{k}}}" in value for k in swap):
+                    out += [a, value]
+                continue
+            out.append(a)
+        text = [re.sub(r"\{(\w+)\}", lambda m: "{" + swap.get(m.group(1), m.group(1)) + "}", a) for a in out]
+        return tuple(re.sub(r"^(\{(?:scratch|cluster_results)\})/[\w.-]+$", r"\1/control", a) for a in text)
+
+    before, argv = plain(case.before), plain(case.argv)
+    key = hashlib.sha1("\0".join(before + argv).encode()).hexdigest()[:8]
+    name = f"control-{key}"
+    return tuple(a.replace("/control", f"/{name}") for a in before), tuple(a.replace("/control", f"/{name}")
+                                                                           for a in argv)
 
 
 def _node(check: str, plant: str, *extra: str) -> tuple[str, ...]:
@@ -60,24 +97,38 @@ def _cluster(name: str, plant: str, checks: str = "versions", *extra: str) -> tu
             "--only", checks, "--time", "5:00", "--plant", plant, *extra)
 
 
+def _data(prefix: str) -> tuple[str, ...]:
+    """A short resume on the token files at `prefix` (its control: the same files intact)."""
+    return ("resume", "--spec", "{spec}", "--steps", "4", "--checkpoint-step", "2", "--batch-size", "2",
+            "--data", prefix)
+
+
+# The versions-only cluster cases share one command (and so one control run): node1 is the reference.
+VERSIONS_REF = ("versions", "--reference", "node1")
+
+
 def _compat_save(name: str, plant: str) -> tuple[str, ...]:
     return ("resume", "--steps", "4", "--checkpoint-step", "2", "--save-only", f"{{scratch}}/{name}", "--plant", plant)
 
 
 # A hang names the hung rank and the ranks left waiting on it; a loaded machine on which every rank
 # missed the deadline says no such thing, so it is not taken for the planted hang.
-HUNG = r"rank {rank} hung at [^;]*; ranks? [\d, -]+ (?:was|were) left waiting"
+HUNG = r"rank {rank} hung at '[^']+' \(no progress before the deadline\); ranks? [\d, -]+ (?:was|were) left waiting"
+DIED = r"rank {rank} died \(exit code -?\d+\) after '"
+HUNG_ALONE = r"rank {rank} hung at '[^']+' \(no progress before the deadline\)"  # at 1 rank nobody waits on it
 
 CASES: tuple[Case, ...] = (
     # --- GPUs visible, host and container agree (replayed 8x H200 facts with one fault each)
     Case("gpus.facts", "GPU 2 has a row remap pending (replayed NVML facts of an 8x H200 node)",
          ("node", "--spec", "example:h200-8x", "--only", "gpus", "--plant", "gpus.facts={facts_remap}"),
-         "gpus", r"GPU 2.*remap"),
+         "gpus", r"GPU 2\b.*: row remap pending", clean=(("facts_remap", "facts_ok"),)),
     Case("versions.facts", "the driver supports CUDA 12.4 but torch is built for CUDA 13.0 (replayed facts)",
          ("node", "--spec", "example:h200-8x", "--only", "versions", "--plant", "versions.facts={facts_old_driver}"),
-         "versions", r"CUDA ≤ 12\.4"),
+         "versions", r"driver supports CUDA ≤ 12\.4, torch built for CUDA 13\.0",
+         clean=(("facts_old_driver", "facts_ok"),)),
     Case("versions.drift", "a package differs from the version the spec pins (version drift, this machine)",
-         ("node", "--spec", "{spec_drift}", "--only", "versions"), "versions", r"numpy"),
+         ("node", "--spec", "{spec_drift}", "--only", "versions"), "versions",
+         r"spec software\.packages\.numpy = '0\.0\.1' but found \d", clean=(("spec_drift", "spec"),)),
     # --- compute right
     Case("matmul.corrupt", "one element of the matmul result is off by one on device 0",
          _node("matmul", "matmul.corrupt=0"), "matmul", r"integer product wrong"),
@@ -86,9 +137,10 @@ CASES: tuple[Case, ...] = (
     Case("matmul.nondeterministic", "a repeated matmul differs by one ulp on device 0",
          _node("matmul", "matmul.nondeterministic=0"), "matmul", r"same product twice differs"),
     Case("throughput.slow_gpu", "GPU 0 reports half its GEMM TFLOP/s and HBM GB/s",
-         _node("throughput", "throughput.slow_gpu=0"), "throughput", r"GPU 0\b", needs="gpu"),
+         _node("throughput", "throughput.slow_gpu=0"), "throughput", r"GPU 0 .* = \d+% of [\w ]+ peak \d+ < \d+%",
+         needs="gpu", judge_only=True),
     Case("train_step.freeze", "one parameter is left without an update",
-         _node("train_step", "train_step.freeze=first"), "train_step", r"not updated"),
+         _node("train_step", "train_step.freeze=first"), "train_step", r"parameter\(s\) not updated: \S"),
     Case("train_step.nan", "a NaN in a gradient", _node("train_step", "train_step.nan=grad"), "train_step",
          r"non-finite gradient"),
     Case("train_step.nan_loss", "a NaN in the loss", _node("train_step", "train_step.nan=loss"), "train_step",
@@ -101,21 +153,24 @@ CASES: tuple[Case, ...] = (
     Case("allreduce.wrong_rank", "one rank contributes a wrong value", _node("allreduce", "allreduce.wrong_rank={rank}"),
          "allreduce", r"expected \d+ everywhere"),
     Case("allreduce.hang_rank", "one rank never joins the all-reduce (hang)",
-         _node("allreduce", "allreduce.hang_rank={rank}"), "allreduce", HUNG),
+         _node("allreduce", "allreduce.hang_rank={rank}"), "allreduce", HUNG, expect_1rank=HUNG_ALONE),
     Case("allreduce.die_rank", "one rank's process exits mid-run", _node("allreduce", "allreduce.die_rank={rank}"),
-         "allreduce", r"rank {rank} died"),
+         "allreduce", DIED),
     Case("comm.wrong_rank", "one rank sends wrong elements in the collective sweep", _comm("comm.wrong_rank={rank}"),
-         "comm.all_reduce", r"wrong element"),
+         "comm.all_reduce", r"all_reduce: \d+ wrong element\(s\) at \d+ size\(s\)"),
     Case("comm.hang_rank", "one rank stops at the second sweep step (hang)",
          _comm("comm.hang_rank={rank}", "comm.fault_step=1"), "comm.all_reduce", HUNG,
-         covers=("comm.hang_rank", "comm.fault_step")),
+         covers=("comm.hang_rank", "comm.fault_step"), expect_1rank=HUNG_ALONE),
     Case("comm.die_rank", "one rank's process exits in the collective sweep", _comm("comm.die_rank={rank}"),
-         "comm.all_reduce", r"rank {rank} died"),
+         "comm.all_reduce", DIED),
     Case("comm.slow_pct", "every collective takes 300% longer (a uniformly slow fabric), judged against this "
-         "machine's own busbw measured first", _comm("comm.slow_pct=300", spec="{spec_busbw}"),
-         "comm.all_reduce", r"busbw .*< "),
+         "machine's own busbw measured first (busbw is 0 by definition at 1 rank)",
+         _comm("comm.slow_pct=300", spec="{spec_busbw}"), "comm.all_reduce",
+         r"all_reduce: busbw [\d.e+-]+ GB/s avg over .* < [\d.e+-]+ \([\d.]+ \(comm\.min_fraction\) x "
+         r"comm\.expected_busbw_gbps\.all_reduce", needs="multirank", clean=(("spec_busbw", "spec"),), exclusive=True),
     Case("comm.slow_rank", "one rank sleeps 150 ms before every collective (a straggler)",
-         _comm("comm.slow_rank={rank}", "comm.slow_ms=150"), "comm.pairs", r"rank {rank} slow",
+         _comm("comm.slow_rank={rank}", "comm.slow_ms=150"), "comm.pairs",
+         r"rank {rank} slow \([\d.]+x the median rank\)",
          covers=("comm.slow_rank", "comm.slow_ms"), needs="multirank"),
     # --- training resumes
     Case("resume.skip_rng", "the resumed run does not restore any RNG state", _resume("resume.skip_rng=1"), "resume",
@@ -131,29 +186,41 @@ CASES: tuple[Case, ...] = (
     Case("resume.flip_byte", "one byte of a checkpoint file is flipped after it was saved (corrupted checkpoint)",
          _resume("resume.flip_byte=1"), "resume", r"does not match the manifest"),
     Case("resume.fill_disk", "the checkpoint filesystem fills up just before run B saves (a full disk; a 16 MiB "
-         "tmpfs of the self-test's own)", ("resume", "--spec", "{spec}", "--cpu", "--dir", "{small_disk}", "--steps", "4",
+         "tmpfs of the self-test's own)", ("resume", "--spec", "{spec}", "--dir", "{small_disk}", "--steps", "4",
                                             "--checkpoint-step", "2", "--plant", "resume.fill_disk=1"),
-         "resume", r"no space left on device"),
+         "resume", r"run B could not save its checkpoint at step 2: .*no space left on device",
+         clean=(("small_disk", "control_dir"),)),
     # --- the fleet on Slurm (check "node:NAME": that node must be rejected with a matching reason)
     Case("cluster.fail", "a check fails on node2 (a corrupted matmul element)",
          _cluster("fail", "cluster.fail=node2", "versions,matmul"), "node:node2", r"check matmul: FAIL", needs="slurm"),
     Case("cluster.drift", "node2 reports another torch version (drift from the reference node1)",
-         _cluster("drift", "cluster.drift=node2", "versions", "--reference", "node1"), "node:node2",
-         r"drift: torch.*0\.0\.0\+planted", needs="slurm"),
+         _cluster("drift", "cluster.drift=node2", *VERSIONS_REF), "node:node2",
+         r"drift: torch.*0\.0\.0\+planted", needs="slurm", judge_only=True),
     Case("cluster.slow", "node3's throughput at 2% (a slow node)",
          _cluster("slow", "cluster.slow=node3:0.02", "versions,matmul,train_step"), "node:node3",
-         r"slow: .*train_tokens_per_s", needs="slurm"),
+         r"slow: .*train_tokens_per_s", needs="slurm", judge_only=True),
     Case("cluster.hang", "node3's acceptance task hangs until Slurm's time limit",
          ("cluster", "run", "-N", "3", "--results", "{cluster_results}/hang", "--spec", "example:local-slurm", "--only",
-          "versions", "--time", "0:30", "--plant", "cluster.hang=node3"), "node:node3", r"no result", needs="slurm"),
-    Case("cluster.kill", "node2's acceptance task is killed (SIGKILL)", _cluster("kill", "cluster.kill=node2"),
+          "versions", "--time", "0:30", "--plant", "cluster.hang=node3"), "node:node3",
+         r"no result: task \d+ (?:hung: still running|TIMEOUT: hung past --time)", needs="slurm"),
+    Case("cluster.kill", "node2's acceptance task is killed (SIGKILL)",
+         _cluster("kill", "cluster.kill=node2", *VERSIONS_REF),
          "node:node2", r"no result: task.*signal 9", needs="slurm"),
-    Case("cluster.clock", "node2's clock is 5 s ahead", _cluster("clock", "cluster.clock=node2:5"), "node:node2",
+    Case("cluster.clock", "node2's clock is 5 s ahead", _cluster("clock", "cluster.clock=node2:5", *VERSIONS_REF),
+         "node:node2",
          r"clock: clock off by", needs="slurm"),
-    Case("cluster.storage", "node2 sees another filesystem than --results", _cluster("storage", "cluster.storage=node2"),
-         "node:node2", r"storage: ", needs="slurm"),
-    Case("cluster.nofile", "node2's open-files limit is 1024", _cluster("nofile", "cluster.nofile=node2:1024"),
+    Case("cluster.storage", "node2 sees another filesystem than --results",
+         _cluster("storage", "cluster.storage=node2", *VERSIONS_REF),
+         "node:node2", r"storage: --results is another filesystem here \(st_dev", needs="slurm"),
+    Case("cluster.nofile", "node2's open-files limit is 1024",
+         _cluster("nofile", "cluster.nofile=node2:1024", *VERSIONS_REF),
          "node:node2", r"limits: ulimit -n 1024 <", needs="slurm"),
+    Case("cluster.silent", "node2's rank joins the cross-node all_reduce, then stops (the others wait on it)",
+         _cluster("silent", "cluster.silent=node2", *VERSIONS_REF), "node:node2",
+         r"collective: rank\(s\) \[\d+\] at fault in the all_reduce", needs="slurm"),
+    Case("cluster.vanish", "node2's cross-node task exits at once: no record, its rank never joins",
+         _cluster("vanish", "cluster.vanish=node2", *VERSIONS_REF), "node:node2",
+         r"cross-node: no cross-node record \(", needs="slurm"),
     # --- checkpoint compatibility across environments: saved by one process, loaded by another
     Case("compat.dtype", "a parameter saved as bfloat16 where the loader expects float32",
          ("resume", "--load-from", "{scratch}/dtype"), "ckpt_compat", r"tensor model\.\S+: dtype differs",
@@ -162,8 +229,10 @@ CASES: tuple[Case, ...] = (
          "ckpt_compat", r"tensor model\.\S+: missing", before=_compat_save("missing", "compat.missing=first")),
     Case("compat.rng", "torch's CPU generator state saved in another format", ("resume", "--load-from", "{scratch}/rng"),
          "ckpt_compat", r"RNG state torch_cpu: .*format", before=_compat_save("rng", "compat.rng=1")),
-    Case("data.truncated_bin", "the token .bin file is truncated", ("resume", "--data", "{data_truncated_bin}"), "",
-         r"\.bin"),
-    Case("data.truncated_idx", "the token .idx file is truncated", ("resume", "--data", "{data_truncated_idx}"), "",
-         r"\.idx"),
+    Case("data.truncated_bin", "the token .bin file is truncated", _data("{data_truncated_bin}"), "",
+         r"sample\.bin: truncated \.bin: found \d+ bytes, expected \d+ bytes",
+         clean=(("data_truncated_bin", "data_ok"),)),
+    Case("data.truncated_idx", "the token .idx file is truncated", _data("{data_truncated_idx}"), "",
+         r"sample\.idx: truncated \.idx \(.*\): found \d+ bytes, expected \d+ bytes",
+         clean=(("data_truncated_idx", "data_ok"),)),
 )

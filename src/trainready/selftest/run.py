@@ -1,29 +1,35 @@
-"""Run the self-test cases one at a time, each in a fresh `python -m trainready` process, and
-build the `trainready.selftest/1` record.
+"""Run the self-test cases, each in a fresh `python -m trainready` process, and build the
+`trainready.selftest/1` record.
 
-Outcome per case: "detected" (the named check failed or errored with a message matching the
-case's `expect`, or the command refused the input with such a line), "missed" (it did not),
-"skipped" (the case needs what this machine lacks, with the reason), "error" (the run itself
-broke: no record, a timeout).  The self-test fails on any missed or error case.
+Outcome per case: "detected" (the named check FAILED with a message matching the case's `expect`, or
+the command refused the input with such a line), "missed" (it did not), "skipped" (not applicable
+here: the case needs what this machine lacks, with the reason), "broke" (the run itself broke: no
+record, an `error` result, a timeout, a failed preparation step, or its family's control run, the same
+command with no plant, did not pass).  The self-test fails on any missed or broke case.
+
+Independent cases run side by side (selftest/schedule.py): CPU-bound ones up to a number of lanes set
+by the cores, Slurm ones one at a time beside them, timing-sensitive ones alone at the end.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
+import hashlib
 import re
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from trainready import __version__
-from trainready.selftest.cases import Case
-from trainready.selftest.prepare import LAZY, Unmet, child_env, gpu_count, placeholders, unmet, unmount_all
+from trainready.selftest.cases import Case, control_of
+from trainready.selftest.judge import Finished, Verdict, judge_case, judge_control, prep_failed
+from trainready.selftest.prepare import LAZY, Unmet, child_env, gpu_count, placeholders, unmet, unmount_all, world
 
 SCHEMA = "trainready.selftest/1"
 CASE_TIMEOUT_S = 300.0  # one case: a hang plant waits out its 10 s (gloo) / 60 s (NCCL) deadline well inside
@@ -35,7 +41,7 @@ class CaseResult:
     fault: str
     plants: tuple[str, ...]
     argv: tuple[str, ...]
-    outcome: str  # detected | missed | skipped | error
+    outcome: str  # detected | missed | skipped (not applicable here) | broke
     verdict: str  # the check's status, "exit 2" for refused input, or why there is none
     check: str
     message: str
@@ -52,89 +58,111 @@ def _fill(text: str, values: dict[str, str]) -> str:
     return re.sub(r"\{(\w+)\}", lambda m: values.get(m.group(1), m.group(0)), text)
 
 
-def _judge(case: Case, expect: str, proc: subprocess.CompletedProcess[str], record: Path) -> tuple[str, str, str]:
-    """(outcome, verdict, message) of one finished run."""
-    last = (proc.stderr.strip().splitlines() or [""])[-1]
-    if not case.check:  # must refuse the input: exit 2 with one line naming what is wrong
-        ok = proc.returncode == 2 and re.search(expect, last) is not None
-        return ("detected" if ok else "missed"), f"exit {proc.returncode}", last
-    if not record.is_file():
-        return "error", f"exit {proc.returncode}, no record", last or "no output"
-    doc = json.loads(record.read_text())
-    if case.check.startswith("node:"):  # a fleet record: that node must be rejected for the planted reason
-        name = case.check.split(":", 1)[1]
-        node = next((n for n in doc.get("nodes", []) if n.get("node") == name), None)
-        if node is None:
-            return "error", "no node", f"the fleet record has no node {name}"
-        reasons = [str(r) for r in node.get("reasons", [])]
-        found = not node.get("accepted") and any(re.search(expect, r) for r in reasons)
-        return ("detected" if found else "missed"), "rejected" if not node.get("accepted") else "accepted", \
-            "; ".join(reasons) or "accepted"
-    # The named result, or the one a whole run fails under (a sweep that broke is "comm", not "comm.all_reduce").
-    res = next((r for r in doc.get("results", []) if r.get("name") == case.check), None) or next(
-        (r for r in doc.get("results", []) if case.check.startswith(f"{r.get('name')}.")), None)
-    if res is None:
-        return "error", "no result", f"the record has no '{case.check}' result"
-    status, msg = str(res.get("status")), str(res.get("message", ""))
-    found = status in ("fail", "error") and re.search(expect, msg) is not None
-    return ("detected" if found else "missed"), status, msg
-
-
-def run_case(case: Case, values: dict[str, str], gpus: int, work: Path) -> CaseResult:
-    why = unmet(case.needs, gpus)
+def run_cli(argv: Sequence[str], work: Path, record: Path | None = None, timeout_s: float = CASE_TIMEOUT_S) -> Finished:
+    """`python -m trainready ARGV [--json RECORD]` in a fresh process, its scratch inside `work`."""
+    extra = ("--json", str(record)) if record is not None else ()
+    if record is not None and record.exists():
+        record.unlink()
     t0 = time.perf_counter()
-    if not why:
-        for name in {m for a in case.argv for m in re.findall(r"\{(\w+)\}", a)} - set(values):
-            if name in LAZY:  # e.g. this machine's own busbw, measured once for the cases that need it
-                try:
-                    values[name] = LAZY[name](Path(values["root"]), gpus, list(case.argv))
-                except Unmet as exc:
-                    why = str(exc)
-                    break
-                except (OSError, ValueError, KeyError, StopIteration, subprocess.SubprocessError) as exc:
-                    return CaseResult(case.name, case.fault, case.plants, case.argv, "error", "no calibration",
-                                      case.check, f"could not make {{{name}}}: {type(exc).__name__}: {exc}",
-                                      case.expect, time.perf_counter() - t0)
-    argv = tuple(_fill(a, values) for a in case.argv)
-    expect = _fill(case.expect, {k: re.escape(v) for k, v in values.items()})
-    if why:
-        return CaseResult(case.name, case.fault, case.plants, argv, "skipped", "", case.check, why, expect, 0.0)
-    record = work / f"{case.name}.json"
-    extra = ("--json", str(record)) if case.check else ()
-    env = child_env(work)  # scratch of every run stays inside the self-test's own folder
     try:
-        if case.before:  # its own outcome is not judged: the case's command is (e.g. the load of what it saved)
-            subprocess.run([sys.executable, "-m", "trainready", *(_fill(a, values) for a in case.before)],
-                           capture_output=True, text=True, timeout=CASE_TIMEOUT_S, env=env, cwd=work)
-        proc = subprocess.run([sys.executable, "-m", "trainready", *argv, *extra], capture_output=True, text=True,
-                              timeout=CASE_TIMEOUT_S, env=env, cwd=work)
+        p = subprocess.run([sys.executable, "-m", "trainready", *argv, *extra], capture_output=True, text=True,
+                           timeout=timeout_s, env=child_env(work), cwd=work)
     except subprocess.TimeoutExpired:
-        return CaseResult(case.name, case.fault, case.plants, argv, "error", "timeout", case.check,
-                          f"the run did not end within {CASE_TIMEOUT_S:.0f} s", expect, time.perf_counter() - t0)
-    outcome, verdict, msg = _judge(case, expect, proc, record)
-    return CaseResult(case.name, case.fault, case.plants, argv, outcome, verdict, case.check, msg, expect,
-                      time.perf_counter() - t0)
+        return Finished(tuple(argv), None, "", record, time.perf_counter() - t0)
+    last = (p.stderr.strip().splitlines() or [""])[-1]
+    return Finished(tuple(argv), p.returncode, last, record, time.perf_counter() - t0)
+
+
+@dataclass
+class Controls:
+    """Each detector family's control run, made once and shared by the family's cases (thread-safe)."""
+
+    work: Path
+    values: dict[str, str]
+    done: dict[tuple[tuple[str, ...], tuple[str, ...]], Verdict] = field(default_factory=dict)
+    locks: dict[tuple[tuple[str, ...], tuple[str, ...]], threading.Lock] = field(default_factory=dict)
+    guard: threading.Lock = field(default_factory=threading.Lock)
+
+    def verdict(self, case: Case) -> Verdict:
+        key = control_of(case)
+        with self.guard:
+            lock = self.locks.setdefault(key, threading.Lock())
+        with lock:  # the first case of a family runs the control; the others wait for its verdict
+            if key not in self.done:
+                self.done[key] = self._run(case, key)
+            return self.done[key]
+
+    def _run(self, case: Case, key: tuple[tuple[str, ...], tuple[str, ...]]) -> Verdict:
+        before, argv = ([_fill(a, self.values) for a in part] for part in key)
+        if before:
+            prep = run_cli(before, self.work)
+            if prep_failed(prep):
+                return Verdict("broke", "control preparation", prep_failed(prep))
+        digest = hashlib.sha1(repr(key).encode()).hexdigest()[:10]
+        record = self.work / f"control-{digest}.json" if case.check else None
+        return judge_control(case.check, run_cli(argv, self.work, record))
+
+
+def _result(case: Case, argv: tuple[str, ...], expect: str, v: Verdict, seconds: float) -> CaseResult:
+    return CaseResult(case.name, case.fault, case.plants, argv, v.outcome, v.verdict, case.check, v.message, expect,
+                      seconds)
+
+
+def _lazy(case: Case, values: dict[str, str], gpus: int) -> str:
+    """Make the lazily made placeholders this case needs; '' or why the case does not apply here."""
+    for name in sorted({m for a in case.argv for m in re.findall(r"\{(\w+)\}", a)} - set(values)):
+        if name in LAZY:  # e.g. this machine's own busbw, measured once for the cases that need it
+            try:
+                values[name] = LAZY[name](Path(values["root"]), gpus, list(case.argv))
+            except Unmet as exc:
+                return f"not applicable: {exc}"
+    return ""
+
+
+def run_case(case: Case, values: dict[str, str], gpus: int, work: Path, controls: Controls | None = None) -> CaseResult:
+    """One case: not applicable here (why), or its family's control, its preparation step, then the planted run."""
+    t0 = time.perf_counter()
+    expect = _fill(case.expectation(world(gpus)), {k: re.escape(v) for k, v in values.items()})
+    why = unmet(case.needs, gpus)
+    if why:
+        return _result(case, case.argv, expect, Verdict("skipped", "", why), 0.0)
+    try:
+        why = _lazy(case, values, gpus)
+    except (OSError, ValueError, KeyError, StopIteration, subprocess.SubprocessError) as exc:
+        return _result(case, case.argv, expect, Verdict("broke", "no calibration", f"could not prepare the case: "
+                                                        f"{type(exc).__name__}: {exc}"), time.perf_counter() - t0)
+    argv = tuple(_fill(a, values) for a in case.argv)
+    if why:
+        return _result(case, argv, expect, Verdict("skipped", "", why), 0.0)
+    control = (controls or Controls(work, values)).verdict(case)
+    if control.outcome != "passed":
+        return _result(case, argv, expect, Verdict("broke", f"control {control.verdict}", "control run (the same "
+                       f"command, no plant) did not pass: {control.message}"), time.perf_counter() - t0)
+    if case.before:
+        prep = run_cli([_fill(a, values) for a in case.before], work)
+        if prep_failed(prep):
+            return _result(case, argv, expect, Verdict("broke", "preparation", prep_failed(prep)),
+                           time.perf_counter() - t0)
+    run = run_cli(argv, work, work / f"{case.name}.json" if case.check else None)
+    return _result(case, argv, expect, judge_case(case.check, expect, run), time.perf_counter() - t0)
 
 
 def run_selftest(cases: Sequence[Case], on_case: Callable[[int, Case], None] = lambda i, c: None,
-                 on_done: Callable[[CaseResult], None] = lambda r: None) -> dict[str, Any]:
+                 on_done: Callable[[CaseResult], None] = lambda r: None, lanes: int = 0) -> dict[str, Any]:
+    from trainready.selftest.schedule import run_all
+
     started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     gpus = gpu_count()
     with tempfile.TemporaryDirectory(prefix="trainready-selftest-") as tmp:
         work = Path(tmp)
         values = placeholders(work / "inputs", gpus)
-        results = []
         try:
-            for i, case in enumerate(cases):
-                on_case(i, case)
-                res = run_case(case, values, gpus, work)
-                results.append(res)
-                on_done(res)
+            results = run_all(cases, values, gpus, work, on_case, on_done, lanes)
         finally:
             unmount_all()  # before the scratch folder holding the mount points is removed
-    bad = [r for r in results if r.outcome in ("missed", "error")]
-    counts = {k: sum(1 for r in results if r.outcome == k) for k in ("detected", "missed", "skipped", "error")}
+    bad = [r for r in results if r.outcome in ("missed", "broke")]
+    counts = {k: sum(1 for r in results if r.outcome == k) for k in ("detected", "missed", "skipped", "broke")}
     return {"schema": SCHEMA, "host": socket.gethostname(), "started_at": started,
             "duration_s": round(time.perf_counter() - t0, 2), "tool_version": __version__,
             "status": "fail" if bad else "pass", "gpus": gpus, "counts": counts,

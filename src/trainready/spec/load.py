@@ -24,8 +24,13 @@ def example_path(name: str) -> Path:
 def load_spec(path: str | Path | None) -> tuple[NodeSpec, str]:
     """Return (spec, where-it-came-from). `None` → the CPU default example.
 
-    A value of the form ``example:NAME`` loads a shipped example.
+    A value of the form ``example:NAME`` loads a shipped example; ``auto`` the automatic spec (spec/auto.py:
+    the GPUs NVML sees, else the CPU default).
     """
+    if path == "auto":
+        from trainready.spec.auto import auto_spec
+
+        return auto_spec()
     if path is None:
         path = example_path("cpu-default")
     elif isinstance(path, str) and path.startswith("example:"):

@@ -1,0 +1,54 @@
+"""Run the self-test's cases side by side where that is safe.
+
+Each case is its own fresh process (or two, with its family's control run), so cases that share nothing
+can run at once: CPU-bound runs hold one of `lanes` lanes (from the cores: 4 gloo ranks of a case keep
+about two cores busy), Slurm runs go one at a time on their own lane (the local cluster is one queue) beside
+them, and timing-sensitive cases (`Case.exclusive`: a busbw judged against a calibration measured in the
+same run) run alone after everything else.  Results come back in the table's order.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+from pathlib import Path
+from typing import Callable, Sequence
+
+from trainready.selftest.cases import Case
+from trainready.selftest.run import CaseResult, Controls, run_case
+
+CORES_PER_LANE = 2  # a case's 4 gloo ranks (or a GPU case's host side) keep about two cores busy
+MAX_LANES = 6  # GPU cases share one GPU: beyond this the host's CUDA contexts and launches contend
+
+
+def lanes_for(cores: int | None = None) -> int:
+    """Concurrent non-Slurm cases on this machine: one per CORES_PER_LANE cores, at least 2 (most cases
+    spend their first seconds starting an interpreter and waiting on rendezvous, not computing)."""
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(2, min(MAX_LANES, cores // CORES_PER_LANE))
+
+
+def run_all(cases: Sequence[Case], values: dict[str, str], gpus: int, work: Path,
+            on_case: Callable[[int, Case], None], on_done: Callable[[CaseResult], None],
+            lanes: int = 0) -> list[CaseResult]:
+    """Every case's result, in the order of `cases`."""
+    controls = Controls(work, values)
+    results: dict[int, CaseResult] = {}
+
+    def one(i: int) -> None:
+        on_case(i, cases[i])
+        results[i] = run_case(cases[i], values, gpus, work, controls)
+        on_done(results[i])
+
+    slurm = [i for i, c in enumerate(cases) if c.needs == "slurm" and not c.exclusive]
+    local = [i for i, c in enumerate(cases) if c.needs != "slurm" and not c.exclusive]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as queue, \
+            concurrent.futures.ThreadPoolExecutor(max_workers=lanes or lanes_for()) as pool:
+        futures = [queue.submit(one, i) for i in slurm] + [pool.submit(one, i) for i in local]
+        for f in futures:
+            f.result()
+    for i, c in enumerate(cases):  # alone: nothing else runs beside them
+        if c.exclusive:
+            one(i)
+    return [results[i] for i in range(len(cases))]
