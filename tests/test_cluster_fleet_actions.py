@@ -250,3 +250,21 @@ def test_exit_codes_in_slurms_two_forms():
     assert run.exit_words(slurm.TaskState(0, "5", "FAILED", "137:0", "n", "")) == "exit code 137 = killed by signal 9"
     assert run.exit_words(slurm.TaskState(0, "5", "FAILED", "0:9", "n", "")) == "exit code 0, killed by signal 9"
     assert run.exit_words(slurm.TaskState(0, "5", "FAILED", "1:0", "n", "")) == "exit code 1"
+
+
+def test_stalled_tasks_are_cancelled_as_array_tasks_never_by_the_arrays_own_id(monkeypatch):
+    """Seen on the local cluster: the array's last task keeps the array's job id (here 1), and `scancel 1` ended
+    every task of the array; the collector names each task JOB_INDEX."""
+    calls: list[list[str]] = []
+
+    def call(argv, timeout=0):  # type: ignore[no-untyped-def]
+        calls.append(list(argv))
+        return "node1\tidle\thost\tnone\nnode3\tdrained\thost\tadmin: PSU swap\n" if argv[0] == "sinfo" else ""
+
+    monkeypatch.setattr(slurm, "call", call)
+    states = {0: slurm.TaskState(0, "2", "PENDING", "", "", "ReqNodeNotAvail"),
+              1: slurm.TaskState(1, "3", "RUNNING", "", "node2", "None", 99.0),
+              2: slurm.TaskState(2, "1", "PENDING", "", "", "ReqNodeNotAvail,_UnavailableNodes:node3")}
+    w = run.Watch()
+    run.cancel_stalled("1", states, ["node1", "node2", "node3"], 30.0, w, lambda s: None)
+    assert calls[-1] == ["scancel", "1_1", "1_2"] and set(w.stuck) == {2} and set(w.over) == {1}

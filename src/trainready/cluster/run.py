@@ -138,16 +138,17 @@ def mark(states: dict[int, slurm.TaskState], w: Watch) -> dict[int, slurm.TaskSt
     return out
 
 
-def cancel_stalled(states: dict[int, slurm.TaskState], nodes: list[str], limit_s: float, w: Watch,
+def cancel_stalled(job: str, states: dict[int, slurm.TaskState], nodes: list[str], limit_s: float, w: Watch,
                    say: Progress) -> None:
     """Cancel (one scancel for all) the tasks running past --time and those pending for a reason that cannot
-    clear by itself; the latter are named with their node's Slurm state and reason."""
+    clear by itself; the latter are named with their node's Slurm state and reason.  Tasks are named JOB_I:
+    the last task of an array keeps the array's own job id, and `scancel JOB` would end every task."""
     ids = []
     for i, s in sorted(states.items()):
         if s.state == "RUNNING" and s.run_s > limit_s + TASK_GRACE_S and i not in w.over:
             say(f"{nodes[i]}: task {s.job_id} still running {s.run_s:.0f} s, past its time limit; cancelling")
             w.over[i] = time.time()
-            ids.append(s.job_id)
+            ids.append(f"{job}_{i}")
     pending = [i for i, s in sorted(states.items()) if s.state == "PENDING" and avail.stuck_reason(s.reason)
                and i not in w.stuck]
     info = slurm.nodes([nodes[i] for i in pending]) if pending else {}  # one call: is the node itself unavailable?
@@ -159,7 +160,7 @@ def cancel_stalled(states: dict[int, slurm.TaskState], nodes: list[str], limit_s
         w.stuck[i] = (f"its task {s.job_id} stayed PENDING ({s.reason.replace(',_', ', ')}), a reason that does not "
                       f"clear by itself{node_says.rstrip('.')}")
         say(f"{nodes[i]}: not tested: {w.stuck[i]}; its task is cancelled")
-        ids.append(s.job_id)
+        ids.append(f"{job}_{i}")
     if ids:
         slurm.cancel(*ids)
 
@@ -182,7 +183,7 @@ def wait(job: str, nodes: list[str], limit_s: float, waves: int, say: Progress) 
     deadline_s = waves * limit_s + GRACE_S
     while True:
         states = slurm.task_states(job, {i: s.job_id for i, s in w.states.items()}) or w.states
-        cancel_stalled(states, nodes, limit_s, w, say)
+        cancel_stalled(job, states, nodes, limit_s, w, say)
         w.states = mark(states, w)
         line, done = progress_line(job, nodes, w.states)
         if line != last:
