@@ -174,7 +174,10 @@ stop_pidfile() {
 
 down() {
     local f
-    for f in /var/run/slurmd-node[0-9]*.pid; do stop_pidfile "$f"; done  # every node up, whatever N was
+    # every node up, whatever N was: all told to stop first, then each waited for (one by one, 64 slurmd took
+    # ~2 min on a 2-core x86 VM; told at once they stop together)
+    for f in /var/run/slurmd-node[0-9]*.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null; done
+    for f in /var/run/slurmd-node[0-9]*.pid; do stop_pidfile "$f"; done
     stop_pidfile /var/run/slurmctld-trainready.pid
     rm -rf "$STATE" /var/spool/slurmd/node[0-9]* "$LOG"
     if [ -f "$CONF" ] && grep -qF "$MARK" "$CONF"; then rm -f "$CONF"; fi

@@ -5,8 +5,9 @@ what it should be (accepted / rejected with its reason / not tested with Slurm's
 untested node is drained, the administrator's reasons are untouched, and the run ends within 2 minutes of the
 last task that could run.  The cluster goes back to its default 3 nodes afterwards.
 
-Cost: 757 s on a 2-core x86 VM shared with other work (load average 15-70; 630 s of it the run: 57 tasks of
-versions+matmul+train_step, one torch start-up each, then a cross-node step of 55 ranks; 126 s back to 3 nodes);
+Cost: 656 s on a 2-core x86 VM shared with other work (load average 6-22; ~640 s of it the run: 57 tasks of
+versions+matmul+train_step at 4 at a time, median per task 0.1 + 5.2 + 17.6 s of checks plus a torch start-up,
+then a cross-node step of 55 ranks ending 118 s after the last task; 4 s back to 3 nodes);
 64 nodes is the smallest scale at which many nodes fail in different ways at once."""
 
 from __future__ import annotations
@@ -47,6 +48,15 @@ def scontrol(*args: str) -> None:
     subprocess.run(["scontrol", *args], check=True, capture_output=True, text=True)
 
 
+def wait_reserved(node: str, within_s: float = 30.0) -> None:
+    """Until sinfo says `node` is reserved: a reservation starting 'now' shows in the node's state a moment
+    later, and a run that looks before then sees an idle node (the fault not yet planted)."""
+    deadline = time.monotonic() + within_s
+    while "resv" not in sinfo(node)[0] and "reserved" not in sinfo(node)[0]:
+        assert time.monotonic() < deadline, f"{node} not reserved after {within_s:.0f} s: {sinfo(node)}"
+        time.sleep(0.2)
+
+
 @pytest.fixture(scope="module")
 def sixty_four(local_slurm):  # type: ignore[no-untyped-def]
     """64 slurmd with the faults an on-call engineer meets in a week; back to the default 3 nodes after."""
@@ -61,6 +71,7 @@ def sixty_four(local_slurm):  # type: ignore[no-untyped-def]
             scontrol("update", f"nodename={node}", "state=down", "reason=slurmd stopped")
         scontrol("create", "reservation", f"reservationname={RESV}", "starttime=now", "duration=30",
                  f"nodes={RESERVED}", "users=nobody")
+        wait_reserved(RESERVED)
         yield
     finally:
         subprocess.run(["bash", str(SLURM_SCRIPT), "up"], capture_output=True, text=True, timeout=600)
