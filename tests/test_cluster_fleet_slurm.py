@@ -104,7 +104,7 @@ def test_node_drained_while_its_task_waits_is_named_and_not_tested(local_slurm, 
 
 
 def test_every_node_failing_alike_drains_none_and_says_fleet_wide(local_slurm, tmp_path):
-    """--time 0:05: no node's quick acceptance fits (measured here: 25-70 s), so every node fails alike (at
+    """--time 0:05: no node's quick acceptance fits (25-70 s on a 2-core x86 VM), so every node fails alike (at
     --time 0:20 a node finished on a quiet host: then it is rightly accepted)."""
     p = run_cli("cluster", "run", "-N", "3", "--drain", "--spec", SPEC, "--level", "quick", "--time", "0:05",
                 "--results", str(tmp_path / "r"), "--json", str(tmp_path / "f.json"))
