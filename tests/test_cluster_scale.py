@@ -5,9 +5,9 @@ what it should be (accepted / rejected with its reason / not tested with Slurm's
 untested node is drained, the administrator's reasons are untouched, and the run ends within 2 minutes of the
 last task that could run.  The cluster goes back to its default 3 nodes afterwards.
 
-Cost on a 2-core x86 VM: ~5 minutes (57 tasks of versions+matmul+train_step, one torch start-up each, and a
-cross-node step of 55 ranks); the smallest scale the issue of "many nodes failing in different ways at once"
-is about (>= 64 nodes)."""
+Cost: 757 s on a 2-core x86 VM shared with other work (load average 15-70; 630 s of it the run: 57 tasks of
+versions+matmul+train_step, one torch start-up each, then a cross-node step of 55 ranks; 126 s back to 3 nodes);
+64 nodes is the smallest scale at which many nodes fail in different ways at once."""
 
 from __future__ import annotations
 
