@@ -39,7 +39,7 @@ def main() -> None:
     ap.add_argument("--with-cluster", action="store_true", help="also the cluster.* cases (need Slurm)")
     args = ap.parse_args()
     from trainready.selftest.cases import CASES
-    from trainready.selftest.run import run_selftest
+    from trainready.selftest.schedule import run_selftest
 
     names = {n for n in args.only.split(",") if n}
     cases = [c for c in CASES if (not names or c.name in names) and (args.with_cluster or c.needs != "slurm")]

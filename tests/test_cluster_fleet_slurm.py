@@ -85,6 +85,7 @@ def test_node_drained_while_its_task_waits_is_named_and_not_tested(local_slurm, 
         while not any("accepting 3 node(s)" in x for _, x in lines) and proc.poll() is None:
             time.sleep(0.2)
         subprocess.run(["scontrol", "update", "nodename=node3", "state=drain", "reason=admin: PSU swap"], check=True)
+        drained_at = time.monotonic()
         proc.wait(timeout=400)
         reader.join(timeout=5)
         doc = json.loads((tmp_path / "f.json").read_text())
@@ -95,8 +96,7 @@ def test_node_drained_while_its_task_waits_is_named_and_not_tested(local_slurm, 
         assert v["node1"]["verdict"] == "accept" and v["node2"]["verdict"] == "accept", said[-3000:]
         assert sinfo("node3") == ("drained", "admin: PSU swap")
         named = [t for t, x in lines if x.startswith("node3: not tested")]
-        last_done = [t for t, x in lines if "2/3 done" in x]
-        assert named and last_done and named[0] - last_done[0] < 60, said[-3000:]  # named within a minute
+        assert named and named[0] - drained_at < 60, said[-3000:]  # named within a minute of the drain
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -104,17 +104,19 @@ def test_node_drained_while_its_task_waits_is_named_and_not_tested(local_slurm, 
 
 
 def test_every_node_failing_alike_drains_none_and_says_fleet_wide(local_slurm, tmp_path):
-    p = run_cli("cluster", "run", "-N", "3", "--drain", "--spec", SPEC, "--level", "quick", "--time", "0:20",
+    """--time 0:05: no node's quick acceptance fits (25-70 s on a 2-core x86 VM), so every node fails alike (at
+    --time 0:20 a node finished on a quiet host: then it is rightly accepted)."""
+    p = run_cli("cluster", "run", "-N", "3", "--drain", "--spec", SPEC, "--level", "quick", "--time", "0:05",
                 "--results", str(tmp_path / "r"), "--json", str(tmp_path / "f.json"))
     try:
         doc = json.loads((tmp_path / "f.json").read_text())
         v = by_node(doc)
-        assert all("did not finish within --time 0:20" in n["reasons"][0] and "raise --time" in n["reasons"][0]
-                   for n in v.values()), [n["reasons"] for n in v.values()]
+        assert all(n["reasons"] and "did not finish within --time 0:05" in n["reasons"][0] and
+                   "raise --time" in n["reasons"][0] for n in v.values()), [n["reasons"] for n in v.values()]
         assert not any("hung" in n["reasons"][0] for n in v.values())
         assert all("drain" not in sinfo(n)[0] for n in ("node1", "node2", "node3"))
         wide = [x for x in p.stdout.splitlines() + p.stderr.splitlines() if "fleet-wide cause" in x]
-        assert len(wide) >= 1 and "3 of 3 tested node(s) rejected for 'no result: did not finish within --time 0:20'" \
+        assert len(wide) >= 1 and "3 of 3 tested node(s) rejected for 'no result: did not finish within --time 0:05'" \
             in " ".join(p.stdout.split()) + " ".join(p.stderr.split())
         assert doc["guard"]["drain"] == [] and sorted(doc["guard"]["held"]) == ["node1", "node2", "node3"]
         actions = [json.loads(x)["action"] for x in (tmp_path / "r" / "drain-ledger.jsonl").read_text().splitlines()]

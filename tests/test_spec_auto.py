@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from trainready.spec.load import load_spec
+
 from evidence_records import run_main
 
 import trainready.spec.auto as auto
@@ -28,10 +30,10 @@ def test_gpu_spec_judges_the_gpus_seen_against_their_table_peaks() -> None:
 
 def test_auto_is_the_cpu_default_without_gpus_and_the_gpu_spec_with(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(auto, "nvml_seen", lambda: Seen((), "no NVIDIA driver"))
-    spec, source = auto.auto_spec()
+    spec, source = load_spec("auto")
     assert spec.name == "cpu-default" and spec.gpu.count == 0 and "no GPU seen by NVML" in source
     monkeypatch.setattr(auto, "nvml_seen", lambda: Seen(("NVIDIA H200",)))
-    spec, source = auto.auto_spec()
+    spec, source = load_spec("auto")
     assert spec.name == "auto" and spec.gpu.count == 1 and "judging the 1x H200 NVML sees" in source
 
 

@@ -134,12 +134,12 @@ def _early(spec: str | None, json_path: str | None, work: str | None, image_dige
     from trainready.spec.load import load_spec
 
     node_spec, source = load_spec(spec or "auto")  # no --spec: the GPUs NVML sees, else the CPU default
-    if spec is None:  # the first line says what the machine is judged against
-        typer.echo(f"trainready node: spec {source}", err=json_path == "-")
     check_out_path(json_path)
     if work:
         workdir(Path(work))
     find_digest(image_digest, os.environ, None)  # a malformed flag or env value: one line, exit 2, before any check
+    if spec is None:  # the first line (once the input is known good) says what the machine is judged against
+        typer.echo(f"trainready node: spec {source}", err=json_path == "-")
     return node_spec, source
 
 

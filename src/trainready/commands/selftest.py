@@ -60,7 +60,7 @@ def selftest(
 
 
 def _run(cases, console):  # type: ignore[no-untyped-def]
-    from trainready.selftest.run import run_selftest
+    from trainready.selftest.schedule import run_selftest
 
     with console.status("selftest") as status:
         return run_selftest(cases, on_case=lambda i, c: status.update(f"[{i + 1}/{len(cases)}] {c.name}: {c.fault}"),

@@ -13,23 +13,19 @@ by the cores, Slurm ones one at a time beside them, timing-sensitive ones alone 
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import re
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
-from trainready import __version__
 from trainready.selftest.cases import Case, control_of
 from trainready.selftest.judge import Finished, Verdict, judge_case, judge_control, prep_failed
-from trainready.selftest.prepare import LAZY, Unmet, child_env, gpu_count, placeholders, unmet, unmount_all, world
+from trainready.selftest.prepare import LAZY, Unmet, child_env, unmet, world
 
 SCHEMA = "trainready.selftest/1"
 CASE_TIMEOUT_S = 300.0  # one case: a hang plant waits out its 10 s (gloo) / 60 s (NCCL) deadline well inside
@@ -145,25 +141,3 @@ def run_case(case: Case, values: dict[str, str], gpus: int, work: Path, controls
                            time.perf_counter() - t0)
     run = run_cli(argv, work, work / f"{case.name}.json" if case.check else None)
     return _result(case, argv, expect, judge_case(case.check, expect, run), time.perf_counter() - t0)
-
-
-def run_selftest(cases: Sequence[Case], on_case: Callable[[int, Case], None] = lambda i, c: None,
-                 on_done: Callable[[CaseResult], None] = lambda r: None, lanes: int = 0) -> dict[str, Any]:
-    from trainready.selftest.schedule import run_all
-
-    started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    t0 = time.perf_counter()
-    gpus = gpu_count()
-    with tempfile.TemporaryDirectory(prefix="trainready-selftest-") as tmp:
-        work = Path(tmp)
-        values = placeholders(work / "inputs", gpus)
-        try:
-            results = run_all(cases, values, gpus, work, on_case, on_done, lanes)
-        finally:
-            unmount_all()  # before the scratch folder holding the mount points is removed
-    bad = [r for r in results if r.outcome in ("missed", "broke")]
-    counts = {k: sum(1 for r in results if r.outcome == k) for k in ("detected", "missed", "skipped", "broke")}
-    return {"schema": SCHEMA, "host": socket.gethostname(), "started_at": started,
-            "duration_s": round(time.perf_counter() - t0, 2), "tool_version": __version__,
-            "status": "fail" if bad else "pass", "gpus": gpus, "counts": counts,
-            "cases": [r.to_json() for r in results]}

@@ -10,12 +10,18 @@ same run) run alone after everything else.  Results come back in the table's ord
 from __future__ import annotations
 
 import concurrent.futures
+import datetime as dt
 import os
+import socket
+import tempfile
+import time
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from trainready.selftest.cases import Case
-from trainready.selftest.run import CaseResult, Controls, run_case
+from trainready import __version__
+from trainready.selftest.prepare import gpu_count, placeholders, unmount_all
+from trainready.selftest.run import SCHEMA, CaseResult, Controls, run_case
 
 CORES_PER_LANE = 2  # a case's 4 gloo ranks (or a GPU case's host side) keep about two cores busy
 MAX_LANES = 6  # GPU cases share one GPU: beyond this the host's CUDA contexts and launches contend
@@ -52,3 +58,23 @@ def run_all(cases: Sequence[Case], values: dict[str, str], gpus: int, work: Path
         if c.exclusive:
             one(i)
     return [results[i] for i in range(len(cases))]
+
+
+def run_selftest(cases: Sequence[Case], on_case: Callable[[int, Case], None] = lambda i, c: None,
+                 on_done: Callable[[CaseResult], None] = lambda r: None, lanes: int = 0) -> dict[str, Any]:
+    started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    t0 = time.perf_counter()
+    gpus = gpu_count()
+    with tempfile.TemporaryDirectory(prefix="trainready-selftest-") as tmp:
+        work = Path(tmp)
+        values = placeholders(work / "inputs", gpus)
+        try:
+            results = run_all(cases, values, gpus, work, on_case, on_done, lanes)
+        finally:
+            unmount_all()  # before the scratch folder holding the mount points is removed
+    bad = [r for r in results if r.outcome in ("missed", "broke")]
+    counts = {k: sum(1 for r in results if r.outcome == k) for k in ("detected", "missed", "skipped", "broke")}
+    return {"schema": SCHEMA, "host": socket.gethostname(), "started_at": started,
+            "duration_s": round(time.perf_counter() - t0, 2), "tool_version": __version__,
+            "status": "fail" if bad else "pass", "gpus": gpus, "counts": counts,
+            "cases": [r.to_json() for r in results]}

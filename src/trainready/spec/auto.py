@@ -58,14 +58,12 @@ def gpu_spec(seen: Seen) -> NodeSpec:
     )
 
 
-def auto_spec() -> tuple[NodeSpec, str]:
-    """(spec, where it came from): the GPUs NVML sees, else the CPU default."""
-    from trainready.spec.load import load_spec
-
+def auto_spec() -> tuple[NodeSpec | None, str]:
+    """(spec, where it came from): the GPUs NVML sees; None where NVML sees none (`load_spec("auto")` then
+    takes the CPU default, so this module needs nothing of the loader)."""
     seen = nvml_seen()
     if not seen.names:
-        spec, _ = load_spec("example:cpu-default")
-        return spec, f"auto: no GPU seen by NVML ({seen.error or 'count 0'}): example:cpu-default"
+        return None, f"auto: no GPU seen by NVML ({seen.error or 'count 0'}): example:cpu-default"
     spec = gpu_spec(seen)
     return spec, (f"auto: judging the {len(seen.names)}x {spec.gpu.model or 'GPU'} NVML sees (count, datasheet peaks, "
                   "NCCL; `trainready spec show auto` prints it, --spec FILE judges against yours)")

@@ -30,7 +30,8 @@ def load_spec(path: str | Path | None) -> tuple[NodeSpec, str]:
     if path == "auto":
         from trainready.spec.auto import auto_spec
 
-        return auto_spec()
+        found, source = auto_spec()
+        return (found if found is not None else load_spec(None)[0]), source
     if path is None:
         path = example_path("cpu-default")
     elif isinstance(path, str) and path.startswith("example:"):
