@@ -26,7 +26,10 @@ import pytest
 
 from conftest import SLURM_SCRIPT, run_cli
 
-pytestmark = pytest.mark.slow
+# ~11 minutes on a 2-core machine: more than the whole suite's budget beside the other Slurm tests, so it runs
+# where asked for (TRAINREADY_SCALE_TESTS=1, e.g. `TRAINREADY_SCALE_TESTS=1 pytest tests/test_cluster_scale.py`).
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.environ.get("TRAINREADY_SCALE_TESTS") != "1", reason=(
+    "faults at scale on 64 slurmd take ~11 min on 2 cores: set TRAINREADY_SCALE_TESTS=1 to run them"))]
 
 N = 64
 ADMIN = {f"node{k}": f"hw: DIMM ticket {40 + k}" for k in (5, 6, 7, 8)}
