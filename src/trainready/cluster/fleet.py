@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from trainready.cluster import avail, collective, crosschecks, guard, history, ledger, run
 from trainready.cluster.layout import CROSS_SCHEMA, cross_record, read_json
@@ -120,6 +120,7 @@ def resume_fleet(opts: FleetOptions, nodes: list[str] | None, say: run.Progress,
             slurm.undrain(node)
             ledger.append(opts.results, {"action": "revalidate", "node": node,
                                          "why": [before[node].reason] if node in before else [], "reservation": resv})
+        settle(plan.revalidate, say)
         sub = dataclasses.replace(opts, nodelist=",".join(plan.revalidate), count=None, reservation=resv, drain=False)
         verdict = run_fleet(sub, say, "resume", base)
         for nv in verdict.nodes:
@@ -135,3 +136,23 @@ def resume_fleet(opts: FleetOptions, nodes: list[str] | None, say: run.Progress,
     finally:
         ledger.unreserve(resv)
     return verdict, plan
+
+
+SETTLE_S = 30.0  # seconds: slurmctld pings a node it just returned to service; slurm.conf's SlurmdTimeout is longer
+
+
+def settle(nodes: Sequence[str], say: run.Progress, limit_s: float = SETTLE_S) -> None:
+    """Wait (one sinfo call a second, at most `limit_s`) until slurmctld has heard from each node it just
+    returned to service: right after `state=resume` a node may show 'idle*' (not responding) until its slurmd
+    answers the next ping, and the selection would record it as not tested."""
+    import time
+
+    from trainready.cluster import slurm
+
+    end = time.monotonic() + limit_s
+    while time.monotonic() < end:
+        quiet = [n for n, i in slurm.nodes(list(nodes)).items() if i.state.endswith("*")]
+        if not quiet:
+            return
+        time.sleep(1.0)
+    say(f"{', '.join(quiet)}: still not responding {limit_s:.0f} s after it was returned to service")
