@@ -129,6 +129,11 @@ def resume_fleet(opts: FleetOptions, nodes: list[str] | None, say: run.Progress,
                                              "record": nv.record, "planted": dict(verdict.planted)})
                 say(f"{nv.node}: passed acceptance again; back in service")
         ledger.drain_rejected(opts.results, verdict, say)
+        for nv in verdict.nodes:  # untested again: back to the drain it had, never left in service unjudged
+            if nv.not_tested:
+                slurm.drain(nv.node, before[nv.node].reason if nv.node in before else f"{slurm.PREFIX} not re-validated")
+                ledger.append(opts.results, {"action": "drain", "node": nv.node, "why": [f"not tested: {nv.not_tested}"]})
+                say(f"{nv.node}: not tested again ({nv.not_tested}); drained as before")
     except BaseException:
         for node in plan.revalidate:  # never leave a node we undrained in service without a verdict
             slurm.drain(node, before[node].reason if node in before else f"{slurm.PREFIX} re-validation interrupted")
