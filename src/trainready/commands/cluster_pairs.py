@@ -69,7 +69,10 @@ def pairs_cmd(
     frac = floor_fraction if floor_fraction is not None else (GPU_FLOOR if gpus else CPU_FLOOR)
     opts = pr.PairsOptions(fleet, PairingOptions(frac, expected, confirm, max_rounds, seed), gpus)
     console = Console(stderr=True)
-    names = select_nodes(fleet)
+    sel = select_nodes(fleet)
+    for node, why in sel.not_tested.items():  # unavailable nodes get no pair, and are never blamed
+        console.print(f"{node}: not tested: {why}", highlight=False)
+    names = list(sel.nodes)
     if len(names) < 2:
         raise UsageError(f"cluster pairs: {len(names)} node(s) selected; a pair needs two")
     (fleet.results / "pairs").mkdir(parents=True, exist_ok=True)

@@ -48,7 +48,7 @@ def rollout_cmd(
         raise UsageError(f"--max-reject {max_reject}: expected a fraction 0 <= R <= 1")
     sizes = parse_waves(waves)
     console = Console(stderr=True)
-    doc = run_rollout(RolloutOptions(fleet, sizes, max_reject, revalidate), select_nodes(fleet),
+    doc = run_rollout(RolloutOptions(fleet, sizes, max_reject, revalidate), list(select_nodes(fleet).order),
                       lambda s: console.print(f"[dim]{s}[/]", highlight=False))
     print_rollout(doc, Console(stderr=json_path == "-"))
     if json_path:
