@@ -11,7 +11,7 @@ Slurm's state and the administrator's reason, and it is never drained nor reject
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from trainready.cluster import slurm
 
@@ -26,6 +26,11 @@ class Selection:
     nodes: tuple[str, ...]
     not_tested: Mapping[str, str]
     order: tuple[str, ...] = ()  # every name, in the order asked for (the verdict's order)
+
+    def say_not_tested(self, say: Callable[[str], None]) -> None:
+        """One line per node not tested, with why."""
+        for node, why in self.not_tested.items():
+            say(f"{node}: not tested: {why}")
 
 
 def holder(node: str, resvs: Sequence[slurm.Reservation]) -> slurm.Reservation | None:

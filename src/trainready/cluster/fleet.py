@@ -48,8 +48,7 @@ def judge_cross(opts: FleetOptions, spec: NodeSpec, nodes: list[str]) -> tuple[l
 def accept_nodes(here: FleetOptions, sel: avail.Selection, gpus: int, say: run.Progress) -> tuple[str, list[NodeInput]]:
     """(job id, inputs): the array over the nodes that can be tested, waited for and gathered, plus the nodes
     not tested, in the order asked for."""
-    for node, why in sel.not_tested.items():
-        say(f"{node}: not tested: {why}")
+    sel.say_not_tested(say)
     nodes = list(sel.nodes)
     job, inputs = "", []
     if nodes:

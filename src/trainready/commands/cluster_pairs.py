@@ -4,8 +4,6 @@ On the `cluster` command group of commands/cluster.py; its Slurm options are tho
 
 from __future__ import annotations
 
-from typing import Mapping
-
 from pathlib import Path
 
 import typer
@@ -72,7 +70,7 @@ def pairs_cmd(
     opts = pr.PairsOptions(fleet, PairingOptions(frac, expected, confirm, max_rounds, seed), gpus)
     console = Console(stderr=True)
     sel = select_nodes(fleet)
-    say_not_tested(console, sel.not_tested)  # unavailable nodes get no pair, and are never blamed
+    sel.say_not_tested(lambda line: console.print(line, highlight=False))  # no pair, never blamed
     names = list(sel.nodes)
     if len(names) < 2:
         raise UsageError(f"cluster pairs: {len(names)} node(s) selected; a pair needs two")
@@ -117,7 +115,3 @@ def pair_task(
 
     raise typer.Exit(run_pair_task(Path(results), rnd, pair, spec, parse_plants(plant, "cluster")))
 
-
-def say_not_tested(console: Console, not_tested: Mapping[str, str]) -> None:
-    for node, why in not_tested.items():
-        console.print(f"{node}: not tested: {why}", highlight=False)
