@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainready.resume.options import CompatOptions, ResumeOptions
-from trainready.resume.protocol import ProtocolConfig
+
+if TYPE_CHECKING:  # the type only: resume.protocol imports torch, which `import trainready.checks` must not
+    from trainready.resume.protocol import ProtocolConfig
 
 
 @dataclass(frozen=True)

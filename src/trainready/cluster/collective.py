@@ -46,8 +46,8 @@ def cross_node_options(spec: NodeSpec, world_size: int, *, narrow: bool = False,
     lo, hi = d.cross_sizes.min_bytes, d.cross_sizes.max_bytes
     return CommOptions(ops=list(OPS), sizes=d.cross_sizes.steps(max(lo, hi // 16) if narrow else lo),
                        warmup=d.warmup, iters=d.iters, world_size=world_size, backend=backend,
-                       timeout_s=spec.comm.timeout_s, pair_iters=0, step_budget_s=d.step_budget_s or None,
-                       faults=faults or {})
+                       timeout_s=spec.comm.timeout_s, join_s=spec.fleet.join_s, pair_iters=0,
+                       step_budget_s=d.step_budget_s or None, faults=faults or {})
 
 
 def sweep_to_record(opts: CommOptions, ext: ExternalRank, spec: NodeSpec, source: str, out: str,
@@ -100,6 +100,16 @@ def run_collective(spec: NodeSpec, source: str, results: Path, silent: bool = Fa
     return 0, ({**summary, "status": rep.status.value} if rep is not None else summary)
 
 
+TITLE = "multi-node all_reduce: correct results, bus bandwidth"
+
+
+def not_run(why: str) -> Any:
+    """The collective's fleet-level result when it was left out of the cross-node step: SKIP, with why."""
+    from trainready.records import CheckResult, Level, Status
+
+    return CheckResult("cluster.collective", TITLE, Level.STANDARD, Status.SKIP, f"not run: {why}", "", (), 0.0, {})
+
+
 def judge(results: Path, cross: dict[str, dict[str, Any]], step_nodes: Sequence[str] = (),
           per_node: int = 1) -> tuple[Any, list[Any]]:
     """(fleet-level CheckResult, node findings) from RESULTS/cross/comm.json and every rank's blame record
@@ -109,7 +119,7 @@ def judge(results: Path, cross: dict[str, dict[str, Any]], step_nodes: Sequence[
     from trainready.cluster.layout import read_json
     from trainready.records import SCHEMA_VERSION, CheckResult, Level, Metric, Status
 
-    title = "multi-node all_reduce: correct results, bus bandwidth"
+    title = TITLE
     doc, why = read_json(results / "cross" / "comm.json", SCHEMA_VERSION)
     res = (doc or {}).get("results") or []
     bad = [r for r in res if r.get("status") in ("fail", "error") and r.get("name") != "comm.pairs"]

@@ -36,7 +36,9 @@ def judge_cross(opts: FleetOptions, spec: NodeSpec, nodes: list[str]) -> tuple[l
         res, found = fn(cross)
         results.append(res)
         findings += found
-    if len(nodes) > 1 or spec.gpu.count > 1:
+    if not opts.collective:
+        results.append(collective.not_run("--no-collective: the fabric is left to `cluster pairs` or nccl-tests"))
+    elif len(nodes) > 1 or spec.gpu.count > 1:
         res, found = collective.judge(opts.results, cross, nodes, max(1, spec.gpu.count))
         results.append(res)
         findings += found

@@ -84,6 +84,7 @@ class FleetOptions:
     container: Container | None = None
     plants: Mapping[str, str] = field(default_factory=dict)
     cross: bool = True
+    collective: bool = True  # the multi-node all_reduce in the cross step (--no-collective: facts only)
     reservation: str | None = None  # run inside this reservation (resume's re-validation)
     max_drain: MaxDrain = field(default_factory=lambda: parse_max_drain(DEFAULT_MAX_DRAIN))  # --drain's bound (guard.py)
 

@@ -295,6 +295,8 @@ def cross_phase(opts: FleetOptions, nodes: list[str], spec_gpus: int, say: Progr
     info = slurm.nodes(nodes)
     first = info.get(nodes[0])
     cmd = opts.remote() + ["cluster", "cross-task", "--results", str(opts.results)]
+    if not opts.collective:
+        cmd.append("--no-collective")
     if opts.spec:
         cmd += ["--spec", str(Path(opts.spec).resolve()) if Path(opts.spec).is_file() else opts.spec]
     for k, v in opts.plants.items():

@@ -31,7 +31,7 @@ from trainready.records import Outcome, Status
 STAGE_KEY = "trainready/comm/" + os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") + "/stage/{rank}"
 READ_TIMEOUT_S = 3.0  # connecting a fresh store client for the diagnosis; the store is on rank 0's host
 BACKSTOP_S = 30.0  # process-group timeout beyond the step timeout (seconds)
-STARTUP_S = 60.0  # extra allowance for every rank to join: srun/torchrun start tasks seconds apart
+STARTUP_S = 60.0  # default allowance for every rank to join: srun/torchrun start tasks seconds apart (spec fleet.join_s)
 POLL_S = 0.5  # watchdog poll period (seconds)
 LINGER_S = 2.0  # rank 0 keeps the store up this long after its verdict, so the peers' watchdogs can read it
 # Other ranks wait this long after theirs: torchrun kills every rank when one exits non-zero, and rank 0's
@@ -140,14 +140,14 @@ class Once:
 
 
 def start_watchdog(ctx: ExternalContext, ext: ExternalRank, backend: str, timeout_s: float, once: Once,
-                   report: Callable[[Outcome], int]) -> threading.Event:
-    """A daemon thread: no new stage for timeout_s (timeout_s + STARTUP_S while joining) → report, exit."""
+                   report: Callable[[Outcome], int], join_s: float = STARTUP_S) -> threading.Event:
+    """A daemon thread: no new stage for timeout_s (timeout_s + join_s while joining) → report, exit."""
     stop = threading.Event()
 
     def watch() -> None:
         while not stop.wait(POLL_S):
             idle = time.monotonic() - ctx.stage_t
-            limit = timeout_s + STARTUP_S if ctx.stage_name == JOINING else timeout_s
+            limit = timeout_s + join_s if ctx.stage_name == JOINING else timeout_s
             if idle <= limit or not once.take():
                 continue
             code = 1
@@ -177,11 +177,11 @@ def context(ext: ExternalRank, backend: str) -> ExternalContext:
     return ctx
 
 
-def join(ctx: ExternalContext, ext: ExternalRank, backend: str, timeout_s: float) -> None:
+def join(ctx: ExternalContext, ext: ExternalRank, backend: str, timeout_s: float, join_s: float = STARTUP_S) -> None:
     """Create/connect the store, init the process group on it, mark 'joined'. Raises what torch raises."""
     import torch.distributed as dist
 
-    wait = timedelta(seconds=timeout_s + STARTUP_S)
+    wait = timedelta(seconds=timeout_s + join_s)
     # As torch's env:// rendezvous does (torch/distributed/rendezvous.py, _create_c10d_store): under torchrun
     # with TORCHELASTIC_USE_AGENT_STORE=True the agent hosts the store and every rank is a client; else rank 0 hosts it.
     host = ext.rank == 0 and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True"

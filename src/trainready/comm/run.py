@@ -52,6 +52,7 @@ class CommOptions:
     world_size: int = 8
     backend: str = "gloo"
     timeout_s: float = 60.0  # per step (one op at one size); a hung rank fails after this
+    join_s: float = STARTUP_S  # externally launched ranks (srun, torchrun): seconds beyond timeout_s to join
     avg_floor: int | None = None  # bytes; None → max size / 8
     pair_bytes: int = SWEEP_DEFAULTS["gloo"].pair_bytes  # as `backend`'s default
     pair_iters: int = SWEEP_DEFAULTS["nccl"].pair_iters
@@ -165,9 +166,9 @@ def sweep_external(opts: CommOptions, ext: ExternalRank,
     os.environ.update(ext.torch_env())
     ctx = xt.context(ext, opts.backend)
     once = xt.Once()
-    stop = xt.start_watchdog(ctx, ext, opts.backend, opts.timeout_s, once, report)
+    stop = xt.start_watchdog(ctx, ext, opts.backend, opts.timeout_s, once, report, opts.join_s)
     try:
-        xt.join(ctx, ext, opts.backend, opts.timeout_s)
+        xt.join(ctx, ext, opts.backend, opts.timeout_s, opts.join_s)
         data = sweep_rank(ctx, opts.rank_plan(opts.timeout_s + xt.BACKSTOP_S))
     except (RuntimeError, OSError) as exc:  # DistError, DistBackendError, gloo/NCCL errors, store errors
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""

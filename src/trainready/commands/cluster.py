@@ -138,11 +138,12 @@ def cross_task(
     results: str = typer.Option(..., "--results"),
     spec: str = typer.Option(None, "--spec"),
     plant: list[str] = typer.Option(None, "--plant"),
+    collective: bool = typer.Option(True, "--collective/--no-collective"),
 ) -> None:
     """One task of the cross-node srun step (started by `cluster run`)."""
     from trainready.cluster.cross import CrossOptions, run
 
-    raise typer.Exit(run(CrossOptions(Path(results), spec, parse_plants(plant, "cluster"))))
+    raise typer.Exit(run(CrossOptions(Path(results), spec, parse_plants(plant, "cluster"), collective)))
 
 
 def register(root: typer.Typer) -> None:

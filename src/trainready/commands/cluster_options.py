@@ -59,6 +59,8 @@ class FleetArgs:
     """--time: Slurm time limit of each task and step."""
     concurrency: int = 64
     """--max-parallel: array tasks running at once (%K)."""
+    collective: bool = True
+    """--collective/--no-collective: the multi-node all_reduce in the cross-node step."""
     reference: str | None = None
     """--reference: the node whose versions every node must match."""
     drain: bool = False
@@ -97,7 +99,8 @@ class FleetArgs:
                             partition=self.partition, spec=self.spec, level=self.level,
                             only=tuple(split_names(list(self.only)) or ()) or None,
                             skip=tuple(split_names(list(self.skip)) or ()) or None, time_limit=self.time_limit,
-                            concurrency=self.concurrency, reference=self.reference, drain=self.drain,
+                            concurrency=self.concurrency, collective=self.collective, reference=self.reference,
+                            drain=self.drain,
                             container=Container(self.image, parse_mounts(list(self.mounts)), self.mount_home)
                             if self.image else None, plants=planted, max_drain=parse_max_drain(self.max_drain))
 
@@ -122,7 +125,7 @@ def writable_results(text: str) -> Path:
 
 JOB = ("results", "partition", "spec", "time_limit", "image", "mounts", "mount_home", "plant")
 NODES = ("nodes", "nodelist")
-CHECKS = ("level", "only", "skip", "concurrency")
+CHECKS = ("level", "only", "skip", "concurrency", "collective")
 VERDICT = ("reference", "drain", "max_drain")
 
 _TIME_HELP = "Slurm time limit of each task and step (sbatch/srun --time: M, M:S, H:M:S, D-H:M)."
@@ -142,6 +145,10 @@ _DECLARED: dict[str, tuple[Any, Callable[[Any], Any]]] = {
     "time_limit": (str, lambda d: typer.Option(d, "--time", "-t", help=_TIME_HELP)),
     "concurrency": (int, lambda d: typer.Option(d, "--max-parallel", help="Array tasks running at once (sbatch "
                                                 "--array=...%K): bounded so a large fleet does not flood slurmctld.")),
+    "collective": (bool, lambda d: typer.Option(d, "--collective/--no-collective", help="The multi-node all_reduce "
+                                                "of the cross-node step (clocks, storage, ulimit and /etc/hosts are "
+                                                "checked either way). --no-collective: where `cluster pairs` or "
+                                                "nccl-tests burn in the fabric on their own.")),
     "reference": (str, lambda d: typer.Option(d, "--reference", help="Node whose versions every node must match "
                                               "(default: the spec's software pins, else the fleet's most common "
                                               "versions).")),

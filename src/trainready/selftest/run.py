@@ -17,6 +17,7 @@ import hashlib
 import re
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from typing import Any, Sequence
 from trainready.selftest.cases import Case, control_of
 from trainready.selftest.judge import Finished, Verdict, judge_case, judge_control, prep_failed
 from trainready.selftest.prepare import LAZY, Unmet, child_env, unmet, world
+from trainready.selftest.zygote import Zygote
 
 SCHEMA = "trainready.selftest/1"
 CASE_TIMEOUT_S = 300.0  # one case: a hang plant waits out its 10 s (gloo) / 60 s (NCCL) deadline well inside
@@ -54,19 +56,28 @@ def _fill(text: str, values: dict[str, str]) -> str:
     return re.sub(r"\{(\w+)\}", lambda m: values.get(m.group(1), m.group(0)), text)
 
 
-def run_cli(argv: Sequence[str], work: Path, record: Path | None = None, timeout_s: float = CASE_TIMEOUT_S) -> Finished:
-    """`python -m trainready ARGV [--json RECORD]` in a fresh process, its scratch inside `work`."""
+def run_cli(argv: Sequence[str], work: Path, record: Path | None = None, timeout_s: float = CASE_TIMEOUT_S,
+            zygote: Zygote | None = None) -> Finished:
+    """`python -m trainready ARGV [--json RECORD]` in a fresh process, its scratch inside `work`: forked from
+    `zygote` (torch already imported), else a new interpreter."""
     extra = ("--json", str(record)) if record is not None else ()
     if record is not None and record.exists():
         record.unlink()
     t0 = time.perf_counter()
-    try:
-        p = subprocess.run([sys.executable, "-m", "trainready", *argv, *extra], capture_output=True, text=True,
-                           timeout=timeout_s, env=child_env(work), cwd=work)
-    except subprocess.TimeoutExpired:
-        return Finished(tuple(argv), None, "", record, time.perf_counter() - t0)
-    last = (p.stderr.strip().splitlines() or [""])[-1]
-    return Finished(tuple(argv), p.returncode, last, record, time.perf_counter() - t0)
+    if zygote is not None:
+        with tempfile.TemporaryDirectory(prefix="cli-", dir=work) as tmp:
+            out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
+            rc = zygote.run([*argv, *extra], child_env(work), work, out, err, timeout_s)
+            stderr = err.read_text(encoding="utf-8", errors="replace")
+    else:
+        try:
+            p = subprocess.run([sys.executable, "-m", "trainready", *argv, *extra], capture_output=True, text=True,
+                               timeout=timeout_s, env=child_env(work), cwd=work)
+            rc, stderr = p.returncode, p.stderr
+        except subprocess.TimeoutExpired:
+            rc, stderr = None, ""
+    last = (stderr.strip().splitlines() or [""])[-1] if rc is not None else ""
+    return Finished(tuple(argv), rc, last, record, time.perf_counter() - t0)
 
 
 @dataclass
@@ -75,6 +86,7 @@ class Controls:
 
     work: Path
     values: dict[str, str]
+    zygote: Zygote | None = None  # every command forked from it (selftest/zygote.py); None: new interpreters
     done: dict[tuple[tuple[str, ...], tuple[str, ...]], Verdict] = field(default_factory=dict)
     locks: dict[tuple[tuple[str, ...], tuple[str, ...]], threading.Lock] = field(default_factory=dict)
     guard: threading.Lock = field(default_factory=threading.Lock)
@@ -91,12 +103,12 @@ class Controls:
     def _run(self, case: Case, key: tuple[tuple[str, ...], tuple[str, ...]]) -> Verdict:
         before, argv = ([_fill(a, self.values) for a in part] for part in key)
         if before:
-            prep = run_cli(before, self.work)
+            prep = run_cli(before, self.work, zygote=self.zygote)
             if prep_failed(prep):
                 return Verdict("broke", "control preparation", prep_failed(prep))
         digest = hashlib.sha1(repr(key).encode()).hexdigest()[:10]
         record = self.work / f"control-{digest}.json" if case.check else None
-        return judge_control(case.check, run_cli(argv, self.work, record))
+        return judge_control(case.check, run_cli(argv, self.work, record, zygote=self.zygote))
 
 
 def _result(case: Case, argv: tuple[str, ...], expect: str, v: Verdict, seconds: float) -> CaseResult:
@@ -130,14 +142,15 @@ def run_case(case: Case, values: dict[str, str], gpus: int, work: Path, controls
     argv = tuple(_fill(a, values) for a in case.argv)
     if why:
         return _result(case, argv, expect, Verdict("skipped", "", why), 0.0)
-    control = (controls or Controls(work, values)).verdict(case)
+    controls = controls or Controls(work, values)
+    control = controls.verdict(case)
     if control.outcome != "passed":
         return _result(case, argv, expect, Verdict("broke", f"control {control.verdict}", "control run (the same "
                        f"command, no plant) did not pass: {control.message}"), time.perf_counter() - t0)
     if case.before:
-        prep = run_cli([_fill(a, values) for a in case.before], work)
+        prep = run_cli([_fill(a, values) for a in case.before], work, zygote=controls.zygote)
         if prep_failed(prep):
             return _result(case, argv, expect, Verdict("broke", "preparation", prep_failed(prep)),
                            time.perf_counter() - t0)
-    run = run_cli(argv, work, work / f"{case.name}.json" if case.check else None)
+    run = run_cli(argv, work, work / f"{case.name}.json" if case.check else None, zygote=controls.zygote)
     return _result(case, argv, expect, judge_case(case.check, expect, run), time.perf_counter() - t0)

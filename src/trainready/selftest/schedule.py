@@ -2,8 +2,8 @@
 
 Each case is its own fresh process (or two, with its family's control run), so cases that share nothing
 can run at once: CPU-bound runs hold one of `lanes` lanes (from the cores: 4 gloo ranks of a case keep
-about two cores busy), Slurm runs go one at a time on their own lane (the local cluster is one queue) beside
-them, and timing-sensitive cases (`Case.exclusive`: a busbw judged against a calibration measured in the
+about two cores busy), Slurm runs go SLURM_LANES at a time on lanes of their own beside them (most of a
+cluster case is waiting: on a time limit, a deadline, the collector's poll), and timing-sensitive cases (`Case.exclusive`: a busbw judged against a calibration measured in the
 same run) run alone after everything else.  Results come back in the table's order.
 """
 
@@ -20,11 +20,16 @@ from typing import Any, Callable, Sequence
 
 from trainready.selftest.cases import Case
 from trainready import __version__
-from trainready.selftest.prepare import gpu_count, placeholders, unmount_all
+from trainready.selftest.prepare import child_env, gpu_count, placeholders, unmount_all
 from trainready.selftest.run import SCHEMA, CaseResult, Controls, run_case
+from trainready.selftest.zygote import Zygote
 
 CORES_PER_LANE = 2  # a case's 4 gloo ranks (or a GPU case's host side) keep about two cores busy
 MAX_LANES = 6  # GPU cases share one GPU: beyond this the host's CUDA contexts and launches contend
+# `cluster run`s at once: the local cluster's partition lets 4 jobs share a node (scripts/local-slurm.sh,
+# OverSubscribe=FORCE:4), so three runs over the same 3 nodes proceed side by side (elsewhere they would
+# queue); most of their time is a wait (a time limit, a rendezvous deadline), not CPU.
+SLURM_LANES = 3
 
 
 def lanes_for(cores: int | None = None) -> int:
@@ -37,9 +42,9 @@ def lanes_for(cores: int | None = None) -> int:
 
 def run_all(cases: Sequence[Case], values: dict[str, str], gpus: int, work: Path,
             on_case: Callable[[int, Case], None], on_done: Callable[[CaseResult], None],
-            lanes: int = 0) -> list[CaseResult]:
+            lanes: int = 0, zygote: Zygote | None = None) -> list[CaseResult]:
     """Every case's result, in the order of `cases`."""
-    controls = Controls(work, values)
+    controls = Controls(work, values, zygote)
     results: dict[int, CaseResult] = {}
 
     def one(i: int) -> None:
@@ -49,7 +54,7 @@ def run_all(cases: Sequence[Case], values: dict[str, str], gpus: int, work: Path
 
     slurm = [i for i, c in enumerate(cases) if c.needs == "slurm" and not c.exclusive]
     local = [i for i, c in enumerate(cases) if c.needs != "slurm" and not c.exclusive]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as queue, \
+    with concurrent.futures.ThreadPoolExecutor(max_workers=SLURM_LANES) as queue, \
             concurrent.futures.ThreadPoolExecutor(max_workers=lanes or lanes_for()) as pool:
         futures = [queue.submit(one, i) for i in slurm] + [pool.submit(one, i) for i in local]
         for f in futures:
@@ -68,9 +73,11 @@ def run_selftest(cases: Sequence[Case], on_case: Callable[[int, Case], None] = l
     with tempfile.TemporaryDirectory(prefix="trainready-selftest-") as tmp:
         work = Path(tmp)
         values = placeholders(work / "inputs", gpus)
+        zygote = Zygote(child_env(work), work)
         try:
-            results = run_all(cases, values, gpus, work, on_case, on_done, lanes)
+            results = run_all(cases, values, gpus, work, on_case, on_done, lanes, zygote)
         finally:
+            zygote.close()
             unmount_all()  # before the scratch folder holding the mount points is removed
     bad = [r for r in results if r.outcome in ("missed", "broke")]
     counts = {k: sum(1 for r in results if r.outcome == k) for k in ("detected", "missed", "skipped", "broke")}

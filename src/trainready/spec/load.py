@@ -90,6 +90,7 @@ def _validate_ranges(spec: NodeSpec, path: str) -> None:
         ("fleet.slow_fraction", 0 < spec.fleet.slow_fraction <= 1, "a fraction 0 < x <= 1"),
         ("fleet.outlier_k", spec.fleet.outlier_k > 0, "a number > 0"),
         ("fleet.storage_wait_s", spec.fleet.storage_wait_s > 0, "seconds > 0"),
+        ("fleet.join_s", spec.fleet.join_s > 0, "seconds > 0"),
     ]
     for key, ok, expected in checks:
         if not ok:

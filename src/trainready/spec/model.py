@@ -188,6 +188,12 @@ class FleetSpec:
     storage_wait_s: float = doc_field(
         30.0, "Seconds a node waits for the other nodes' files under --results before naming the missing ones."
     )
+    join_s: float = doc_field(
+        60.0,
+        "Seconds every rank of the cross-node collective (and of `cluster pairs`) may take, beyond comm.timeout_s, "
+        "to join the rendezvous before the ranks that are there name the missing ones: srun starts a step's tasks "
+        "seconds apart on a busy fleet, and a container start (Pyxis/enroot) adds more.",
+    )
 
 
 @dataclass(frozen=True)
