@@ -6,7 +6,7 @@ check modules are already imported: `import torch` alone is ~2.3 CPU s on a 2-co
 by a self-test whose commands each start an interpreter.  The forks never share state with one another:
 each starts from the same untouched parent, its random generators re-seeded from the OS.
 
-Protocol (one JSON object per line): the client writes {"id", "argv", "env", "cwd", "out", "err"} to the
+Protocol (one JSON object per line): the client writes {"id", "argv", "env", "cwd", "out", "err"[, "module"]} to the
 server's stdin; the server answers {"id", "pid"} at once and {"id", "rc"} when that process has exited
 (rc < 0: killed by signal -rc).  The server is single-threaded (a select loop that reaps with
 waitpid(WNOHANG)): fork() from a process running Python threads can deadlock.
@@ -25,14 +25,15 @@ from typing import Any, Mapping, Sequence
 
 # What every command imports anyway (checked: none starts a CUDA context or NVML, none reads the environment
 # that a command sets): the CLI, every check, the collectives, the resume protocol with DCP.
-PRELOAD = ("torch", "torch.distributed", "torch.distributed.checkpoint", "numpy", "trainready.cli",
+PRELOAD = ("torch", "torch.distributed", "torch.distributed.checkpoint", "numpy.random", "trainready.cli",
            "trainready.checks.registry_all", "trainready.comm.run", "trainready.resume.protocol",
            "trainready.cluster.run")
 POLL_S = 0.05  # the server's select timeout: how soon an exited command is reported
 
 
 def _child(req: Mapping[str, Any]) -> None:
-    """In the fork: become `python -m trainready ARGV` with the request's environment and files; never returns."""
+    """In the fork: become `python -m MODULE ARGV` (MODULE: trainready) with the request's environment and
+    files; never returns."""
     code = 1
     try:
         os.setpgrp()  # its own process group: a timeout ends it and every rank it started
@@ -42,18 +43,19 @@ def _child(req: Mapping[str, Any]) -> None:
         os.chdir(req["cwd"])
         os.environ.clear()
         os.environ.update(req["env"])
-        import random
         import tempfile
 
         import numpy as np
 
-        random.seed()  # from os.urandom: forks must not draw the same ports and names
+        # forks must not draw the same numbers: `random` re-seeds itself in a fork (os.register_at_fork),
+        # numpy's global generator does not
         np.random.seed()
         tempfile.tempdir = None  # TMPDIR is this request's
         import runpy
 
-        sys.argv = ["trainready", *req["argv"]]
-        runpy.run_module("trainready", run_name="__main__", alter_sys=True)
+        module = req.get("module", "trainready")
+        sys.argv = [module, *req["argv"]]
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -137,13 +139,14 @@ class Zygote:
             return self.answers.get(rid, {}).get(key)
 
     def run(self, argv: Sequence[str], env: Mapping[str, str], cwd: Path, out: Path, err: Path,
-            timeout_s: float) -> int | None:
-        """`python -m trainready ARGV` as a fork of the server: its exit code, or None when it ran past
+            timeout_s: float, module: str = "trainready") -> int | None:
+        """`python -m MODULE ARGV` as a fork of the server: its exit code, or None when it ran past
         timeout_s (then it and its process group are killed)."""
         with self.cond:
             self.next_id += 1
             rid = str(self.next_id)
-        req = {"id": rid, "argv": list(argv), "env": dict(env), "cwd": str(cwd), "out": str(out), "err": str(err)}
+        req = {"id": rid, "argv": list(argv), "env": dict(env), "cwd": str(cwd), "out": str(out), "err": str(err),
+               "module": module}
         assert self.proc.stdin is not None
         with self.cond:
             self.proc.stdin.write((json.dumps(req) + "\n").encode())
