@@ -164,3 +164,21 @@ def test_cross_step_blames_the_silent_rank(local_slurm, tmp_path, plant):
     assert set(coll.details["waiting"]) <= {0, 1, 2} - {silent_rank} and coll.details["waiting"]
     if kind == "cluster.vanish":
         assert any(f.node == node and f.check == "cross-node" for f in findings)  # and it wrote no cross record
+
+
+def test_no_collective_still_checks_the_cross_facts_and_says_the_collective_was_not_run(local_slurm, tmp_path):
+    """--no-collective: no rank joins an all_reduce (no comm record), the collective's row says SKIP and why;
+    the clocks, storage, limits and hosts are still checked: a clock planted 5 s ahead still rejects its node."""
+    res = tmp_path / "r"
+    p = run_cli("cluster", "run", "-N", "3", "--spec", SPEC, "--only", "versions", "--time", "2:00", "--no-collective",
+                "--results", str(res), "--json", str(tmp_path / "f.json"), "--plant", "cluster.clock=node2:5")
+    doc = json.loads((tmp_path / "f.json").read_text())
+    cross = {c["name"]: c for c in doc["cross"]}
+    assert cross["cluster.collective"]["status"] == "skip", cross["cluster.collective"]
+    assert "--no-collective" in cross["cluster.collective"]["message"]
+    assert not list(res.glob("runs/*/cross/comm.json")) and not list(res.glob("runs/*/cross/ranks/*"))
+    v = by_node(doc)
+    assert v["node2"]["verdict"] == "reject" and any(r.startswith("clock: clock off by") for r in v["node2"]["reasons"])
+    assert v["node1"]["verdict"] == "accept" and v["node3"]["verdict"] == "accept"
+    assert {"cluster.clock", "cluster.storage", "cluster.limits", "cluster.hosts"} <= set(cross)
+    assert p.returncode == 3, p.stderr[-2000:]  # a run with --plant is a test

@@ -112,7 +112,8 @@ def run(sixty_four, tmp_path_factory):  # type: ignore[no-untyped-def]
     th.start()
     t0 = time.time()
     p = run_cli("cluster", "run", "--nodelist", f"node[1-{N}]", "--results", str(res), "--spec", "example:local-slurm",
-                "--only", CHECKS, "--max-parallel", "4", "--time", "10:00", "--drain", "--json", str(res) + ".json",
+                "--only", CHECKS, "--max-parallel", "4", "--time", "10:00", "--drain", "--no-collective",
+                "--json", str(res) + ".json",
                 "--plant", f"cluster.fail={FAIL}", "--plant", f"cluster.slow={SLOW}:0.02", timeout=1200)
     t1 = time.time()
     stop.set()
