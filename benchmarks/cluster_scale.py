@@ -5,6 +5,7 @@ run; counted by message type), against the goal of <= 6 RPCs per node for the wh
 
     flock /tmp/trainready-slurm.lock .venv/bin/python benchmarks/cluster_scale.py --nodes 64 --up
     # --up: scripts/local-slurm.sh up --nodes N first, and back to the default 3 nodes afterwards
+    flock /tmp/trainready-slurm.lock .venv/bin/python benchmarks/cluster_scale.py --nodes 128 --up --no-collective
     flock /tmp/trainready-slurm.lock .venv/bin/python benchmarks/cluster_scale.py --pairs 32 --up
     # `cluster pairs` over 32 nodes, one of them planted slow: named?, rounds, wall
 
@@ -76,11 +77,12 @@ def phases(jobs: list[dict[str, str]], t_start: float, t_end: float) -> dict[str
     return out
 
 
-def run(n: int, level: str, parallel: int, limit: str, results: Path) -> tuple[float, int, Counter[str], dict]:
+def run(n: int, level: str, parallel: int, limit: str, results: Path,
+        collective: bool = True) -> tuple[float, int, Counter[str], dict]:
     env = dict(os.environ, PYTHONPATH=str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
     argv = [sys.executable, "-m", "trainready", "cluster", "run", "-N", str(n), "--results", str(results),
             "--spec", "example:local-slurm", "--level", level, "--max-parallel", str(parallel), "--time", limit,
-            "--json", str(results) + ".json"]
+            "--json", str(results) + ".json"] + ([] if collective else ["--no-collective"])
     subprocess.run(["sdiag", "--reset"], check=True, capture_output=True)
     t0 = time.time()
     p = subprocess.run(argv, capture_output=True, text=True, env=env)
@@ -96,7 +98,8 @@ def report(n: int, wall: float, rc: int, rpcs: Counter[str], info: dict, args: a
     ph, doc = info["phases"], info["doc"]
     s = doc.get("summary", {})
     total = sum(rpcs.values())
-    print(f"cluster run -N {n} --level {args.level} --max-parallel {args.max_parallel} on the local Slurm "
+    print(f"cluster run -N {n} --level {args.level} --max-parallel {args.max_parallel}"
+          f"{'' if args.collective else ' --no-collective'} on the local Slurm "
           f"cluster ({os.cpu_count()} cores): exit {rc}, {s.get('accepted')} accepted, {s.get('rejected')} rejected, "
           f"{s.get('not_tested', 0)} not tested")
     print(f"  wall {wall:.1f} s: submit -> first task start {ph['first_start']:.1f} s; array tasks until "
@@ -139,6 +142,9 @@ def main() -> None:
                     "(~0.3 GiB each) in memory at a time; more gains nothing on 2 cores")
     ap.add_argument("--time", default="20:00")
     ap.add_argument("--pairs", type=int, default=0, help="instead: `cluster pairs` over this many nodes, one slow")
+    ap.add_argument("--no-collective", dest="collective", action="store_false",
+                    help="leave the all_reduce out of the cross-node step (no torch process per node in it: what "
+                         "lets N = 128 fit in 24 GiB here)")
     ap.add_argument("--up", action="store_true", help="bring the local cluster up with --nodes first, back to 3 after")
     a = ap.parse_args()
     n = a.pairs or a.nodes
@@ -149,7 +155,7 @@ def main() -> None:
             if a.pairs:
                 pairs(a.pairs, f"node{a.pairs // 2 + 1}", Path(tmp) / "p")
                 return
-            wall, rc, rpcs, info = run(a.nodes, a.level, a.max_parallel, a.time, Path(tmp) / "r")
+            wall, rc, rpcs, info = run(a.nodes, a.level, a.max_parallel, a.time, Path(tmp) / "r", a.collective)
             report(a.nodes, wall, rc, rpcs, info, a)
     finally:
         if a.up:
