@@ -163,7 +163,7 @@ up() {
 stop_pidfile() {
     local f=$1 pid
     [ -f "$f" ] || return 0
-    pid=$(cat "$f")
+    pid=$(cat "$f" 2>/dev/null) || return 0  # the daemon removed it as it stopped
     if kill -0 "$pid" 2>/dev/null; then
         kill "$pid" 2>/dev/null
         for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
@@ -176,7 +176,7 @@ down() {
     local f
     # every node up, whatever N was: all told to stop first, then each waited for (one by one, 64 slurmd took
     # ~2 min on a 2-core x86 VM; told at once they stop together)
-    for f in /var/run/slurmd-node[0-9]*.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null; done
+    for f in /var/run/slurmd-node[0-9]*.pid; do [ -f "$f" ] && kill "$(cat "$f" 2>/dev/null)" 2>/dev/null; done
     for f in /var/run/slurmd-node[0-9]*.pid; do stop_pidfile "$f"; done
     stop_pidfile /var/run/slurmctld-trainready.pid
     rm -rf "$STATE" /var/spool/slurmd/node[0-9]* "$LOG"
