@@ -8,7 +8,8 @@ record, an `error` result, a timeout, a failed preparation step, or its family's
 command with no plant, did not pass).  The self-test fails on any missed or broke case.
 
 Independent cases run side by side (selftest/schedule.py): CPU-bound ones up to a number of lanes set
-by the cores, Slurm ones one at a time beside them, timing-sensitive ones alone at the end.
+by the cores, Slurm ones three at a time beside them, timing-sensitive ones alone at the end; every command
+forked from one interpreter that has torch imported (selftest/zygote.py).
 """
 
 from __future__ import annotations
