@@ -71,7 +71,11 @@ def test_node_path_prepares_in_the_check(counted: dict[str, list], tmp_path: Pat
 
 
 def _hints(obj: object) -> dict[str, object]:
-    return typing.get_type_hints(obj)
+    """The resolved annotations; checks/options.py names ProtocolConfig for type checkers only (importing it
+    imports torch, which `import trainready.checks` must not), so it is resolved here from its module."""
+    from trainready.resume.protocol import ProtocolConfig
+
+    return typing.get_type_hints(obj, localns={"ProtocolConfig": ProtocolConfig})
 
 
 def test_the_walk_to_open_tokens_is_typed_records_only() -> None:

@@ -216,13 +216,20 @@ def save_state(
     return root / (root / LATEST).read_text().strip()  # what rank 0 published
 
 
+WRITER_JOIN_S = 60.0  # seconds to wait for each of a failed save's writer threads to finish its file
+
+
 @contextlib.contextmanager
 def _quiet_disk_errors_in_threads(tmp: Path) -> Iterator[None]:
     """DCP's writer threads let a disk error escape to threading.excepthook (a traceback on stderr)
-    besides handing it to dcp.save; save_state reports it in one line, so the hook stays quiet for it."""
+    besides handing it to dcp.save; save_state reports it in one line, so the hook stays quiet for it.
+    On the way out, the writer threads the save started are waited for (<= WRITER_JOIN_S each): when one
+    thread's write fails, dcp.save raises while the others may still hold files open in `tmp`, and a file
+    removed while open keeps its blocks, so the next save on a full disk would fail too."""
     from trainready.util.diskspace import disk_failure
 
     previous = threading.excepthook
+    before = set(threading.enumerate())
 
     def hook(args: threading.ExceptHookArgs) -> None:
         if args.exc_value is None or disk_failure(args.exc_value, tmp) is None:
@@ -232,6 +239,9 @@ def _quiet_disk_errors_in_threads(tmp: Path) -> Iterator[None]:
     try:
         yield
     finally:
+        for t in set(threading.enumerate()) - before:
+            if t is not threading.current_thread() and not t.daemon:
+                t.join(WRITER_JOIN_S)
         threading.excepthook = previous
 
 
