@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, undrain
 
 pytestmark = pytest.mark.slow
 
@@ -97,7 +97,7 @@ def test_drain_only_rejected_then_resume_restores_ours_and_leaves_admin_drain(fa
                    (json.loads(x) for x in (res / "drain-ledger.jsonl").read_text().splitlines())]
         assert ("resume", "node2") in actions and ("resume", "node3") in actions
     finally:
-        subprocess.run(["scontrol", "update", "nodename=node1", "state=resume"], check=False)
+        undrain("node1")
 
 
 def test_killed_and_hung_tasks_are_no_result_with_slurms_reason(local_slurm, tmp_path):
@@ -136,8 +136,7 @@ def test_health_check_drains_its_own_node_never_an_admin_drain(local_slurm, monk
         assert run_health(None, {"matmul.corrupt": "0"}, said.append) == 3
         assert any("left alone" in x for x in said) and sinfo_reason("node3")[1] == "admin: psu"
     finally:
-        for n in ("node2", "node3"):
-            subprocess.run(["scontrol", "update", f"nodename={n}", "state=resume"], check=False)
+        undrain("node2", "node3")
 
 
 def test_verdicts_are_stable_across_runs():

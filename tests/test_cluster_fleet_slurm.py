@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, undrain
 
 pytestmark = pytest.mark.slow
 
@@ -27,14 +27,7 @@ def sinfo(node: str) -> tuple[str, str]:
 
 
 def resume(*nodes: str) -> None:
-    """Undrain, and wait (<= 30 s) until slurmctld has heard from the node again: right after state=resume it
-    shows 'idle*' (not responding) for a moment, and the next test's run would rightly call it not tested."""
-    for n in nodes:
-        if "drain" in sinfo(n)[0]:
-            subprocess.run(["scontrol", "update", f"nodename={n}", "state=resume"], check=False)
-    deadline = time.monotonic() + 30
-    while any(sinfo(n)[0].endswith("*") or "drain" in sinfo(n)[0] for n in nodes) and time.monotonic() < deadline:
-        time.sleep(0.5)
+    undrain(*[n for n in nodes if "drain" in sinfo(n)[0]])
 
 
 def by_node(doc):  # type: ignore[no-untyped-def]

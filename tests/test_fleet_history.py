@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, undrain
 
 pytestmark = pytest.mark.slow
 
@@ -39,7 +39,7 @@ def test_two_runs_and_a_resume_keep_every_verdict(local_slurm, tmp_path):
         again = _cluster("resume", "node2", "--results", str(res))
         assert again.returncode == 0, again.stderr[-2000:]
     finally:
-        subprocess.run(["scontrol", "update", "nodename=node2", "state=resume"], capture_output=True, check=False)
+        undrain("node2")
     latest = _doc(res / "fleet.json")
     assert latest["context"]["kind"] == "resume" and [n["node"] for n in latest["nodes"]] == ["node2"]
     history = latest["history"]
