@@ -19,7 +19,7 @@ from trainready.spec.model import NodeSpec
 if TYPE_CHECKING:  # types only: the comm module (and torch) load when a collective runs
     from trainready.comm.run import CommOptions
     from trainready.ranks.env import ExternalRank
-    from trainready.records import Report
+    from trainready.records import CheckResult, Report
 
 OPS = ["all_reduce"]
 
@@ -103,7 +103,7 @@ def run_collective(spec: NodeSpec, source: str, results: Path, silent: bool = Fa
 TITLE = "multi-node all_reduce: correct results, bus bandwidth"
 
 
-def not_run(why: str) -> Any:
+def not_run(why: str) -> CheckResult:
     """The collective's fleet-level result when it was left out of the cross-node step: SKIP, with why."""
     from trainready.records import CheckResult, Level, Status
 

@@ -3,8 +3,10 @@
 Each case is its own fresh process (or two, with its family's control run), so cases that share nothing
 can run at once: CPU-bound runs hold one of `lanes` lanes (from the cores: 4 gloo ranks of a case keep
 about two cores busy), Slurm runs go SLURM_LANES at a time on lanes of their own beside them (most of a
-cluster case is waiting: on a time limit, a deadline, the collector's poll), and timing-sensitive cases (`Case.exclusive`: a busbw judged against a calibration measured in the
-same run) run alone after everything else.  Results come back in the table's order.
+cluster case is waiting: on a time limit, a deadline, the collector's poll), and timing-sensitive cases
+(`Case.exclusive`: a busbw judged against a calibration measured in the same run) run alone after
+everything else.  Every command is forked from one zygote (zygote.py).  Results come back in the table's
+order.
 """
 
 from __future__ import annotations
