@@ -48,20 +48,15 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 600)
 
 
 def undrain(*nodes: str) -> None:
-    """`scontrol update state=resume` for each node, then wait (<= 30 s) until slurmctld has heard from them all:
-    right after state=resume a node shows 'idle*' (not responding) for a moment, and the next test's run would
-    rightly call it not tested."""
-    import time
-
-    def state(n: str) -> str:
-        out = subprocess.run(["sinfo", "-h", "-N", "-n", n, "-o", "%T"], capture_output=True, text=True).stdout
-        return (out.split() or ["?"])[0]
+    """`scontrol update state=resume` for each node (a node already in service: nothing to do), then the wait
+    `cluster resume` does (fleet.settle, <= 30 s) until slurmctld has heard from them all: right after
+    state=resume a node shows 'idle*' (not responding) for a moment, and the next test's run would rightly call
+    it not tested."""
+    from trainready.cluster.fleet import settle
 
     for n in nodes:
         subprocess.run(["scontrol", "update", f"nodename={n}", "state=resume"], capture_output=True, check=False)
-    deadline = time.monotonic() + 30
-    while any(state(n).endswith("*") or "drain" in state(n) for n in nodes) and time.monotonic() < deadline:
-        time.sleep(0.5)
+    settle(nodes, lambda line: None)
 
 
 SCRATCH = "trainready-*"  # what commands/common.workdir and spec init --measure create in TMPDIR

@@ -155,6 +155,8 @@ def settle(nodes: Sequence[str], say: run.Progress, limit_s: float = SETTLE_S) -
 
     from trainready.cluster import slurm
 
+    if not nodes:  # `sinfo -n` with no names would list, and wait for, every node of the cluster
+        return
     end = time.monotonic() + limit_s
     while time.monotonic() < end:
         quiet = [n for n, i in slurm.nodes(list(nodes)).items() if i.state.endswith("*")]

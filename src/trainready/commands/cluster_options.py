@@ -6,7 +6,8 @@
     JOB      every command that submits jobs: --results --partition --spec --time --container-image
              --container-mounts --container-mount-home (and the hidden --plant)
     NODES    which nodes: --nodes --nodelist
-    CHECKS   the node acceptance each node runs: --level --only --skip --max-parallel
+    CHECKS   the node acceptance each node runs: --level --only --skip --max-parallel, and whether the
+             cross-node step runs the all_reduce: --collective/--no-collective
     VERDICT  what a rejection does: --reference --drain --max-drain
 """
 

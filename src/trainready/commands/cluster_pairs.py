@@ -114,4 +114,3 @@ def pair_task(
     from trainready.cluster.pairtask import run_pair_task
 
     raise typer.Exit(run_pair_task(Path(results), rnd, pair, spec, parse_plants(plant, "cluster")))
-
