@@ -1,19 +1,27 @@
 #!/usr/bin/env bash
 # A real N-node Slurm cluster on this one host (3 by default), for trainready's tests and CI.
 #
-#   scripts/local-slurm.sh up [--nodes N]   install (apt) what is missing, write the config, start munged,
+#   scripts/local-slurm.sh up [--nodes N] [--cluster NAME]
+#                                           install (apt) what is missing, write the config, start munged,
 #                                           slurmctld and one slurmd per node (node1..nodeN); idempotent;
 #                                           a cluster up with another N is reconfigured to N.
 #                                           LOCAL_SLURM_NO_INSTALL=1: install nothing (the test suite's fixture
 #                                           sets it: tests never change the host's packages); missing
 #                                           slurm-wlm/munge is then a "cannot start" line
-#   scripts/local-slurm.sh down             stop the daemons this script started, remove its state and logs
-#   scripts/local-slurm.sh status           exit 0 when sinfo shows the nodes up, else 1 (with the reason)
+#   scripts/local-slurm.sh down [--cluster NAME]    stop the daemons this script started, remove its state and logs
+#   scripts/local-slurm.sh status [--cluster NAME]  exit 0 when sinfo shows the nodes up, else 1 (with the reason)
+#
+# --cluster NAME (lowercase letters; default "local"): a second, independent cluster beside the default one,
+# with its own slurmctld, config (/etc/slurm-NAME/slurm.conf), state, ports and nodes named NAME1..NAMEN.
+# Slurm's commands reach it with SLURM_CONF=/etc/slurm-NAME/slurm.conf in their environment (slurm.conf(5):
+# every Slurm command and daemon reads the file SLURM_CONF names); jobs carry it to their steps (sbatch's
+# default --export=ALL).  The test suite runs its 64-node faults test on one while the 3-node tests use the other.
 #
 # Largest N measured on a 2-core x86 VM with 24 GiB: see docs/cluster.md ("The fleet at scale"); each idle
 # slurmd holds a few MiB, so memory is not what bounds N: the tasks' own processes are.
 #
-# All "nodes" are this host (NodeHostname=$(hostname -s), one slurmd each on ports 17001-(17000+N)),
+# All "nodes" are this host (NodeHostname=$(hostname -s), one slurmd each on ports 17001-(17000+N) for the
+# default cluster),
 # so a node's identity inside a job is $SLURMD_NODENAME, never the hostname.  The facts used here
 # (Debian's slurm-wlm 22.05 + munge, multiple slurmd per host with `slurmd -N`) are from the Slurm
 # docs (slurm.conf(5), "Multiple slurmd support") and were checked on a Debian 12 host.
@@ -23,13 +31,29 @@
 set -u
 
 NODES=${LOCAL_SLURM_NODES:-3}
-MAX_NODES=1000  # ports 17001..18000; far above what one small host holds
-CONF_DIR=/etc/slurm
-CONF=$CONF_DIR/slurm.conf
+MAX_NODES=999  # slurmd ports BASE+1..BASE+999 (17001.. for the default cluster); far above what one small host holds
 MARK="# written by trainready scripts/local-slurm.sh"
-STATE=/var/lib/trainready-local-slurm
-LOG=/var/log/trainready-local-slurm
 HOST=$(hostname -s)
+
+instance() {  # every name and port of cluster $1 ("local": the default cluster, as it always was)
+    NAME=$1
+    if [ "$NAME" = local ]; then
+        CONF_DIR=/etc/slurm CLUSTER=trainready-local PREFIX=node CTLD_PORT=16817 BASE=17000
+        STATE=/var/lib/trainready-local-slurm LOG=/var/log/trainready-local-slurm
+        CTLD_PID=/var/run/slurmctld-trainready.pid
+    else
+        # k = 1..6 from the name: slurmctld on 16818..16823, slurmd on 10001..15999: below Linux's default
+        # ephemeral ports (32768.., where a client socket could hold one first) and outside 20000..29999, where
+        # `cluster run` picks its all_reduce rendezvous port (cluster/run.py)
+        local k=$(( $(printf %s "$NAME" | cksum | cut -d' ' -f1) % 6 + 1 ))
+        CONF_DIR=/etc/slurm-$NAME CLUSTER=trainready-$NAME PREFIX=$NAME CTLD_PORT=$((16817 + k)) BASE=$((9000 + 1000 * k))
+        STATE=/var/lib/trainready-$NAME-slurm LOG=/var/log/trainready-$NAME-slurm
+        CTLD_PID=/var/run/slurmctld-trainready-$NAME.pid
+    fi
+    CONF=$CONF_DIR/slurm.conf
+    export SLURM_CONF=$CONF  # this script's own sinfo/scontrol, and the daemons it starts
+}
+instance local
 
 cannot() { echo "local-slurm: cannot start: $*"; exit 3; }
 say() { echo "local-slurm: $*" >&2; }
@@ -60,6 +84,11 @@ ensure_packages() {
         >"${TMPDIR:-/tmp}/local-slurm-apt.log" 2>&1 || cannot "apt-get install slurm-wlm munge failed (see ${TMPDIR:-/tmp}/local-slurm-apt.log)"
 }
 
+ensure_munge_once() {  # two clusters brought up at once (two test workers) start one munged, not two
+    mkdir -p /run/lock
+    ( flock 9; ensure_munge ) 9>/run/lock/trainready-local-slurm-munge.lock || exit $?
+}
+
 ensure_munge() {
     mkdir -p /etc/munge /var/lib/munge /var/log/munge /run/munge
     if [ ! -s /etc/munge/munge.key ]; then
@@ -82,16 +111,16 @@ write_conf() {
         cannot "$CONF exists and was not written by this script (a real cluster?); not touching it"
     fi
     mkdir -p "$CONF_DIR" "$STATE/ctld" "$LOG" /var/spool/slurmd
-    local last=$((17000 + NODES))
+    local last=$((BASE + NODES))
     cat >"$CONF.tmp" <<EOF
 $MARK
-ClusterName=trainready-local
+ClusterName=$CLUSTER
 SlurmctldHost=$HOST
-SlurmctldPort=16817
+SlurmctldPort=$CTLD_PORT
 SlurmUser=root
 AuthType=auth/munge
 StateSaveLocation=$STATE/ctld
-SlurmctldPidFile=/var/run/slurmctld-trainready.pid
+SlurmctldPidFile=$CTLD_PID
 SlurmctldLogFile=$LOG/slurmctld.log
 SlurmdPidFile=/var/run/slurmd-%n.pid
 SlurmdSpoolDir=/var/spool/slurmd/%n
@@ -112,8 +141,8 @@ PropagateResourceLimitsExcept=NOFILE
 SlurmdTimeout=60
 InactiveLimit=0
 KillWait=5
-NodeName=node[1-$NODES] NodeHostname=$HOST NodeAddr=$HOST Port=[17001-$last] CPUs=2 RealMemory=4000 State=UNKNOWN
-PartitionName=debug Nodes=node[1-$NODES] Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
+NodeName=$PREFIX[1-$NODES] NodeHostname=$HOST NodeAddr=$HOST Port=[$((BASE + 1))-$last] CPUs=2 RealMemory=4000 State=UNKNOWN
+PartitionName=debug Nodes=$PREFIX[1-$NODES] Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 EOF
     mv "$CONF.tmp" "$CONF"
 }
@@ -121,11 +150,12 @@ EOF
 pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 start_daemons() {
-    pid_alive /var/run/slurmctld-trainready.pid || detached slurmctld || cannot "slurmctld does not start (see $LOG/slurmctld.log)"
+    pid_alive "$CTLD_PID" || detached slurmctld -f "$CONF" || cannot "slurmctld does not start (see $LOG/slurmctld.log)"
     local k
     for k in $(seq 1 "$NODES"); do
-        mkdir -p "/var/spool/slurmd/node$k"
-        pid_alive "/var/run/slurmd-node$k.pid" || detached slurmd -N "node$k" || cannot "slurmd -N node$k does not start (see $LOG/slurmd-node$k.log)"
+        mkdir -p "/var/spool/slurmd/$PREFIX$k"
+        pid_alive "/var/run/slurmd-$PREFIX$k.pid" || detached slurmd -f "$CONF" -N "$PREFIX$k" \
+            || cannot "slurmd -N $PREFIX$k does not start (see $LOG/slurmd-$PREFIX$k.log)"
     done
 }
 
@@ -141,14 +171,14 @@ wait_idle() {
 }
 
 running_nodes() {  # the slurmd pid files this script wrote (node1..nodeK), as a count
-    ls /var/run/slurmd-node[0-9]*.pid 2>/dev/null | wc -l
+    ls /var/run/slurmd-"$PREFIX"[0-9]*.pid 2>/dev/null | wc -l
 }
 
 up() {
     need_root
     ensure_packages
-    ensure_munge
-    if [ -f "$CONF" ] && grep -qF "$MARK" "$CONF" && ! grep -qF "NodeName=node[1-$NODES] " "$CONF"; then
+    ensure_munge_once
+    if [ -f "$CONF" ] && grep -qF "$MARK" "$CONF" && ! grep -qF "NodeName=$PREFIX[1-$NODES] " "$CONF"; then
         say "reconfiguring from $(running_nodes) to $NODES node(s)"
         down  # slurmctld keeps node records in its state: a new node count starts from a clean state
     fi
@@ -156,7 +186,7 @@ up() {
     start_daemons
     wait_idle
     # A node left drained by an earlier test run (trainready: reason) comes back clean.
-    scontrol update nodename="node[1-$NODES]" state=resume >/dev/null 2>&1 || true
+    scontrol update nodename="$PREFIX[1-$NODES]" state=resume >/dev/null 2>&1 || true
     say "up: $(sinfo -h -o '%N:%T' | tr '\n' ' ')"  # one entry per state: node[1-128]:idle
 }
 
@@ -176,10 +206,10 @@ down() {
     local f
     # every node up, whatever N was: all told to stop first, then each waited for (one by one, 64 slurmd took
     # ~2 min on a 2-core x86 VM; told at once they stop together)
-    for f in /var/run/slurmd-node[0-9]*.pid; do [ -f "$f" ] && kill "$(cat "$f" 2>/dev/null)" 2>/dev/null; done
-    for f in /var/run/slurmd-node[0-9]*.pid; do stop_pidfile "$f"; done
-    stop_pidfile /var/run/slurmctld-trainready.pid
-    rm -rf "$STATE" /var/spool/slurmd/node[0-9]* "$LOG"
+    for f in /var/run/slurmd-"$PREFIX"[0-9]*.pid; do [ -f "$f" ] && kill "$(cat "$f" 2>/dev/null)" 2>/dev/null; done
+    for f in /var/run/slurmd-"$PREFIX"[0-9]*.pid; do stop_pidfile "$f"; done
+    stop_pidfile "$CTLD_PID"
+    rm -rf "$STATE" /var/spool/slurmd/"$PREFIX"[0-9]* "$LOG"
     if [ -f "$CONF" ] && grep -qF "$MARK" "$CONF"; then rm -f "$CONF"; fi
     if [ -f "$CONF_DIR/cgroup.conf" ] && grep -qF "$MARK" "$CONF_DIR/cgroup.conf"; then rm -f "$CONF_DIR/cgroup.conf"; fi
     say "down"
@@ -188,31 +218,37 @@ down() {
 status() {
     command -v sinfo >/dev/null 2>&1 || { echo "local-slurm: not installed"; return 1; }
     [ -f "$CONF" ] && grep -qF "$MARK" "$CONF" || { echo "local-slurm: not configured by this script"; return 1; }
-    pid_alive /var/run/slurmctld-trainready.pid || { echo "local-slurm: slurmctld not running"; return 1; }
+    pid_alive "$CTLD_PID" || { echo "local-slurm: slurmctld not running"; return 1; }
     sinfo -N -o '%N %T %E'
 }
 
-parse_nodes() {  # up's options: --nodes N (or --nodes=N)
+parse_opts() {  # $1: the command; then --nodes N (up only) and --cluster NAME, each also as --opt=VALUE
+    local cmd=$1 name=local
+    shift
     while [ $# -gt 0 ]; do
         case "$1" in
-            --nodes|-N) [ $# -ge 2 ] || { echo "local-slurm: --nodes: expected a count" >&2; exit 2; }; NODES=$2; shift 2 ;;
-            --nodes=*) NODES=${1#--nodes=}; shift ;;
-            *) echo "local-slurm: up: unknown option '$1' (expected --nodes N)" >&2; exit 2 ;;
+            --nodes|-N) [ "$cmd" = up ] && [ $# -ge 2 ] || { echo "local-slurm: $cmd: --nodes N is an option of up" >&2; exit 2; }; NODES=$2; shift 2 ;;
+            --nodes=*) [ "$cmd" = up ] || { echo "local-slurm: $cmd: --nodes N is an option of up" >&2; exit 2; }; NODES=${1#--nodes=}; shift ;;
+            --cluster) [ $# -ge 2 ] || { echo "local-slurm: --cluster: expected a name" >&2; exit 2; }; name=$2; shift 2 ;;
+            --cluster=*) name=${1#--cluster=}; shift ;;
+            *) echo "local-slurm: $cmd: unknown option '$1' (expected --nodes N, --cluster NAME)" >&2; exit 2 ;;
         esac
     done
+    case "$name" in
+        ''|*[!a-z]*|node) echo "local-slurm: --cluster '$name': expected lowercase letters (not 'node': the default cluster's node names)" >&2; exit 2 ;;
+    esac
     case "$NODES" in
         ''|*[!0-9]*) echo "local-slurm: --nodes '$NODES': expected a whole number 1..$MAX_NODES" >&2; exit 2 ;;
     esac
     if [ "$NODES" -lt 1 ] || [ "$NODES" -gt "$MAX_NODES" ]; then
         echo "local-slurm: --nodes $NODES: expected 1..$MAX_NODES" >&2; exit 2
     fi
+    instance "$name"
 }
 
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 case "$cmd" in
-    up) parse_nodes "$@"; up ;;
-    down) down ;;
-    status) status ;;
-    *) echo "usage: $0 up [--nodes N]|down|status" >&2; exit 2 ;;
+    up|down|status) parse_opts "$cmd" "$@"; "$cmd" ;;
+    *) echo "usage: $0 up [--nodes N] [--cluster NAME] | down [--cluster NAME] | status [--cluster NAME]" >&2; exit 2 ;;
 esac

@@ -147,13 +147,13 @@ BASH = shutil.which("bash") or "/bin/bash"
 NO_INSTALL = {"LOCAL_SLURM_NO_INSTALL": "1"}  # scripts/local-slurm.sh: install no package, say what is missing
 
 
-def local_slurm_script(action: str, env: dict[str, str] | None = None,
+def local_slurm_script(action: str, *options: str, env: dict[str, str] | None = None,
                        timeout: float = 900) -> subprocess.CompletedProcess[str]:
     """`scripts/local-slurm.sh ACTION` as the tests run it: with package installs forbidden
     (LOCAL_SLURM_NO_INSTALL=1), so a test run never changes the host's packages; where slurm-wlm or
     munge is missing, `up` says so in one 'cannot start' line (exit 3)."""
     e = {**os.environ, **(env or {}), **NO_INSTALL}
-    return subprocess.run([BASH, str(SLURM_SCRIPT), action], capture_output=True, text=True, env=e,
+    return subprocess.run([BASH, str(SLURM_SCRIPT), action, *options], capture_output=True, text=True, env=e,
                           timeout=timeout)
 
 
@@ -180,17 +180,24 @@ def local_slurm():
 # with pytest >= 9: it tags node ids through a private attribute pytest no longer reads.)  Collection stops
 # on a test of any other module that uses the fixture, so this list cannot silently fall behind.
 SLURM_MODULES = ("test_cluster_cli.py", "test_cluster_e2e.py", "test_cluster_gate.py", "test_fleet_history.py",
-                 "test_report_html.py", "test_cluster_fleet_slurm.py", "test_cluster_scale.py")
+                 "test_report_html.py", "test_cluster_fleet_slurm.py")
+# Modules with a local cluster of their own (scripts/local-slurm.sh --cluster NAME, its own slurmctld and
+# nodes): one scope each, so they run beside the 3-node chain in another worker.
+OWN_CLUSTER_MODULES = ("test_cluster_scale.py",)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """xdist's load-scope scheduler with one scope for every test of SLURM_MODULES and one per test
-    elsewhere (the largest scope is handed out first, so the Slurm chain starts at once)."""
+    """xdist's load-scope scheduler with one scope for every test of SLURM_MODULES, one per module of
+    OWN_CLUSTER_MODULES and one per test elsewhere (the largest scope is handed out first, so the Slurm
+    chain starts at once, the 64-node cluster next)."""
     from xdist.scheduler import LoadScopeScheduling
 
     class SlurmTogether(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
-            return "local-slurm" if nodeid.split("::", 1)[0].rsplit("/", 1)[-1] in SLURM_MODULES else nodeid
+            module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+            if module in SLURM_MODULES:
+                return "local-slurm"
+            return module if module in OWN_CLUSTER_MODULES else nodeid
 
     return SlurmTogether(config, log)
 

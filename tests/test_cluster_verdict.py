@@ -11,7 +11,7 @@ import pytest
 from trainready.cluster import crosschecks, drift, synthetic
 from trainready.cluster.clock import ClockServer, measure, ntp
 from trainready.cluster.cross import hosts_facts, limit_facts, storage_facts
-from trainready.cluster.faults import NodeFaults, for_node, validate
+from trainready.cluster.faults import NodeFaults, check_plants, for_node, validate
 from trainready.cluster.stats import robust_bound
 from trainready.cluster.verdict import NodeInput, decide
 from trainready.errors import UsageError
@@ -142,9 +142,12 @@ def test_hosts_trap(tmp_path):
 def test_plants_are_keyed_by_node():
     p = {"cluster.slow": "node3:0.9", "cluster.fail": "node2", "cluster.clock": "node2:5"}
     assert for_node(p, "node3") == NodeFaults(slow_factor=0.9)
-    assert for_node(p, "node2") == NodeFaults(fail=True, clock_ahead_s=5.0)
-    assert not for_node(p, "node1").any
-    for bad in ({"cluster.slow": "node3:x"}, {"cluster.clock": "node2"}, {"cluster.fail": "node2:1"}):
+    assert for_node(p, "node2") == NodeFaults(fail="matmul", clock_ahead_s=5.0)
+    assert check_plants(for_node(p, "node2")) == {"matmul.corrupt": "0"}
+    assert check_plants(for_node({"cluster.fail": "node2:train_step"}, "node2")) == {"train_step.nan": "loss"}
+    assert not for_node(p, "node1").any and check_plants(for_node(p, "node1")) == {}
+    for bad in ({"cluster.slow": "node3:x"}, {"cluster.clock": "node2"}, {"cluster.fail": "node2:1"},
+                {"cluster.fail": "node2:versions"}, {"cluster.fail": ":matmul"}):
         with pytest.raises(UsageError):
             validate(bad)
 

@@ -60,7 +60,8 @@ RESUME_PLANTS: dict[str, str] = {
 
 # Read by `trainready cluster run/resume` (cluster/faults.py): each names the node it plants on.
 CLUSTER_PLANTS: dict[str, str] = {
-    "cluster.fail": "NODE: that node's matmul check gets a corrupted element (matmul.corrupt=0), so a check fails",
+    "cluster.fail": "NODE[:CHECK]: that node's CHECK fails: matmul (default) gets a corrupted element (matmul.corrupt=0), "
+                    "train_step a NaN loss (train_step.nan=loss)",
     "cluster.drift": "NODE: that node's manifest reports torch '0.0.0+planted' (a different software version)",
     "cluster.slow": "NODE[:FACTOR]: that node's throughput metrics (tokens/s, GEMM, HBM) are multiplied by FACTOR (default 0.5)",
     "cluster.hang": "NODE: that node's acceptance task sleeps until Slurm's time limit or the wait deadline ends it",

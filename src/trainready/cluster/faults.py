@@ -12,6 +12,9 @@ from typing import Mapping
 from trainready.errors import UsageError
 
 SLOW_FACTOR_DEFAULT = 0.5  # like throughput.slow_gpu: half the figures
+# cluster.fail=NODE[:CHECK]: the node check that fails, and the node plant (checks/plants.py) that fails it
+FAIL_PLANTS = {"matmul": ("matmul.corrupt", "0"), "train_step": ("train_step.nan", "loss")}
+FAIL_DEFAULT = "matmul"
 
 
 def _split(name: str, value: str, number: str | None) -> tuple[str, float | None]:
@@ -33,7 +36,7 @@ def _split(name: str, value: str, number: str | None) -> tuple[str, float | None
 class NodeFaults:
     """What is planted on one node (all off: a healthy node)."""
 
-    fail: bool = False
+    fail: str | None = None  # the check planted to fail (a FAIL_PLANTS key)
     drift: bool = False
     slow_factor: float | None = None
     hang: bool = False
@@ -53,6 +56,22 @@ def validate(faults: Mapping[str, str]) -> None:
     """Every cluster plant's value parses (exit 2 before any job is submitted)."""
     for node in nodes_planted(faults):
         for_node(faults, node)
+
+
+def failing_check(value: str | None, node: str) -> str | None:
+    """cluster.fail=NODE[:CHECK] → CHECK (matmul by default) when NODE is `node`."""
+    if value is None:
+        return None
+    who, _, check = value.partition(":")
+    check = check.strip() or FAIL_DEFAULT
+    if not who.strip() or check not in FAIL_PLANTS:
+        raise UsageError(f"--plant cluster.fail={value}: expected NODE[:CHECK], CHECK one of {', '.join(FAIL_PLANTS)}")
+    return check if who.strip() == node else None
+
+
+def check_plants(nf: NodeFaults) -> dict[str, str]:
+    """The node-check plants (checks/plants.py) that carry this node's cluster plants."""
+    return dict([FAIL_PLANTS[nf.fail]]) if nf.fail else {}
 
 
 def nodes_planted(faults: Mapping[str, str]) -> set[str]:
@@ -79,7 +98,7 @@ def for_node(faults: Mapping[str, str], node: str) -> NodeFaults:
     if nofile is True:
         raise UsageError(f"--plant cluster.nofile={nofile_text}: expected NODE:N")
     return NodeFaults(
-        fail=bool(on("cluster.fail", faults.get("cluster.fail"))),
+        fail=failing_check(faults.get("cluster.fail"), node),
         drift=bool(on("cluster.drift", faults.get("cluster.drift"))),
         slow_factor=(SLOW_FACTOR_DEFAULT if slow is True else float(slow)) if slow is not False else None,
         hang=bool(on("cluster.hang", faults.get("cluster.hang"))),

@@ -63,7 +63,7 @@ def accept(opts: TaskOptions) -> int:
     spec, source = load_spec(opts.spec)
     work = Path(tempfile.mkdtemp(prefix=f"trainready-{node}-"))
     try:
-        ctx = CheckContext(spec, work, {"matmul.corrupt": "0"} if nf.fail else {})
+        ctx = CheckContext(spec, work, fl.check_plants(nf))
         report = run_checks("node", checks, ctx, context={"spec_source": source, "node": node},
                             on_start=lambda c: prog.phase(c.name))
     finally:

@@ -1,0 +1,54 @@
+"""scripts/local-slurm.sh's options: a bad one is one line and exit 2 before anything is started or written;
+`--cluster NAME` names a second cluster with its own config file, state and ports (no Slurm needed here)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import BASH, NO_INSTALL, SLURM_SCRIPT
+
+
+def script(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([BASH, str(SLURM_SCRIPT), *args], capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", **NO_INSTALL})
+
+
+@pytest.mark.parametrize("args, says", [
+    (("up", "--cluster", "Scale"), "--cluster 'Scale': expected lowercase letters"),
+    (("up", "--cluster", "node"), "--cluster 'node': expected lowercase letters (not 'node'"),
+    (("up", "--cluster"), "--cluster: expected a name"),
+    (("down", "--nodes", "4"), "down: --nodes N is an option of up"),
+    (("status", "--bogus"), "status: unknown option '--bogus'"),
+    (("up", "--nodes", "0"), "--nodes 0: expected 1..999"),
+    (("up", "--nodes", "x", "--cluster", "scale"), "--nodes 'x': expected a whole number"),
+])
+def test_a_bad_option_is_one_line_exit_2(args: tuple[str, ...], says: str) -> None:
+    p = script(*args)
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    assert p.stderr.strip().count("\n") == 0 and says in p.stderr, p.stderr
+
+
+def test_a_named_cluster_has_its_own_config_ports_and_node_names() -> None:
+    """The default cluster keeps its config, slurmctld port and node names; a named one gets its own, with
+    ports outside the range where `cluster run` picks its rendezvous port (20000..29999, cluster/run.py)."""
+    text = SLURM_SCRIPT.read_text()
+    p = subprocess.run([BASH, "-c", f'source <(sed -n "/^instance() {{/,/^}}/p" {SLURM_SCRIPT}); '
+                        'for c in local scale; do instance $c; echo "$c $SLURM_CONF $CTLD_PORT $BASE $PREFIX $CTLD_PID"; done'],
+                       capture_output=True, text=True, timeout=30)
+    rows = dict((line.split()[0], line.split()[1:]) for line in p.stdout.splitlines())
+    assert rows["local"] == ["/etc/slurm/slurm.conf", "16817", "17000", "node", "/var/run/slurmctld-trainready.pid"], p
+    conf, ctld, base, prefix, pid = rows["scale"]
+    assert (conf, prefix, pid) == ("/etc/slurm-scale/slurm.conf", "scale", "/var/run/slurmctld-trainready-scale.pid")
+    assert 16818 <= int(ctld) <= 16823 and 10000 <= int(base) and int(base) + 999 < 20000
+    assert "MASTER_PORT=str(random.randint(20000, 29999))" in (SLURM_SCRIPT.parents[1] / "src/trainready/cluster/run.py").read_text()
+    assert re.search(r"NodeName=\$PREFIX\[1-\$NODES\].*Port=\[\$\(\(BASE \+ 1\)\)-\$last\]", text)
+
+
+def test_status_of_a_cluster_never_brought_up_says_so() -> None:
+    p = script("status", "--cluster", "neverup")
+    assert p.returncode == 1 and ("not configured by this script" in p.stdout or "not installed" in p.stdout), p
+    assert not Path("/etc/slurm-neverup").exists()
