@@ -11,6 +11,13 @@ from pathlib import Path
 
 import pytest
 
+# The suite runs 4 workers on 2 cores, and every test process starts more (CLI runs, ranks, Slurm tasks, which
+# inherit it through sbatch's default --export=ALL).  OpenMP's default wait policy spins a finished thread on
+# its core before it sleeps (libgomp: GOMP_SPINCOUNT), taking the core from the others: 4 concurrent
+# `node --only versions,matmul,train_step` runs took 33 CPU s busy with the default, 25 with PASSIVE (2-core
+# x86 VM).  Set before anything here imports torch (libgomp reads it when it loads); a value given is kept.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src"
 

@@ -56,7 +56,7 @@ def faulty(local_slurm, tmp_path_factory):
     than the default 10% allows)."""
     res = tmp_path_factory.mktemp("faulty") / "r"
     p, doc = cluster(res, "--drain", "--max-drain", "2", "--plant", "cluster.fail=node2", "--plant", "cluster.drift=node2",
-                     "--plant", "cluster.slow=node3:0.02", "--reference", "node1")
+                     "--plant", "cluster.slow=node3:0.02", "--reference", "node1", "--no-collective")
     assert doc is not None, p.stderr[-2000:]
     VERDICTS.append(unplanted(doc))
     return res, p, doc
@@ -102,7 +102,7 @@ def test_drain_only_rejected_then_resume_restores_ours_and_leaves_admin_drain(fa
 
 def test_killed_and_hung_tasks_are_no_result_with_slurms_reason(local_slurm, tmp_path):
     p, doc = cluster(tmp_path / "r", "--plant", "cluster.kill=node2", "--plant", "cluster.hang=node3",
-                     checks="versions", limit="0:30")
+                     "--no-collective", checks="versions", limit="0:30")
     assert doc is not None, p.stderr[-2000:]
     VERDICTS.append(unplanted(doc))
     v = by_node(doc)

@@ -81,7 +81,8 @@ def test_pairs_names_the_planted_slow_node_only(cli, tmp_path, local_slurm):
 
 
 ROLL = ("cluster", "rollout", "-w", "node[1-3]", "--waves", "1,2,all", "--max-reject", "0.4", "--spec",
-        "example:local-slurm", "--level", "quick", "--only", "versions,matmul", "--time", "5:00")
+        "example:local-slurm", "--level", "quick", "--only", "versions,matmul", "--time", "5:00",
+        "--no-collective")
 
 
 def test_rollout_stops_on_reject_rate_and_resumes_from_its_ledger(cli, tmp_path, local_slurm):

@@ -90,16 +90,17 @@ def kill_mid_run(nodes: tuple[str, ...], stop: threading.Event, killed: dict[str
     """SIGKILL the acceptance process of each node as soon as it runs (found by its SLURMD_NODENAME)."""
     while not stop.is_set() and len(killed) < len(nodes):
         for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            try:  # the command line first: most processes are not a node task, and their environ is not read
+                if b"node-task" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    continue
                 env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
             except OSError:
                 continue
             node = next((e[16:].decode() for e in env if e.startswith(b"SLURMD_NODENAME=")), "")
-            if b"node-task" in cmd and node in nodes and node not in killed:
+            if node in nodes and node not in killed:
                 os.kill(int(pid), signal.SIGKILL)
                 killed[node] = time.time()
-        time.sleep(0.1)
+        time.sleep(0.25)
 
 
 def last_task_end(since: float) -> float:
