@@ -29,6 +29,9 @@ def run_health(spec_arg: str | None, plants: Mapping[str, str], say: Callable[[s
     from trainready.spec import load_spec
 
     spec, source = load_spec(spec_arg or "auto")  # no --spec: the GPUs NVML sees (spec/auto.py)
+    # torch's import is the program's start-up, not a check's work: 2-3 s on an idle 2-core x86 VM, past 15 s
+    # there while 60 other processes shared the cores, which timed out the first check that imports it (gpus)
+    import torch  # noqa: F401
     work = Path(tempfile.mkdtemp(prefix="trainready-health-"))
     try:
         ctx = CheckContext(spec, work, dict(plants), timeouts={c: CHECK_TIMEOUT_S for c in CHECKS})
