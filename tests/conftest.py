@@ -181,15 +181,43 @@ def local_slurm():
         local_slurm_script("down", timeout=120)
 
 
+ALT = "alt"  # scripts/local-slurm.sh --cluster alt: a second 3-node cluster (own slurmctld, nodes alt1..alt3)
+
+
+@pytest.fixture(scope="session")
+def _alt_cluster():  # type: ignore[no-untyped-def]
+    """The second local 3-node cluster, up for the session (skipped as `local_slurm` is); down afterwards
+    only if this session brought it up."""
+    was_up = local_slurm_script("status", "--cluster", ALT, timeout=60).returncode == 0
+    p = local_slurm_script("up", "--cluster", ALT)
+    line = (p.stdout.strip() or p.stderr.strip() or f"exit {p.returncode}").splitlines()[-1]
+    if p.returncode == 3:
+        pytest.skip(line)
+    assert p.returncode == 0, f"scripts/local-slurm.sh up --cluster {ALT} failed: {p.stdout}{p.stderr}"
+    yield [f"{ALT}1", f"{ALT}2", f"{ALT}3"]
+    if not was_up:
+        local_slurm_script("down", "--cluster", ALT, timeout=120)
+
+
+@pytest.fixture
+def alt_slurm(_alt_cluster, monkeypatch):  # type: ignore[no-untyped-def]
+    """The second local cluster's nodes, with every Slurm command of this test (its own, the CLI runs it
+    starts, their jobs) pointed at that cluster: SLURM_CONF (slurm.conf(5)) for this test only."""
+    monkeypatch.setenv("SLURM_CONF", f"/etc/slurm-{ALT}/slurm.conf")
+    return _alt_cluster
+
+
 # Test modules that use the local Slurm cluster (the `local_slurm` fixture).  Under pytest-xdist (`-n N`, the
 # README's test command) they run in ONE worker, one after the other: one cluster brought up once, and no
 # test drains, plants or scancels nodes under another's jobs.  (xdist's own `--dist loadgroup` cannot do it
 # with pytest >= 9: it tags node ids through a private attribute pytest no longer reads.)  Collection stops
 # on a test of any other module that uses the fixture, so this list cannot silently fall behind.
-SLURM_MODULES = ("test_cluster_cli.py", "test_cluster_e2e.py", "test_cluster_gate.py", "test_fleet_history.py",
-                 "test_report_html.py", "test_cluster_fleet_slurm.py")
+SLURM_MODULES = ("test_cluster_cli.py", "test_cluster_e2e.py", "test_cluster_fleet_slurm.py")
+# The same, for the second 3-node cluster (`alt_slurm`): a second chain in another worker, beside the first
+# (most of a Slurm test's time is waiting on Slurm, ranks and deadlines, not computing).
+ALT_MODULES = ("test_cluster_gate.py", "test_fleet_history.py", "test_report_html.py")
 # Modules with a local cluster of their own (scripts/local-slurm.sh --cluster NAME, its own slurmctld and
-# nodes): one scope each, so they run beside the 3-node chain in another worker.
+# nodes): one scope each, so they run beside the 3-node chains in another worker.
 OWN_CLUSTER_MODULES = ("test_cluster_scale.py",)
 
 
@@ -204,13 +232,16 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
             module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
             if module in SLURM_MODULES:
                 return "local-slurm"
+            if module in ALT_MODULES:
+                return "alt-slurm"
             return module if module in OWN_CLUSTER_MODULES else nodeid
 
     return SlurmTogether(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    stray = sorted({i.path.name for i in items if "local_slurm" in getattr(i, "fixturenames", ())} - set(SLURM_MODULES))
-    if stray:
-        raise pytest.UsageError(f"{', '.join(stray)} use(s) the local_slurm fixture: add to SLURM_MODULES in "
-                                "tests/conftest.py (their tests must run in the xdist worker that owns the cluster)")
+    for fixture, modules, name in (("local_slurm", SLURM_MODULES, "SLURM_MODULES"), ("alt_slurm", ALT_MODULES, "ALT_MODULES")):
+        stray = sorted({i.path.name for i in items if fixture in getattr(i, "fixturenames", ())} - set(modules))
+        if stray:
+            raise pytest.UsageError(f"{', '.join(stray)} use(s) the {fixture} fixture: add to {name} in "
+                                    "tests/conftest.py (their tests must run in the xdist worker that owns the cluster)")

@@ -1,5 +1,5 @@
-"""cluster pairs / rollout: the pure parts (argv, record reading, waves, ledger), then, when the local 3-node
-Slurm cluster is up (scripts/local-slurm.sh), the real thing: a planted slow node named alone, a rollout
+"""cluster pairs / rollout: the pure parts (argv, record reading, waves, ledger), then, on the second local
+3-node Slurm cluster (alt1..alt3: `scripts/local-slurm.sh up --cluster alt`), the real thing: a planted slow node named alone, a rollout
 stopped by its reject rate and resumed from its ledger after a kill."""
 
 from __future__ import annotations
@@ -71,25 +71,25 @@ def test_ledger_belongs_to_one_rollout(tmp_path):
         load_ledger(tmp_path, ["a", "b", "c"], [["a"], ["b", "c"]], 0.1)
 
 
-def test_pairs_names_the_planted_slow_node_only(cli, tmp_path, local_slurm):
-    r = cli("cluster", "pairs", "-w", "node[1-3]", "--results", str(tmp_path / "acc"), "--spec", "example:local-slurm",
-            "--plant", "cluster.slow=node2", "--json", str(tmp_path / "p.json"), timeout=900)
+def test_pairs_names_the_planted_slow_node_only(cli, tmp_path, alt_slurm):
+    r = cli("cluster", "pairs", "-w", "alt[1-3]", "--results", str(tmp_path / "acc"), "--spec", "example:local-slurm",
+            "--plant", "cluster.slow=alt2", "--json", str(tmp_path / "p.json"), timeout=900)
     doc = json.loads((tmp_path / "p.json").read_text())
-    assert r.returncode == 1 and doc["culprits"] == ["node2"] and doc["undecided"] == [], r.stdout + r.stderr
-    assert {n["node"]: n["status"] for n in doc["nodes"]} == {"node1": "good", "node2": "bad", "node3": "good"}
+    assert r.returncode == 1 and doc["culprits"] == ["alt2"] and doc["undecided"] == [], r.stdout + r.stderr
+    assert {n["node"]: n["status"] for n in doc["nodes"]} == {"alt1": "good", "alt2": "bad", "alt3": "good"}
     assert doc["rounds"] <= 3 and all(Path(p["record"]).is_file() for p in doc["pairs"] if p["busbw_gbps"])
 
 
-ROLL = ("cluster", "rollout", "-w", "node[1-3]", "--waves", "1,2,all", "--max-reject", "0.4", "--spec",
+ROLL = ("cluster", "rollout", "-w", "alt[1-3]", "--waves", "1,2,all", "--max-reject", "0.4", "--spec",
         "example:local-slurm", "--level", "quick", "--only", "versions,matmul", "--time", "5:00",
         "--no-collective")
 
 
-def test_rollout_stops_on_reject_rate_and_resumes_from_its_ledger(cli, tmp_path, local_slurm):
+def test_rollout_stops_on_reject_rate_and_resumes_from_its_ledger(cli, tmp_path, alt_slurm):
     res = tmp_path / "roll"
     env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
     p = subprocess.Popen([sys.executable, "-m", "trainready", *ROLL, "--results", str(res), "--plant",
-                          "cluster.fail=node2"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                          "cluster.fail=alt2"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                          start_new_session=True)
     ledger = res / "rollout.json"
     deadline = time.monotonic() + 600
@@ -101,31 +101,31 @@ def test_rollout_stops_on_reject_rate_and_resumes_from_its_ledger(cli, tmp_path,
     os.killpg(p.pid, signal.SIGKILL)
     p.wait()
     first = json.loads(ledger.read_text())["waves"][0]
-    assert first["state"] == "done" and first["accepted"] == ["node1"]
+    assert first["state"] == "done" and first["accepted"] == ["alt1"]
     subprocess.run(["scancel", "--name=trainready-accept"], capture_output=True)  # the killed run's array job
-    r = cli(*ROLL, "--results", str(res), "--plant", "cluster.fail=node2", timeout=900)
+    r = cli(*ROLL, "--results", str(res), "--plant", "cluster.fail=alt2", timeout=900)
     doc = json.loads(ledger.read_text())
     assert "wave 1/2: done earlier" in r.stderr, r.stderr
     assert doc["waves"][0]["finished_at"] == first["finished_at"]  # not redone
     assert r.returncode == 1 and doc["status"] == "stopped" and doc["waves"][1]["state"] == "stopped"
-    assert list(doc["waves"][1]["rejected"]) == ["node2"] and "50%" in doc["stopped_reason"]
-    assert "node2: check matmul: FAIL" in doc["stopped_reason"]
+    assert list(doc["waves"][1]["rejected"]) == ["alt2"] and "50%" in doc["stopped_reason"]
+    assert "alt2: check matmul: FAIL" in doc["stopped_reason"]
 
 
-def test_rollout_drains_then_revalidates_the_repaired_node(cli, tmp_path, local_slurm):
+def test_rollout_drains_then_revalidates_the_repaired_node(cli, tmp_path, alt_slurm):
     from trainready.cluster import slurm as sl
 
     res = tmp_path / "roll"
-    r = cli(*ROLL, "--results", str(res), "--drain", "--plant", "cluster.fail=node2", timeout=900)
+    r = cli(*ROLL, "--results", str(res), "--drain", "--plant", "cluster.fail=alt2", timeout=900)
     assert r.returncode == 1, r.stderr
     try:
-        info = sl.nodes(["node2"])["node2"]
+        info = sl.nodes(["alt2"])["alt2"]
         assert info.drained and info.reason.startswith("trainready:") and "matmul" in info.reason
-        r = cli(*ROLL, "--results", str(res), "--drain", "--revalidate", timeout=900)  # node2 "repaired": no plant
+        r = cli(*ROLL, "--results", str(res), "--drain", "--revalidate", timeout=900)  # alt2 "repaired": no plant
         doc = json.loads((res / "rollout.json").read_text())
         assert r.returncode == 0 and doc["status"] == "done", r.stderr
-        assert doc["events"][-1]["action"] == "revalidate" and doc["events"][-1]["resumed"] == ["node2"]
-        assert not sl.nodes(["node2"])["node2"].drained
+        assert doc["events"][-1]["action"] == "revalidate" and doc["events"][-1]["resumed"] == ["alt2"]
+        assert not sl.nodes(["alt2"])["alt2"].drained
     finally:
-        if sl.nodes(["node2"])["node2"].ours:
-            sl.undrain("node2")
+        if sl.nodes(["alt2"])["alt2"].ours:
+            sl.undrain("alt2")

@@ -138,9 +138,9 @@ def test_chromium_renders_the_report_and_nothing_leaves_the_page(chromium: str, 
 
 
 @pytest.mark.slow
-def test_local_slurm_fleet_run_report_junit_prometheus_and_chromium(chromium: str, local_slurm,  # noqa: ANN001
+def test_local_slurm_fleet_run_report_junit_prometheus_and_chromium(chromium: str, alt_slurm,  # noqa: ANN001
                                                                    tmp_path: Path) -> None:
-    """A real `cluster run` on the local 3-node Slurm cluster: its --junit/--prometheus, and its HTML report
+    """A real `cluster run` on the second local 3-node Slurm cluster (alt1..alt3): its --junit/--prometheus, and its HTML report
     (per-node throughput across the fleet) rendered by Chromium with no request leaving the page."""
     import xml.etree.ElementTree as ET
 
@@ -152,10 +152,10 @@ def test_local_slurm_fleet_run_report_junit_prometheus_and_chromium(chromium: st
                        "--prometheus", str(tmp_path / "fleet.prom"), timeout=600)
     assert p.returncode in (0, 1), p.stderr[-2000:]
     suites = [s.get("hostname") for s in ET.parse(tmp_path / "fleet.xml").getroot().iter("testsuite")]
-    assert {"node1", "node2", "node3"} <= set(suites)
+    assert {"alt1", "alt2", "alt3"} <= set(suites)
     text = (tmp_path / "fleet.prom").read_text()
     assert_naming_rules(text)
-    assert {s.labels["node"] for s in families(text)["trainready_fleet_node_accepted"].samples} == set(local_slurm)
+    assert {s.labels["node"] for s in families(text)["trainready_fleet_node_accepted"].samples} == set(alt_slurm)
     page = tmp_path / "fleet.html"
     assert run_cli("report", str(res / "fleet.json"), "--html", str(page)).returncode == 0
     html = page.read_text()
