@@ -21,7 +21,7 @@ from trainready.util.strict import dump_toml
 
 FIVE = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")
 WINDOW = {"from_bytes": str(256 << 10), "to_bytes": str(1 << 20)}
-# 6 reference runs x 5 ops of efficiency / that op's median: ~2% run to run (measured on the 2-core dev VM with
+# 6 reference runs x 5 ops of efficiency / that op's median: ~2% run to run (measured on a 2-core x86 VM with
 # 12 alternating loop pairs: 2.1-2.2%), while the same runs' absolute busbw drifted by 20% and more.
 RUNS = [[1.00, 0.98, 1.02, 0.97, 1.03], [1.02, 1.01, 0.99, 1.03, 0.98], [0.99, 1.02, 1.01, 0.98, 1.00],
         [1.01, 0.97, 0.98, 1.02, 1.01], [0.98, 1.03, 1.00, 1.01, 0.99], [1.03, 0.99, 1.01, 0.99, 1.02]]
@@ -143,7 +143,7 @@ def test_gloo_ranks_are_pinned_the_same_way_on_every_launch() -> None:
 
 
 def test_the_all_ops_rows_of_the_verdict_table_take_no_time_of_their_own() -> None:
-    # `trainready comm` shows each row's own time; a mean over the ops has no step of its own (issue 10, item 8)
+    # `trainready comm` shows each row's own time; a mean over the ops has no step of its own
     from trainready.comm.run import _own_seconds
 
     d = derive({}, [_record({op: BASE[op] * x for op, x in zip(FIVE, run)}) for run in RUNS])

@@ -1,4 +1,4 @@
-"""A GPU spec never passes on the CPU (issue 9 item 1).
+"""A GPU spec never passes on the CPU.
 
 Under a spec with gpu.count > 0, every compute, collective and resume check runs on those GPUs with
 NCCL or FAILS naming why CUDA is unusable (torch's own reason, CUDA_VISIBLE_DEVICES, the driver as

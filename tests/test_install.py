@@ -1,4 +1,4 @@
-"""Installing trainready into an image changes nothing that is already installed (seed 000; issue 9 item 11).
+"""Installing trainready into an image changes nothing that is already installed.
 
 A fresh venv (no system site packages) gets torch 2.13.0 and the OLDEST numpy, click, typer and rich that
 pyproject.toml allows (README "Installing into a training image").  Then, offline, from a cached wheel dir:

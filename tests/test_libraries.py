@@ -1,4 +1,4 @@
-"""Loaded NCCL/cuDNN files vs the versions the image declares (issue 9 item 10).
+"""Loaded NCCL/cuDNN files vs the versions the image declares.
 
 The lent H200 image declares NCCL_VERSION=2.28.3-1 (captured in tests/data/env_h200x1_captured.json)
 while torch loads NCCL 2.28.9 from its wheel (same capture): the manifest and the `versions` check must

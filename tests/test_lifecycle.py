@@ -1,8 +1,8 @@
-"""A check's deadline and Ctrl-C / SIGTERM stop every rank (issue 9 item 6, issue 10 item 2).
+"""A check's deadline and Ctrl-C / SIGTERM stop every rank.
 
-Before this change: a timed-out check returned ERROR but left its thread and ranks running into the
-next checks; `timeout.<name>` could not be set from the CLI; Ctrl-C printed a child's KeyboardInterrupt
-traceback (or nothing), SIGTERM left /tmp/trainready-* behind without a word.
+The faults each test plants: a timed-out check that would leave its thread and ranks running into the
+next checks; `timeout.<name>` set from the CLI; Ctrl-C, which must not print a child's KeyboardInterrupt
+traceback (or nothing); SIGTERM, which must not leave /tmp/trainready-* behind without a word.
 """
 
 from __future__ import annotations

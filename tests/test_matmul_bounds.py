@@ -1,4 +1,4 @@
-"""The matmul check's error bounds (issue 9 item 8): derived from K, tight enough that one flipped
+"""The matmul check's error bounds: derived from K, tight enough that one flipped
 significand bit in one element of the product is caught, and never tripped by a healthy product.
 
 Planted faults are flipped bits (the silent-data-corruption shape), each shown FAILING before the

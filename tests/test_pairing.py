@@ -54,7 +54,7 @@ def test_disjoint_pairs_and_retests_use_proven_good_partners():
 
 def test_two_bad_nodes_paired_together_are_both_named():
     nodes = fleet(20)
-    # find the seed's round-1 matching, then plant a bad pair that is matched in round 1
+    # find this seed's round-1 matching, then plant a bad pair that is matched in round 1
     log: list = []
     find_culprits(nodes, measured(set(), log=log), PairingOptions(seed=5))
     a, b = log[0][1][0]

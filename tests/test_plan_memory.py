@@ -57,7 +57,7 @@ def test_seed_500b_checkpoint_is_about_7_tb() -> None:
 
 
 def test_slow_nas_stalls_70b_more_than_10_minutes() -> None:
-    # Seed 003: a 70 B checkpoint on a slow NAS stops training for 10+ minutes.
+    # The bring-up guide: a 70 B checkpoint on a slow NAS stops training for 10+ minutes.
     plan = make_plan(PlanInput(preset("llama2-70b"), Parallel(tp=8, pp=8, dp=1), hardware=Hardware(storage_gbps=1.0)))
     t = next(q.value for q in plan.checkpoint if q.key == "checkpoint.write_time")
     assert t / 60 == pytest.approx(68_976_648_192 * 14 / 1e9 / 60)

@@ -1,4 +1,4 @@
-"""Redaction (issue 9 item 3): secrets go, by name and by value; every other byte of a record stays.
+"""Redaction: secrets go, by name and by value; every other byte of a record stays.
 
 The benign table holds values a real manifest or record carries (hostnames, paths, versions,
 UUIDs, digests, PCI ids, commits); each must survive `scrub` byte for byte, as a value and

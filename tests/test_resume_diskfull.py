@@ -1,4 +1,4 @@
-"""A full disk (issue 9 item 5), on a real small tmpfs mounted by the test: the free-space
+"""A full disk, on a real small tmpfs mounted by the test: the free-space
 pre-check refuses in one line (exit 2) naming the directory, bytes free and bytes needed; a
 disk that fills during the save is reported as such with the path and leaves no `step-N`
 directory and no `latest` pointer that looks valid."""

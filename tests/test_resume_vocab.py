@@ -1,5 +1,5 @@
-"""The resume model's vocabulary comes from the data (issue 9 item 4), and the record names the
-data exactly (issue 10 item 6): absolute paths, bytes, tokens, dtype, digests."""
+"""The resume model's vocabulary comes from the data, and the record names the
+data exactly: absolute paths, bytes, tokens, dtype, digests."""
 
 from __future__ import annotations
 

@@ -78,7 +78,7 @@ def test_a_noisy_backend_gets_a_wider_margin_and_says_what_it_cannot_catch() -> 
     assert "set by the run-to-run spread" in f.describe()
     one = comm_floor("all_reduce@8", [0.04], "gloo", 0.8)
     assert one.fraction == 0.5 and "set by the backend's minimum margin twice (one run of gloo" in one.describe()
-    gemm = compute_floor("compute.gemm_tflops_min", [724.2, 775.5], 0.8, "TFLOP/s")  # captured H200 pair (issue 10)
+    gemm = compute_floor("compute.gemm_tflops_min", [724.2, 775.5], 0.8, "TFLOP/s")  # a captured H200 pair
     assert "set by the tolerance (--tolerance, the 80% rule)" in gemm.describe()
     quiet = comm_floor("all_reduce@8", [100.0, 100.5, 99.8, 100.2, 100.1], "nccl", 0.8)
     assert quiet.fraction == 0.95 and quiet.catches_slowdown  # NCCL's minimum margin is 5%

@@ -1,6 +1,6 @@
 """What users read describes the tool and figures measured on a named machine, never how the tool was made:
 no "session", "issue N", "dev VM", "device notes", "the seed" (the bring-up guide) in src/, docs/, README,
-pyproject, benchmarks/ and scripts/, in --help or in `spec show`.  README's Layout names the folders that exist."""
+pyproject, benchmarks/, scripts/ and the tests' own comments, in --help or in `spec show`.  README's Layout names the folders that exist."""
 
 from __future__ import annotations
 
@@ -33,6 +33,16 @@ def _user_visible() -> list[Path]:
                          ("scripts", ("*",))):
         files += [p for g in globs for p in sorted((REPO / where).rglob(g)) if p.is_file() and "egg-info" not in str(p)]
     return files
+
+
+def test_no_history_words_in_test_comments() -> None:
+    """The tests' docstrings and comments too ("session" aside: pytest's own word for a test run); this file
+    and tests/test_startup_help.py hold the planted phrases."""
+    planted = {"test_text_truth.py", "test_startup_help.py"}
+    pattern = re.compile("|".join(f"(?:{p})" for p in HISTORY if "session" not in p), re.IGNORECASE)
+    found = {p.name: words for p in sorted((REPO / "tests").glob("*.py")) if p.name not in planted
+             if (words := [m.group(0) for m in pattern.finditer(_joined(p.read_text()))])}
+    assert found == {}, found
 
 
 def _joined(text: str) -> str:
