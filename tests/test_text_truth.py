@@ -1,6 +1,7 @@
 """What users read describes the tool and figures measured on a named machine, never how the tool was made:
 no "session", "issue N", "dev VM", "device notes", "the seed" (the bring-up guide) in src/, docs/, README,
-pyproject, benchmarks/, scripts/ and the tests' own comments, in --help or in `spec show`.  README's Layout names the folders that exist."""
+pyproject, benchmarks/, scripts/ and the tests' own comments, in --help or in `spec show`.  README's Layout
+names the folders that exist."""
 
 from __future__ import annotations
 
