@@ -1,5 +1,5 @@
 """Fleet actions on the real local Slurm cluster (scripts/local-slurm.sh): a node an administrator drained is not
-tested and holds back nobody; a node drained while the run waits is named and not tested; every node failing
+tested and holds back nobody; a node drained while its task waits, or after it ran, is named and not tested; every node failing
 alike (too short --time) drains none; the cross-node all_reduce blames the silent rank, never the one that
 reports it.  Every test leaves the cluster as it found it (3 idle nodes, no drains)."""
 
@@ -58,12 +58,23 @@ def test_admin_drained_node_is_not_tested_and_the_others_are_accepted(local_slur
         resume("node2")
 
 
-def test_node_drained_while_its_task_waits_is_named_and_not_tested(local_slurm, tmp_path):
-    """--max-parallel 1: node3's task waits its turn; an administrator drains node3 meanwhile; when its turn
-    comes it is pending ReqNodeNotAvail, which cannot clear: named at once, cancelled, node3 not tested."""
+def tasks() -> dict[str, str]:
+    """The acceptance array's tasks in squeue: {node asked for (ReqNodeList): state}."""
+    out = subprocess.run(["squeue", "-h", "-r", "-n", "trainready-accept", "-o", "%n|%T"], capture_output=True,
+                         text=True).stdout
+    return {n: st for n, _, st in (line.partition("|") for line in out.split()) if n}
+
+
+def test_nodes_drained_mid_run_are_named_and_not_tested(local_slurm, tmp_path):
+    """--max-parallel 1, so the tasks run one at a time (in Slurm's order, not the nodelist's).  While the first
+    runs, an administrator drains a node whose task still waits: pending ReqNodeNotAvail, which cannot clear, is
+    named at once, cancelled, not tested.  Once the first task has written its record, its node is drained too:
+    it is left out of the cross-node step (srun would wait for it until --time, and every node would lose its
+    cross record) and not tested.  The third node is accepted."""
     lines: list[tuple[float, str]] = []
+    res = tmp_path / "r"
     cmd = ["cluster", "run", "--nodelist", "node[1-3]", "--max-parallel", "1", "--spec", SPEC, "--only", "versions",
-           "--time", "2:00", "--results", str(tmp_path / "r"), "--json", str(tmp_path / "f.json")]
+           "--no-collective", "--time", "2:00", "--results", str(res), "--json", str(tmp_path / "f.json")]
     import os
     import sys
 
@@ -79,26 +90,44 @@ def test_node_drained_while_its_task_waits_is_named_and_not_tested(local_slurm, 
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
+    waiting = done = ""
     try:
-        while not any("accepting 3 node(s)" in x for _, x in lines) and proc.poll() is None:
+        deadline = time.monotonic() + 120
+        while not waiting and time.monotonic() < deadline and proc.poll() is None:
+            now = tasks()
+            if "RUNNING" in now.values():
+                waiting = sorted(n for n, st in now.items() if st == "PENDING")[-1]
             time.sleep(0.2)
-        subprocess.run(["scontrol", "update", "nodename=node3", "state=drain", "reason=admin: PSU swap"], check=True)
+        assert waiting, f"no task ran while two waited: {tasks()}"
+        subprocess.run(["scontrol", "update", f"nodename={waiting}", "state=drain", "reason=admin: PSU swap"], check=True)
         drained_at = time.monotonic()
+        while not done and time.monotonic() < deadline and proc.poll() is None:
+            done = next((p.name[:-5] for p in res.glob("runs/*/nodes/node?.json")), "")
+            time.sleep(0.1)
+        assert done and done != waiting, (done, waiting)
+        subprocess.run(["scontrol", "update", f"nodename={done}", "state=drain", "reason=admin: DIMM ticket 7"],
+                       check=True)
         proc.wait(timeout=400)
         reader.join(timeout=5)
         doc = json.loads((tmp_path / "f.json").read_text())
         v = by_node(doc)
         said = "\n".join(x for _, x in lines)
-        assert v["node3"]["verdict"] == "not tested", (v["node3"], said[-3000:])
-        assert "ReqNodeNotAvail" in v["node3"]["not_tested"] and "admin: PSU swap" in v["node3"]["not_tested"]
-        assert v["node1"]["verdict"] == "accept" and v["node2"]["verdict"] == "accept", said[-3000:]
-        assert sinfo("node3") == ("drained", "admin: PSU swap")
-        named = [t for t, x in lines if x.startswith("node3: not tested")]
+        assert v[waiting]["verdict"] == "not tested", (v[waiting], said[-3000:])
+        assert "ReqNodeNotAvail" in v[waiting]["not_tested"] and "admin: PSU swap" in v[waiting]["not_tested"]
+        assert v[done]["verdict"] == "not tested", (v[done], said[-3000:])
+        assert v[done]["not_tested"].startswith("drained by an administrator") and "admin: DIMM ticket 7" in \
+            v[done]["not_tested"] and "left out of the cross-node step" in v[done]["not_tested"]
+        (third,) = {"node1", "node2", "node3"} - {waiting, done}
+        assert v[third]["verdict"] == "accept", (v[third], said[-3000:])
+        assert "cross-node step over 1 node(s)" in said, said[-3000:]
+        assert sinfo(waiting) == ("drained", "admin: PSU swap") and sinfo(done) == ("drained", "admin: DIMM ticket 7")
+        assert doc["drain_list"] == [] and proc.returncode == 0, said[-3000:]
+        named = [t for t, x in lines if x.startswith(f"{waiting}: not tested")]
         assert named and named[0] - drained_at < 60, said[-3000:]  # named within a minute of the drain
     finally:
         if proc.poll() is None:
             proc.kill()
-        resume("node3")
+        resume("node1", "node2", "node3")
 
 
 def test_every_node_failing_alike_drains_none_and_says_fleet_wide(local_slurm, tmp_path):

@@ -64,6 +64,25 @@ def accept_nodes(here: FleetOptions, sel: avail.Selection, gpus: int, say: run.P
     return job, sorted(inputs, key=lambda ni: rank.get(ni.node, len(rank)))
 
 
+def cross_nodes(opts: FleetOptions, inputs: list[NodeInput], say: run.Progress) -> tuple[list[str], list[NodeInput]]:
+    """(the nodes of the cross-node step, the inputs): the nodes with a record that Slurm will still start a step
+    on.  A node drained, down or reserved since its own acceptance ran is left out of the step (srun would wait
+    for it until --time, and every node would lose its cross record) and is not tested, with Slurm's word."""
+    import dataclasses
+
+    from trainready.cluster import slurm
+
+    with_record = [ni.node for ni in inputs if ni.record is not None]
+    if not (opts.cross and with_record):
+        return with_record, inputs
+    now = avail.select(with_record, slurm.nodes(with_record), opts.reservation)
+    gone = {n: f"{why}, since its acceptance ran: left out of the cross-node step" for n, why in now.not_tested.items()}
+    for node, why in gone.items():
+        say(f"{node}: not tested: {why}")
+    return list(now.nodes), [dataclasses.replace(ni, not_tested=gone[ni.node]) if ni.node in gone else ni
+                             for ni in inputs]
+
+
 def run_fleet(opts: FleetOptions, say: run.Progress, kind: str = "run",
               base: history.Baseline | None = None) -> FleetVerdict:
     """One run in its own folder RESULTS/runs/ID/ (history.py); `base`: the run a resume is judged against."""
@@ -74,7 +93,7 @@ def run_fleet(opts: FleetOptions, say: run.Progress, kind: str = "run",
     started = history.now()
     here = dataclasses.replace(opts, results=history.new_run_dir(opts.results, kind))
     job, inputs = accept_nodes(here, sel, spec.gpu.count, say)
-    with_record = [ni.node for ni in inputs if ni.record is not None]
+    with_record, inputs = cross_nodes(here, inputs, say)
     cross_results, findings = [], []
     if opts.cross and with_record:
         run.cross_phase(here, with_record, spec.gpu.count, say)
