@@ -17,6 +17,10 @@ import pytest
 # `node --only versions,matmul,train_step` runs took 33 CPU s busy with the default, 25 with PASSIVE (2-core
 # x86 VM).  Set before anything here imports torch (libgomp reads it when it loads); a value given is kept.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# One intra-op thread per test process (and per CLI run, rank and Slurm task it starts): the suite is CPU-bound
+# (/proc/stat: 96% busy over a whole run on the 2-core VM), and torch's default of one thread per core has 4
+# workers' processes each run 2 threads that wait on one another.  Ranks set their own (ranks/launch.py).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src"
