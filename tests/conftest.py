@@ -168,21 +168,27 @@ def local_slurm_script(action: str, *options: str, env: dict[str, str] | None = 
                           timeout=timeout)
 
 
-@pytest.fixture(scope="session")
-def local_slurm():
-    """The local 3-node Slurm cluster (scripts/local-slurm.sh), up for the session; skipped with the script's
-    own one-line reason when it cannot start here (not root, slurm-wlm/munge not installed: the tests
-    install no system packages, .ci/run installs them first).  Taken down afterwards only if this
-    session brought it up."""
-    was_up = local_slurm_script("status", timeout=60).returncode == 0
-    p = local_slurm_script("up")
+def cluster_session(*cluster: str):  # type: ignore[no-untyped-def]
+    """Generator behind the cluster fixtures: `scripts/local-slurm.sh up` (with `cluster`, e.g. "--cluster",
+    "alt"), skipped with the script's own one-line reason when it cannot start here (not root,
+    slurm-wlm/munge not installed: the tests install no system packages, .ci/run installs them first);
+    yields the 3 node names; taken down afterwards only if this session brought it up."""
+    was_up = local_slurm_script("status", *cluster, timeout=60).returncode == 0
+    p = local_slurm_script("up", *cluster)
     line = (p.stdout.strip() or p.stderr.strip() or f"exit {p.returncode}").splitlines()[-1]
     if p.returncode == 3:  # "local-slurm: cannot start: <what is missing>"
         pytest.skip(line)
-    assert p.returncode == 0, f"scripts/local-slurm.sh up failed: {p.stdout}{p.stderr}"
-    yield ["node1", "node2", "node3"]
+    assert p.returncode == 0, f"scripts/local-slurm.sh up {' '.join(cluster)} failed: {p.stdout}{p.stderr}"
+    prefix = cluster[-1] if cluster else "node"
+    yield [f"{prefix}1", f"{prefix}2", f"{prefix}3"]
     if not was_up:
-        local_slurm_script("down", timeout=120)
+        local_slurm_script("down", *cluster, timeout=120)
+
+
+@pytest.fixture(scope="session")
+def local_slurm():  # type: ignore[no-untyped-def]
+    """The local 3-node Slurm cluster (scripts/local-slurm.sh: node1..node3), up for the session."""
+    yield from cluster_session()
 
 
 ALT = "alt"  # scripts/local-slurm.sh --cluster alt: a second 3-node cluster (own slurmctld, nodes alt1..alt3)
@@ -190,17 +196,8 @@ ALT = "alt"  # scripts/local-slurm.sh --cluster alt: a second 3-node cluster (ow
 
 @pytest.fixture(scope="session")
 def _alt_cluster():  # type: ignore[no-untyped-def]
-    """The second local 3-node cluster, up for the session (skipped as `local_slurm` is); down afterwards
-    only if this session brought it up."""
-    was_up = local_slurm_script("status", "--cluster", ALT, timeout=60).returncode == 0
-    p = local_slurm_script("up", "--cluster", ALT)
-    line = (p.stdout.strip() or p.stderr.strip() or f"exit {p.returncode}").splitlines()[-1]
-    if p.returncode == 3:
-        pytest.skip(line)
-    assert p.returncode == 0, f"scripts/local-slurm.sh up --cluster {ALT} failed: {p.stdout}{p.stderr}"
-    yield [f"{ALT}1", f"{ALT}2", f"{ALT}3"]
-    if not was_up:
-        local_slurm_script("down", "--cluster", ALT, timeout=120)
+    """The second local 3-node cluster, up for the session."""
+    yield from cluster_session("--cluster", ALT)
 
 
 @pytest.fixture

@@ -58,11 +58,16 @@ def test_admin_drained_node_is_not_tested_and_the_others_are_accepted(local_slur
         resume("node2")
 
 
+def squeue(fields: str, *which: str) -> dict[str, str]:
+    """squeue's word on each array task of the jobs `which` selects (-j JOB, -n NAME): {first field: the rest},
+    `fields` in squeue's -o format joined by '|'."""
+    out = subprocess.run(["squeue", "-h", "-r", *which, "-o", fields], capture_output=True, text=True).stdout
+    return {k: rest for k, _, rest in (line.partition("|") for line in out.split()) if k}
+
+
 def tasks() -> dict[str, str]:
-    """The acceptance array's tasks in squeue: {node asked for (ReqNodeList): state}."""
-    out = subprocess.run(["squeue", "-h", "-r", "-n", "trainready-accept", "-o", "%n|%T"], capture_output=True,
-                         text=True).stdout
-    return {n: st for n, _, st in (line.partition("|") for line in out.split()) if n}
+    """The acceptance array's tasks: {node asked for (ReqNodeList): state}."""
+    return squeue("%n|%T", "-n", "trainready-accept")
 
 
 def test_nodes_drained_mid_run_are_named_and_not_tested(local_slurm, tmp_path):
@@ -170,7 +175,7 @@ def test_cross_step_blames_the_silent_rank(local_slurm, tmp_path, plant):
     """The real cross-node step (srun over the 3 nodes, gloo all_reduce) with one rank silent: rank 0
     (node1, which hosts the rendezvous store), a middle and the last rank, and a node that writes no cross
     record and whose rank never joins.  Only the silent node is named; the ranks that waited are not."""
-    from trainready.cluster import fleet, run
+    from trainready.cluster import fleet, run, slurm
     from trainready.cluster.options import FleetOptions
     from trainready.spec import load_spec
 
@@ -181,7 +186,7 @@ def test_cross_step_blames_the_silent_rank(local_slurm, tmp_path, plant):
         (opts.results / sub).mkdir(parents=True, exist_ok=True)
     spec, _ = load_spec(spec_path)
     nodes = ["node1", "node2", "node3"]
-    run.cross_phase(opts, nodes, spec.gpu.count, lambda s: None)
+    run.cross_phase(opts, nodes, slurm.nodes(nodes), spec.gpu.count, lambda s: None)
     results, findings = fleet.judge_cross(opts, spec, nodes)
     coll = next(r for r in results if r.name == "cluster.collective")
     blamed = sorted({f.node for f in findings if f.check == "collective"})
@@ -213,9 +218,8 @@ def test_no_collective_still_checks_the_cross_facts_and_says_the_collective_was_
 
 
 def queued(job: str) -> dict[str, str]:
-    """squeue's word on each task of the array: {"JOB_I": "STATE|REASON"} (held tasks are PENDING|JobHeldUser)."""
-    out = subprocess.run(["squeue", "-h", "-r", "-j", job, "-o", "%i|%T|%r"], capture_output=True, text=True).stdout
-    return {line.split("|", 1)[0]: line.split("|", 1)[1] for line in out.split()}
+    """The array's tasks: {"JOB_I": "STATE|REASON"} (held tasks are PENDING|JobHeldUser)."""
+    return squeue("%i|%T|%r", "-j", job)
 
 
 def test_a_failed_pin_cancels_the_held_array_and_names_the_node(local_slurm, tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from trainready.cluster import avail, collective, crosschecks, guard, history, ledger, run
+from trainready.cluster import avail, collective, crosschecks, guard, history, ledger, run, slurm
 from trainready.cluster.layout import CROSS_SCHEMA, cross_record, read_json
 from trainready.cluster.options import FleetOptions, time_seconds
 from trainready.cluster.verdict import FleetVerdict, NodeInput, decide
@@ -64,23 +64,24 @@ def accept_nodes(here: FleetOptions, sel: avail.Selection, gpus: int, say: run.P
     return job, sorted(inputs, key=lambda ni: rank.get(ni.node, len(rank)))
 
 
-def cross_nodes(opts: FleetOptions, inputs: list[NodeInput], say: run.Progress) -> tuple[list[str], list[NodeInput]]:
-    """(the nodes of the cross-node step, the inputs): the nodes with a record that Slurm will still start a step
-    on.  A node drained, down or reserved since its own acceptance ran is left out of the step (srun would wait
-    for it until --time, and every node would lose its cross record) and is not tested, with Slurm's word."""
+def cross_nodes(opts: FleetOptions, inputs: list[NodeInput],
+                say: run.Progress) -> tuple[list[str], list[NodeInput], dict[str, slurm.NodeInfo]]:
+    """(the nodes of the cross-node step, the inputs, Slurm's word on those nodes): the nodes with a record that
+    Slurm will still start a step on.  A node drained, down or reserved since its own acceptance ran is left out
+    of the step (srun would wait for it until --time, and every node would lose its cross record) and is not
+    tested, with Slurm's word."""
     import dataclasses
-
-    from trainready.cluster import slurm
 
     with_record = [ni.node for ni in inputs if ni.record is not None]
     if not (opts.cross and with_record):
-        return with_record, inputs
-    now = avail.select(with_record, slurm.nodes(with_record), opts.reservation)
+        return with_record, inputs, {}
+    info = slurm.nodes(with_record)  # one sinfo, also the cross step's node addresses
+    now = avail.select(with_record, info, opts.reservation)
     gone = {n: f"{why}, since its acceptance ran: left out of the cross-node step" for n, why in now.not_tested.items()}
     for node, why in gone.items():
         say(f"{node}: not tested: {why}")
     return list(now.nodes), [dataclasses.replace(ni, not_tested=gone[ni.node]) if ni.node in gone else ni
-                             for ni in inputs]
+                             for ni in inputs], info
 
 
 def run_fleet(opts: FleetOptions, say: run.Progress, kind: str = "run",
@@ -93,10 +94,10 @@ def run_fleet(opts: FleetOptions, say: run.Progress, kind: str = "run",
     started = history.now()
     here = dataclasses.replace(opts, results=history.new_run_dir(opts.results, kind))
     job, inputs = accept_nodes(here, sel, spec.gpu.count, say)
-    with_record, inputs = cross_nodes(here, inputs, say)
+    with_record, inputs, info = cross_nodes(here, inputs, say)
     cross_results, findings = [], []
     if opts.cross and with_record:
-        run.cross_phase(here, with_record, spec.gpu.count, say)
+        run.cross_phase(here, with_record, info, spec.gpu.count, say)
         cross_results, findings = judge_cross(here, spec, with_record)
     reference = opts.reference or (base.reference if base else None)
     context = {"job_id": job, "spec_source": source, "results": str(opts.results), "run": str(here.results),
@@ -124,8 +125,6 @@ def resume_fleet(opts: FleetOptions, nodes: list[str] | None, say: run.Progress,
     """Re-validate the nodes trainready drained; resume those that pass, drain again those that fail.  They are
     judged against the run that rejected them, looked for under `runs_in` (default: --results)."""
     import dataclasses
-
-    from trainready.cluster import slurm
 
     plan = ledger.plan_resume(nodes, opts.partition)
     for node, why in plan.left:
@@ -171,8 +170,6 @@ def settle(nodes: Sequence[str], say: run.Progress, limit_s: float = SETTLE_S) -
     returned to service: right after `state=resume` a node may show 'idle*' (not responding) until its slurmd
     answers the next ping, and the selection would record it as not tested."""
     import time
-
-    from trainready.cluster import slurm
 
     if not nodes:  # `sinfo -n` with no names would list, and wait for, every node of the cluster
         return

@@ -20,7 +20,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from trainready.cluster import avail, progress, slurm
 from trainready.cluster.layout import NODE_SCHEMA, node_record, read_json
@@ -286,13 +286,14 @@ def gather(opts: FleetOptions, nodes: list[str], w: Watch) -> list[NodeInput]:
     return out
 
 
-def cross_phase(opts: FleetOptions, nodes: list[str], spec_gpus: int, say: Progress) -> int:
-    """One srun step over `nodes`; returns srun's exit code (the records say what each node found)."""
+def cross_phase(opts: FleetOptions, nodes: list[str], info: Mapping[str, slurm.NodeInfo], spec_gpus: int,
+                say: Progress) -> int:
+    """One srun step over `nodes` (`info`: Slurm's word on them, for the first node's address); returns srun's
+    exit code (the records say what each node found)."""
     from trainready.cluster.clock import ClockServer
 
     if not nodes:
         return 0
-    info = slurm.nodes(nodes)
     first = info.get(nodes[0])
     cmd = opts.remote() + ["cluster", "cross-task", "--results", str(opts.results)]
     if not opts.collective:
