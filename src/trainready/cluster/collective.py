@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from trainready.spec.keys import CROSS_NODE_OPS
 from trainready.spec.model import NodeSpec
 
 if TYPE_CHECKING:  # types only: the comm module (and torch) load when a collective runs
@@ -21,7 +22,7 @@ if TYPE_CHECKING:  # types only: the comm module (and torch) load when a collect
     from trainready.ranks.env import ExternalRank
     from trainready.records import CheckResult, Report
 
-OPS = ["all_reduce"]
+OPS = list(CROSS_NODE_OPS)  # the spec refuses a fleet.expected_busbw_gbps key for any other op (spec/keys.py)
 
 
 def fleet_spec(spec: NodeSpec) -> NodeSpec:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from trainready.errors import ConfigError, UsageError
+from trainready.spec.keys import check_table, op_tables
 from trainready.spec.model import CompareSpec, NodeSpec
 from trainready.util.strict import load_dataclass, read_toml
 
@@ -85,6 +86,13 @@ def _validate_ranges(spec: NodeSpec, path: str) -> None:
         ("compute.hbm_gbps_min", m.hbm_gbps_min is None or m.hbm_gbps_min > 0, "GB/s > 0"),
         ("gpu.memory_gib_min", spec.gpu.memory_gib_min is None or spec.gpu.memory_gib_min > 0, "GiB > 0"),
         ("resume.ranks", spec.resume.ranks >= 1, "an integer >= 1"),
+        ("resume.batch_size", spec.resume.batch_size >= 1, "an integer >= 1 (sequences per rank per step)"),
+        ("resume.seed", spec.resume.seed >= 0, "an integer >= 0 (it seeds PCG64 and torch)"),
+        ("resume.mode", spec.resume.mode in ("ddp", "fsdp"), f"ddp or fsdp, got '{spec.resume.mode}'"),
+        ("gpu.model", spec.gpu.model is None or bool(spec.gpu.model.strip()),
+         "a product-name substring such as 'H200' (a blank one matches every GPU; omit the key to not check it)"),
+        ("gpu.driver_branch", spec.gpu.driver_branch is None or bool(spec.gpu.driver_branch.strip(" .")),
+         "a driver branch such as '580' (omit the key to not check it)"),
         ("fleet.clock_offset_max_s", spec.fleet.clock_offset_max_s > 0, "seconds > 0"),
         ("fleet.nofile_min", spec.fleet.nofile_min >= 0, "an integer >= 0"),
         ("fleet.slow_fraction", 0 < spec.fleet.slow_fraction <= 1, "a fraction 0 < x <= 1"),
@@ -109,30 +117,16 @@ def _validate_ranges(spec: NodeSpec, path: str) -> None:
     if digest is not None and not re.fullmatch(r"(?:[^@\s]+@)?sha256:[0-9a-f]{64}", digest):
         raise ConfigError(path, "software.image_digest", f"expected sha256:<64 hex digits> (optionally repo@...), got '{digest}'")
 
-    _check_expectations(path, "comm.expected_busbw_gbps", c.expected_busbw_gbps, "GB/s > 0")
-    for key, frac in c.min_fraction_by_op.items():
+    for table, values in op_tables(spec):  # one validator for every op-keyed table (spec/keys.py)
+        check_table(path, table, values)
+    for key in c.min_fraction_by_op:
         if key not in c.expected_busbw_gbps:
             raise ConfigError(path, f"comm.min_fraction_by_op.{key}",
                               "expected a key of comm.expected_busbw_gbps (a fraction of what?)")
-        if not 0 < frac <= 1:
-            raise ConfigError(path, f"comm.min_fraction_by_op.{key}", f"expected 0 < x <= 1, got {frac}")
     _check_mean_fraction(path, "comm.min_fraction_all_ops", c.min_fraction_all_ops, "comm.expected_busbw_gbps",
                          c.expected_busbw_gbps)
-    _check_expectations(path, "comm.expected_efficiency", c.expected_efficiency, "a ratio > 0")
     _check_mean_fraction(path, "comm.min_fraction_efficiency", c.min_fraction_efficiency, "comm.expected_efficiency",
                          c.expected_efficiency)
-
-
-def _check_expectations(path: str, table: str, expected: Mapping[str, float], what: str) -> None:
-    """Keys of a per-op expectation table (comm.expected_busbw_gbps, comm.expected_efficiency): 'op' or
-    'op@N', each value > 0."""
-    from trainready.comm.ops import EXPECTATION_KEY_GRAMMAR, valid_expectation_key
-
-    for key, value in expected.items():
-        if not valid_expectation_key(key):
-            raise ConfigError(path, f"{table}.{key}", f"expected {EXPECTATION_KEY_GRAMMAR}")
-        if not value > 0:
-            raise ConfigError(path, f"{table}.{key}", f"expected {what}")
 
 
 def _check_mean_fraction(path: str, key: str, fraction: float | None, table: str,

@@ -7,6 +7,7 @@ expected.  Field docs live in ``field(metadata={"doc": ...})`` so that
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 import types
 import typing
@@ -109,14 +110,27 @@ def _convert(tp: Any, value: Any, path: str, key: str) -> Any:
             raise ConfigError(path, key, f"expected an integer, got {_tname(value)}")
         return value
     if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(path, key, f"expected a number, got {_tname(value)}")
-        return float(value)
+        return _finite(value, path, key)
     if tp is str:
         if not isinstance(value, str):
             raise ConfigError(path, key, f"expected a string, got {_tname(value)}")
         return value
     raise ConfigError(path, key, f"unsupported type {tp}")  # pragma: no cover
+
+
+def _finite(value: Any, path: str, key: str) -> float:
+    """A finite number: no threshold, tolerance or time is meant as inf or nan (TOML's inf, nan, and a literal
+    past the largest double such as 1e309, which reads as inf): a bound of inf is one no figure can cross."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(path, key, f"expected a number, got {_tname(value)}")
+    try:
+        x = float(value)
+    except OverflowError:  # an integer past the largest double (JSON records can hold one)
+        x = math.inf if value > 0 else -math.inf
+    if not math.isfinite(x):
+        why = "" if math.isnan(x) else " (a literal past ±1.8e308 reads as inf)"
+        raise ConfigError(path, key, f"expected a finite number, got {x!r}{why}")
+    return x
 
 
 def dump_toml(obj: Any, with_docs: bool = True) -> str:
