@@ -125,10 +125,36 @@ def test_a_siblings_reason_echoed_by_the_scheduler_is_not_stuck():
     assert avail.stuck_on("ReqNodeNotAvail", "node1", fine) == ""  # an echo: clears once node3's task goes
     said = avail.stuck_on("ReqNodeNotAvail,_UnavailableNodes:node3", "node3", drained)
     assert said.startswith("; the node: drained by an administrator") and "admin: PSU swap" in said
-    assert avail.stuck_on("ReqNodeNotAvail,_UnavailableNodes:node[1-3]", "node2",
-                          slurm.NodeInfo("node2", "idle", "h", "")) == "."  # named by Slurm itself
     assert avail.stuck_on("PartitionDown", "node1", fine) == "."
     assert avail.stuck_on("Resources", "node3", drained) == ""
+
+
+@pytest.mark.parametrize("state", ["allocated", "mixed", "completing", "idle"])
+def test_a_node_named_unavailable_but_usable_now_is_waited_for(state):
+    """Seen on a 3-node cluster without oversubscription (2 CPUs per node): a task pinned to node2 pended with
+    'ReqNodeNotAvail, UnavailableNodes:node2' while node2 ran another run's task, and was called not tested.
+    Slurm lists the required nodes that were out of its available set when it last tried the job (drained,
+    down, not responding: node_scheduler.c, Slurm 22.05); node2 busy (or idle again) is in it now."""
+    node = slurm.NodeInfo("node2", state, "h", "")
+    for reason in ("ReqNodeNotAvail,_UnavailableNodes:node2", "ReqNodeNotAvail, UnavailableNodes:node[1-3]"):
+        assert avail.stuck_on(reason, "node2", node) == ""
+        note = avail.waiting_note(reason, "node2", node)
+        assert f"while the node is {state} now" in note and "waiting (within the run's deadline)" in note, note
+    assert avail.waiting_note("ReqNodeNotAvail", "node2", node) == ""  # a sibling's echo: nothing to say
+
+
+@pytest.mark.parametrize("state, reason, words", [
+    ("drained", "hw: DIMM", "; the node: drained by an administrator"), ("draining", "admin", "; the node: drained"),
+    ("down*", "", "; the node: down or not responding"), ("allocated*", "", "; the node: down or not responding"),
+    ("reserved", "", "; the node: not available to jobs"), ("idle$", "", "; the node: not available to jobs"),
+])
+def test_a_node_named_unavailable_that_is_out_of_service_stays_stuck(state, reason, words):
+    node = slurm.NodeInfo("node2", state, "h", reason)
+    said = avail.stuck_on("ReqNodeNotAvail,_UnavailableNodes:node2", "node2", node)
+    assert said.startswith(words), said
+    assert avail.waiting_note("ReqNodeNotAvail,_UnavailableNodes:node2", "node2", node) == ""
+    assert avail.stuck_on("ReqNodeNotAvail,_UnavailableNodes:node2", "node2", None) == \
+        "; the node: Slurm knows no node of this name"
 
 
 def test_polls_grow_with_the_run_and_the_fleet():
@@ -268,3 +294,31 @@ def test_stalled_tasks_are_cancelled_as_array_tasks_never_by_the_arrays_own_id(m
     w = run.Watch()
     run.cancel_stalled("1", states, ["node1", "node2", "node3"], 30.0, w, lambda s: None)
     assert calls[-1] == ["scancel", "1_1", "1_2"] and set(w.stuck) == {2} and set(w.over) == {1}
+
+
+def test_a_busy_node_named_unavailable_is_waited_for_and_said_once(monkeypatch):
+    """The collector cancels nothing for a task Slurm named unavailable while its node is busy; it says so once."""
+    calls: list[list[str]] = []
+
+    def call(argv, timeout=0):  # type: ignore[no-untyped-def]
+        calls.append(list(argv))
+        return "node2\tallocated\thost\tnone\n" if argv[0] == "sinfo" else ""
+
+    monkeypatch.setattr(slurm, "call", call)
+    states = {1: slurm.TaskState(1, "3", "PENDING", "", "", "ReqNodeNotAvail,_UnavailableNodes:node2")}
+    w, said = run.Watch(), []
+    for _ in range(3):
+        run.cancel_stalled("1", states, ["node1", "node2", "node3"], 30.0, w, said.append)
+    assert not w.stuck and not [c for c in calls if c[0] == "scancel"], calls
+    assert len(said) == 1 and said[0].startswith("node2: task 3 pending (ReqNodeNotAvail, UnavailableNodes:node2) "
+                                                 "while the node is allocated now"), said
+
+
+@pytest.mark.parametrize("mode, jobs", [("FORCE:4", 4), ("FORCE:2", 2), ("FORCE", 4), ("NO", 1), ("YES:4", 1),
+                                        ("EXCLUSIVE", 1)])
+def test_jobs_per_node_from_the_default_partitions_oversubscribe(monkeypatch, mode, jobs):
+    """scontrol's one line per partition; the default one's OverSubscribe (slurm.conf(5))."""
+    text = (f"PartitionName=other Default=NO OverSubscribe=FORCE:8 Nodes=n[1-2]\n"
+            f"PartitionName=debug Default=YES OverSubscribe={mode} Nodes=node[1-3] TotalCPUs=6\n")
+    monkeypatch.setattr(slurm, "call", lambda argv, timeout=0: text)
+    assert avail.jobs_per_node() == jobs

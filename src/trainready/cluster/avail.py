@@ -89,13 +89,42 @@ def names_node(reason: str, node: str) -> bool:
 
 
 def stuck_on(reason: str, node: str, info: slurm.NodeInfo | None) -> str:
-    """Why a task pinned to `node` and pending for `reason` will not start by itself, or '' when it may:
-    Slurm's scheduler gives every pending task of an array the reason of the one it could not start, so a
-    bare 'ReqNodeNotAvail' on a task whose own node is fine is a sibling's, and clears once that one goes.
+    """Why a task pinned to `node` and pending for `reason` will not start by itself, or '' when it may.
+
+    'ReqNodeNotAvail' on a task whose own node is usable now (idle, or busy with other jobs; not drained,
+    down, not responding or reserved) clears by itself: Slurm's scheduler gives every pending task of an
+    array the reason of the one it could not start (a sibling's), and it writes the reason when it last
+    tried the job: 'UnavailableNodes:' lists the required nodes then out of its available set (drained,
+    down, failing, not responding or booting: node_scheduler.c, Slurm 22.05), a state a node under load
+    leaves again (a ping it answered late).  Such a task waits, within the run's deadline.
     Stuck: '; the node: <why>' when the node's own state says why, else '.' (the reason alone says it)."""
     if not stuck_reason(reason):
         return ""
     why = "Slurm knows no node of this name" if info is None else why_not(info, None, None)
-    if reason.startswith("ReqNodeNotAvail") and not why and not names_node(reason, node):
+    if reason.startswith("ReqNodeNotAvail") and not why:
         return ""
     return f"; the node: {why}" if why else "."
+
+
+def waiting_note(reason: str, node: str, info: slurm.NodeInfo | None) -> str:
+    """One line for a task that Slurm named unavailable while its node is usable now ('' otherwise): the
+    collector waits for it rather than calling the node not tested."""
+    if info is None or not reason.startswith("ReqNodeNotAvail") or not names_node(reason, node) \
+            or stuck_on(reason, node, info):
+        return ""
+    return (f"pending ({reason.replace(',_', ', ')}) while the node is {info.state} now: Slurm's word from "
+            "when it last tried the task; waiting (within the run's deadline)")
+
+
+def jobs_per_node(partition: str | None = None) -> int:
+    """How many jobs that ask for --exclusive (every `cluster run` task does) one node of `partition` (default:
+    the default partition) runs at once: k under OverSubscribe=FORCE:k, else 1.  slurm.conf(5): FORCE makes
+    every resource available for oversubscription "without any means for users to disable it" (FORCE alone:
+    FORCE:4); NO and EXCLUSIVE never share a node, and under YES a job's --exclusive keeps its nodes."""
+    for line in slurm.call(["scontrol", "--local", "show", "partition", "-o", *([partition] if partition else [])]
+                           ).splitlines():
+        kv = dict(slurm.KV.findall(line))
+        if partition or kv.get("Default") == "YES":
+            mode, _, k = kv.get("OverSubscribe", "NO").partition(":")
+            return (int(k) if k.isdigit() else 4) if mode == "FORCE" else 1
+    return 1

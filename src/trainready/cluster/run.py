@@ -126,6 +126,7 @@ class Watch:
     states: dict[int, slurm.TaskState] = field(default_factory=dict)  # the last word from Slurm, with marks
     over: dict[int, float] = field(default_factory=dict)  # ran past --time + TASK_GRACE_S: cancelled at (time.time())
     stuck: dict[int, str] = field(default_factory=dict)  # pending for a reason that cannot clear: cancelled
+    waiting: set[int] = field(default_factory=set)  # named unavailable by Slurm, its node usable: said once
 
 
 def mark(states: dict[int, slurm.TaskState], w: Watch) -> dict[int, slurm.TaskState]:
@@ -155,8 +156,12 @@ def cancel_stalled(job: str, states: dict[int, slurm.TaskState], nodes: list[str
     for i in pending:
         s = states[i]
         node_says = avail.stuck_on(s.reason, nodes[i], info.get(nodes[i]))
+        note = "" if node_says or i in w.waiting else avail.waiting_note(s.reason, nodes[i], info.get(nodes[i]))
+        if note:
+            w.waiting.add(i)
+            say(f"{nodes[i]}: task {s.job_id} {note}")
         if not node_says:
-            continue  # a sibling's reason, echoed by Slurm's scheduler onto this task: it clears by itself
+            continue  # a sibling's reason echoed onto this task, or a moment's: it clears by itself (avail.py)
         w.stuck[i] = (f"its task {s.job_id} stayed PENDING ({s.reason.replace(',_', ', ')}), a reason that does not "
                       f"clear by itself{node_says.rstrip('.')}")
         say(f"{nodes[i]}: not tested: {w.stuck[i]}; its task is cancelled")

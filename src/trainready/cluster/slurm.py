@@ -184,7 +184,7 @@ class TaskState:
         return self.state in TERMINAL
 
 
-_KV = re.compile(r"(\w+)=(\S*)")
+KV = re.compile(r"(\w+)=(\S*)")
 
 
 def task_states(job: str, known: dict[int, str] | None = None) -> dict[int, TaskState]:
@@ -197,7 +197,7 @@ def task_states(job: str, known: dict[int, str] | None = None) -> dict[int, Task
         return _from_sacct(job, known or {})
     out: dict[int, TaskState] = {}
     for line in text.splitlines():
-        kv = dict(_KV.findall(line))
+        kv = dict(KV.findall(line))
         idx = kv.get("ArrayTaskId", "")
         if not idx.isdigit():
             continue  # the still-unsplit pending rest of the array ("3-9%4")
@@ -251,7 +251,7 @@ def reservations() -> list[Reservation]:
     text = call(["scontrol", "--local", "show", "reservation", "-o"])
     out = []
     for line in text.splitlines():
-        kv = dict(_KV.findall(line))
+        kv = dict(KV.findall(line))
         if "ReservationName" not in kv:
             continue  # "No reservations in the system"
         names = kv.get("Nodes", "")
