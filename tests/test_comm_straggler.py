@@ -92,8 +92,8 @@ def test_pairs_with_nothing_to_compare_skip_never_pass() -> None:
     from trainready.records import Status
 
     one = judge_pairs(None, 1, 1 << 20, "gloo")
-    two = judge_pairs([[0.0, 1e-3], [1e-3, 0.0]], 2, 1 << 20, "gloo")
+    two = judge_pairs({"matrix": [[0.0, 1e-3], [1e-3, 0.0]], "probes": [], "times": []}, 2, 1 << 20, "gloo")
     assert one.status == two.status == Status.SKIP
     assert "nothing to compare" in one.message and "nothing to compare" in two.message
-    three = judge_pairs(_sym(_matrix(3)), 3, 1 << 20, "gloo")
+    three = judge_pairs({"matrix": _sym(_matrix(3)), "probes": [], "times": []}, 3, 1 << 20, "gloo")
     assert three.status == Status.PASS  # from 3 ranks on there is a median to compare with

@@ -32,7 +32,7 @@ def cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
                           env=env, timeout=timeout)
 
 
-def opts(n: int = 4, ops: list[str] | None = None, **faults: float) -> CommOptions:
+def opts(n: int = 4, ops: list[str] | None = None, **faults: object) -> CommOptions:
     return CommOptions(ops or list(OPS), size_steps(1024, 16384, 4), warmup=1, iters=2, world_size=n,
                        timeout_s=20.0, pair_iters=3, step_budget_s=0.5, faults=dict(faults))
 
@@ -49,7 +49,7 @@ def test_healthy_sweep_has_every_op_and_zero_wrong(healthy: dict) -> None:  # ty
     assert seen == {(op, s) for op in OPS for s in (1024, 4096, 16384)}
     assert all(w == 0 for e in healthy["entries"] for w in e["wrong"])
     assert all(len(e["time_s"]) == 4 and min(e["time_s"]) > 0 for e in healthy["entries"])
-    assert len(healthy["pairs"]) == 4
+    assert len(healthy["pairs"]["matrix"]) == 4
 
 
 def test_expectation_judges_busbw(healthy: dict) -> None:  # type: ignore[type-arg]
@@ -82,6 +82,16 @@ def test_planted_slow_rank_is_named() -> None:
     o = dict((n, o) for n, _, o in outcomes(res.values[0], opts(ops=["all_reduce"]), SPEC, "spec"))["comm.pairs"]
     assert o.status == Status.FAIL and o.details["slow_ranks"] == [1]
     assert "rank 1 slow" in o.message
+
+
+def test_planted_slow_link_is_named_after_its_pair_is_measured_alone() -> None:
+    res, _ = sweep_local(opts(ops=["all_reduce"], slow_link=(0, 2), slow_ms=20.0))
+    assert res.ok, res.describe()
+    o = dict((n, o) for n, _, o in outcomes(res.values[0], opts(ops=["all_reduce"]), SPEC, "spec"))["comm.pairs"]
+    assert o.status == Status.FAIL and o.details["slow_links"] == [[0, 2]] and o.details["slow_ranks"] == []
+    (probe,) = o.details["probes"]
+    assert probe["test"] == [0, 2] and probe["ratio"] > 3.0  # alone too, against a healthy pair
+    assert "link 0<->2 slow" in o.message
 
 
 @pytest.mark.slow

@@ -38,7 +38,9 @@ CHECK_PLANTS: dict[str, str] = {
 # Read by the comm sweep (check `comm` and `trainready comm`): kwargs of comm.sweep.sweep_rank.
 COMM_PLANTS: dict[str, str] = {
     "comm.slow_rank": "RANK: this rank sleeps before every collective (a straggler)",
-    "comm.slow_ms": "MS: how long the slow rank sleeps per op (default 20 ms; > 0)",
+    "comm.slow_link": "PAIR: I-J: ranks I and J sleep comm.slow_ms before every pairwise exchange with each other "
+                      "(a slow link)",
+    "comm.slow_ms": "MS: how long the slow rank (or each end of the slow link) sleeps per op (default 20 ms; > 0)",
     "comm.slow_pct": "PCT: every rank's timed collectives take PCT% longer, the point-to-point reference of "
                      "comm.efficiency does not (slow collectives; > 0)",
     "comm.hang_rank": "RANK: this rank stops at step comm.fault_step (hang)",
@@ -130,6 +132,19 @@ def validate_values(plants: dict[str, str]) -> None:
                 continue
             raise UsageError(f"--plant {name}={value}: expected {kind} > 0 (0 would plant nothing; "
                              "leave the plant out)")
+        if kind == "PAIR":
+            _check_pair(name, value)
+            continue
         if head.strip().lower() in _OFF:
             raise UsageError(f"--plant {name}={value}: {value or 'empty'} would read as 'off'; "
                              "leave the plant out to run unplanted")
+
+
+def _check_pair(name: str, value: str) -> None:
+    """A PAIR plant's value: 'I-J', two different ranks >= 0."""
+    from trainready.comm.rankdata import rank_pair
+
+    try:
+        rank_pair(value.split(":", 1)[0])
+    except ValueError:
+        raise UsageError(f"--plant {name}={value}: expected PAIR I-J (two different ranks, 0-based)") from None

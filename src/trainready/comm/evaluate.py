@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from trainready.comm.ops import DTYPES, EXPECTATION_KEY_GRAMMAR, OPS, bandwidths, human, valid_expectation_key
+from trainready.comm.confirm import ProbeResult, results
 from trainready.comm.straggler import analyse, ratio_floor
 from trainready.comm.table import Meas, Row, format_table
 from trainready.errors import ConfigError
@@ -222,25 +223,67 @@ def _geomean_verdict(ratios: Mapping[str, float], fraction: float, key: str, fig
     return Outcome(Status.FAIL, f"{head} < {fraction:g} ({key})", (metric,), remedy=remedy, details=details)
 
 
-def judge_pairs(matrix: list[list[float]] | None, n: int, nbytes: int, backend: str) -> Outcome:
-    if not matrix or n < 2:
+def judge_pairs(pairs: dict[str, Any] | None, n: int, nbytes: int, backend: str) -> Outcome:
+    """The straggler verdict: the matrix nominates (straggler.analyse), the solo re-measurement confirms
+    (confirm.py); only a confirmed rank or link fails the check."""
+    if not pairs or n < 2:
         return Outcome(Status.SKIP, f"pairwise send/recv: nothing to compare (world of {n}: no pair of ranks)")
-    a = analyse(matrix, ratio_floor(backend))
-    details = {"bytes": nbytes, "seconds_matrix": matrix, **a}
+    matrix, floor = pairs["matrix"], ratio_floor(backend)
+    a = analyse(matrix, floor)
+    probes = results(pairs["probes"], pairs["times"], matrix, a["rank_score_s"])
+    details = {"bytes": nbytes, "seconds_matrix": matrix, **a, "nominated": {"ranks": a["slow_ranks"],
+               "links": a["slow_links"]}, "probes": [p.as_dict() for p in probes], "sharing": core_sharing(n, backend)}
+    details["slow_ranks"] = [p.probe.subject[0] for p in probes if p.probe.kind == "rank" and p.confirmed(floor)]
+    details["slow_links"] = [list(p.probe.subject) for p in probes if p.probe.kind == "link" and p.confirmed(floor)]
     metrics = tuple(Metric.of("comm_pair_time", s * 1e6, "us", None, rank=r, backend=backend, stat="median_over_peers")
                     for r, s in enumerate(a["rank_score_s"]))
     if n < 3:
         # One pair: a slow rank or link needs others to be slow against (a straggler is an outlier).
         return Outcome(Status.SKIP, f"pairwise send/recv of {human(nbytes)} B: nothing to compare "
                        "(2 ranks make one pair; naming a straggler needs at least 3 ranks)", metrics, details=details)
-    med = a["median_s"]
-    if a["slow_ranks"] or a["slow_links"]:
-        parts = [f"rank {r} slow ({a['rank_score_s'][r] / med:.1f}x the median rank)" for r in a["slow_ranks"]]
-        parts += [f"link {i}<->{j} slow ({matrix[i][j] / med:.1f}x)" for i, j in a["slow_links"]]
-        return Outcome(Status.FAIL, "straggler: " + "; ".join(parts), metrics,
+    sharing = f"; {details['sharing']}" if details["sharing"] else ""
+    confirmed = [p for p in probes if p.confirmed(floor)]
+    if confirmed:
+        return Outcome(Status.FAIL, "straggler: " + "; ".join(_named(p) for p in confirmed) + sharing, metrics,
                        remedy="Inspect the named rank's GPU clocks/throttling (nvidia-smi -q -d PERFORMANCE) and "
                        "its NVLink/PCIe link (nvidia-smi topo -m).", details=details)
+    unjudged = [p for p in probes if p.probe.ref is None]
+    cleared = "; ".join(_cleared(p) for p in probes if p.probe.ref is not None)
+    cleared = f"; {cleared}" if cleared else ""
+    if unjudged:
+        what = ", ".join(_subject(p) for p in unjudged)
+        return Outcome(Status.WARN, f"pairwise send/recv of {human(nbytes)} B: {what} slow in the matrix, not "
+                       f"judged (no pair of unsuspected ranks to measure against){cleared}{sharing}", metrics,
+                       remedy="Run `trainready comm` again; with more ranks the suspect can be measured against others.",
+                       details=details)
+    med = a["median_s"]
     worst = max(range(n), key=lambda r: a["rank_score_s"][r])
     return Outcome(Status.PASS, f"pairwise send/recv of {human(nbytes)} B: no slow rank or link "
-                   f"(slowest rank {worst} at {a['rank_score_s'][worst] / med:.2f}x the median)", metrics,
-                   details=details)
+                   f"(slowest rank {worst} at {a['rank_score_s'][worst] / med:.2f}x the median){cleared}{sharing}",
+                   metrics, details=details)
+
+
+def _subject(p: ProbeResult) -> str:
+    return f"rank {p.probe.subject[0]}" if p.probe.kind == "rank" else f"link {p.probe.subject[0]}<->{p.probe.subject[1]}"
+
+
+def _named(p: ProbeResult) -> str:
+    ref = p.probe.ref
+    return (f"{_subject(p)} slow ({p.matrix_ratio:.1f}x the median in the matrix; alone {p.ratio:.1f}x "
+            f"pair {ref[0]}<->{ref[1]})" if ref else _subject(p))
+
+
+def _cleared(p: ProbeResult) -> str:
+    return (f"{_subject(p)} was {p.matrix_ratio:.1f}x the median in the matrix, {p.ratio:.2f}x a healthy pair "
+            "when measured alone: not a fault")
+
+
+def core_sharing(n: int, backend: str) -> str:
+    """What the matrix cannot judge where ranks outnumber this host's CPU cores (gloo): '' otherwise."""
+    import os
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if backend != "gloo" or n <= cores:
+        return ""
+    return (f"{n} ranks on {cores} CPU cores: the matrix's pairs share cores, so it only nominates; "
+            "each suspect is judged by its pair measured alone")

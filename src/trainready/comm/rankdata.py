@@ -11,6 +11,15 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 
+def rank_pair(text: str) -> tuple[int, int]:
+    """'I-J' (two different ranks, 0-based) → (I, J); ValueError otherwise."""
+    a, sep, b = text.partition("-")
+    pair = (int(a), int(b)) if sep else (-1, -1)
+    if min(pair) < 0 or pair[0] == pair[1]:
+        raise ValueError(f"expected I-J, two different ranks >= 0: {text!r}")
+    return pair
+
+
 @dataclass(frozen=True)
 class SweepFaults:
     """Planted faults, for tests only (`--plant comm.NAME=VALUE`, checks/plants.py); -1 / 0 = none."""
@@ -18,7 +27,9 @@ class SweepFaults:
     slow_rank: int = -1
     """This rank sleeps `slow_ms` before every timed op (a straggler)."""
     slow_ms: float = 0.0
-    """Milliseconds the slow rank sleeps per op."""
+    """Milliseconds the slow rank (or each end of the slow link) sleeps per op."""
+    slow_link: tuple[int, int] = (-1, -1)
+    """These two ranks sleep `slow_ms` before every pairwise exchange with each other (a slow link)."""
     slow_pct: float = 0.0
     """Every rank's timed collective loops take this % longer; the ring reference does not."""
     hang_rank: int = -1

@@ -21,7 +21,8 @@ plus a floor of 2x the median (3x on gloo, where ranks share CPU cores) so that 
 from __future__ import annotations
 
 import statistics
-from typing import Any
+from dataclasses import asdict
+from typing import Any, Callable
 
 Z_LIMIT = 3.5  # Iglewicz & Hoaglin's recommended modified-z cut-off
 RATIO_FLOOR = 2.0  # and at least this many times the median (GPU links: a half-rate IB/NVLink is named)
@@ -56,41 +57,56 @@ def best_of(passes: list[list[list[float]]]) -> list[list[float]]:
     return [[min(m[i][j] for m in passes) for j in range(len(passes[0]))] for i in range(len(passes[0]))]
 
 
-def pair_matrix_rank(ctx: Any, group: Any, nbytes: int, iters: int, slow_s: float = 0.0,
-                     passes: int = PASSES) -> list[list[float]] | None:
-    """Runs in every rank; rank 0 returns the n x n matrix of seconds per exchange (diagonal 0),
-    each entry the best of `passes` runs of the whole schedule."""
+def pair_matrix_rank(ctx: Any, group: Any, nbytes: int, iters: int, floor: float,
+                     delay: Callable[[int], float] = lambda peer: 0.0, passes: int = PASSES) -> dict[str, Any] | None:
+    """Runs in every rank: the n x n matrix of seconds per exchange (diagonal 0), each entry the best of
+    `passes` runs of the whole schedule; then every suspect it nominates is measured again alone (confirm.py).
+    Rank 0 returns {"matrix", "probes"}; `delay(peer)` is a planted sleep per exchange with `peer` (tests)."""
     import torch
     import torch.distributed as dist
 
-    from trainready.comm.timing import time_loop
+    from trainready.comm.confirm import plan_probes, run_probes
 
     n, r = ctx.world_size, ctx.rank
     rows = torch.zeros((passes, n), dtype=torch.float64, device=ctx.device)  # [pass][peer] seconds
     count = max(1, nbytes // 4)
     send = torch.full((count,), float(r), dtype=torch.float32, device=ctx.device)
     recv = torch.empty_like(send)
+
+    def exchange(peer: int) -> Callable[[], None]:
+        def call() -> None:
+            ops = [dist.P2POp(dist.isend, send, peer, group), dist.P2POp(dist.irecv, recv, peer, group)]
+            for req in dist.batch_isend_irecv(ops):
+                req.wait()
+        return call
+
     for k in range(passes):
         for pairs in rounds(n):
             peer = next((b if a == r else a for a, b in pairs if r in (a, b)), None)
-
-            def exchange() -> None:
-                if peer is None:
-                    return
-                ops = [dist.P2POp(dist.isend, send, peer, group), dist.P2POp(dist.irecv, recv, peer, group)]
-                for req in dist.batch_isend_irecv(ops):
-                    req.wait()
-
-            exchange()  # warm-up: connects the pair
-            t = time_loop(exchange, iters, ctx.device, group, slow_s if peer is not None else 0.0)
+            t = _timed(ctx, group, exchange(peer) if peer is not None else None, iters,
+                       delay(peer) if peer is not None else 0.0)
             if peer is not None:
                 rows[k, peer] = t
     parts = [torch.empty_like(rows) for _ in range(n)]
     dist.all_gather(parts, rows, group=group)
+    m = [p.cpu().tolist() for p in parts]  # [rank][pass][peer]: the same figures on every rank
+    matrix = best_of([[[max(m[i][k][j], m[j][k][i]) for j in range(n)] for i in range(n)] for k in range(passes)])
+    nominated = analyse(matrix, floor)  # the same on every rank: so is the plan of the probes
+    probes = plan_probes(matrix, nominated["slow_ranks"], nominated["slow_links"])
+    times = run_probes(ctx, group, probes, matrix, iters, exchange, delay) if probes else []
     if r != 0:
         return None
-    m = [p.cpu().tolist() for p in parts]  # [rank][pass][peer]
-    return best_of([[[max(m[i][k][j], m[j][k][i]) for j in range(n)] for i in range(n)] for k in range(passes)])
+    return {"matrix": matrix, "probes": [asdict(p) for p in probes], "times": times}
+
+
+def _timed(ctx: Any, group: Any, call: Callable[[], None] | None, iters: int, slow_s: float) -> float:
+    """One timed loop of this rank's exchange (a warm-up first, which connects the pair); ranks without a
+    peer this round join the loop's barrier with nothing to do."""
+    from trainready.comm.timing import time_loop
+
+    work = call if call is not None else (lambda: None)
+    work()
+    return time_loop(work, iters, ctx.device, group, slow_s)
 
 
 def ratio_floor(backend: str) -> float:

@@ -166,7 +166,9 @@ def comm_group(timeout_s: float) -> Any:
 def sweep_rank(ctx: RankContext, plan: SweepPlan) -> dict[str, Any]:
     """Runs in each rank: every (dtype, op, size) step, one all_gather of the rows, the pairwise matrix; rank 0
     returns the whole sweep's data.  plan.faults exist only for planted-fault tests."""
-    from trainready.comm.straggler import pair_matrix_rank
+    import torch.distributed as dist
+
+    from trainready.comm.straggler import pair_matrix_rank, ratio_floor
 
     warnings.filterwarnings("ignore", category=FutureWarning, module="torch.distributed")
     n, r, faults = ctx.world_size, ctx.rank, plan.faults
@@ -187,13 +189,25 @@ def sweep_rank(ctx: RankContext, plan: SweepPlan) -> dict[str, Any]:
     ctx.stage("pairwise send/recv")
     t_pairs = time.perf_counter()
     # pair_iters 0: no pairwise matrix (a fleet-wide collective: n-1 rounds over thousands of ranks is too long)
-    pairs = pair_matrix_rank(ctx, group, plan.pair_bytes, plan.pair_iters, slow_s) if plan.pair_iters > 0 else None
+    pairs = (pair_matrix_rank(ctx, group, plan.pair_bytes, plan.pair_iters, ratio_floor(dist.get_backend(group)),
+                              planted_delay(faults, r)) if plan.pair_iters > 0 else None)
     out: dict[str, Any] = {"rank": r, "host": socket.gethostname(), "device": str(ctx.device)}
     if r == 0:
         out["entries"] = [entry(op, dt, size, [rows[k][i] for k in range(n)])
                           for i, (op, dt, size) in enumerate(steps)]
         out.update(pairs=pairs, cpu_bind=bound, pairs_wall_s=time.perf_counter() - t_pairs, versions=versions())
     return out
+
+
+def planted_delay(faults: SweepFaults, rank: int) -> Callable[[int], float]:
+    """Planted faults only: seconds this rank sleeps before each pairwise exchange with `peer` (the slow rank
+    with everyone, the two ends of a slow link with each other)."""
+    link = faults.slow_link
+
+    def delay(peer: int) -> float:
+        slow = rank == faults.slow_rank or (rank in link and peer in link and rank != peer)
+        return faults.slow_ms / 1e3 if slow else 0.0
+    return delay
 
 
 def plant_hang_or_death(faults: SweepFaults, rank: int, step_no: int) -> None:
