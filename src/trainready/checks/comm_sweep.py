@@ -8,9 +8,13 @@ named straggler fails it; no expectation → warn.
 
 from __future__ import annotations
 
+import time
+from dataclasses import replace
+
 from trainready.checks.base import Check, CheckContext, register
 from trainready.comm.ops import OPS
 from trainready.comm.defaults import sweep_defaults
+from trainready.comm.remeasure import merge, needs_remeasure
 from trainready.comm.run import SWEEP_FAULTS, CommOptions, launch_failure, outcomes, sweep_faults, sweep_local
 from trainready.records import SEVERITY, Level, Outcome, Status
 from trainready.util.devices import local_world
@@ -50,10 +54,19 @@ class CommSweepCheck(Check):
             eff_min_loop_s=d.eff_min_loop_s, cpu_bind=not gpu,
             eff_from=ctx.spec.comm.expected_sizes_bytes[0] if ctx.spec.comm.expected_sizes_bytes else None,
         )
+        t0 = time.monotonic()
         res, _ = sweep_local(opts)
         if not res.ok:
             return launch_failure(res, opts)
         verdicts = outcomes(res.values[0], opts, ctx.spec, "spec")
+        if needs_remeasure(verdicts):  # only timings failed: measure again before failing (comm/remeasure.py)
+            if ctx.progress is not None:
+                ctx.progress("a timing below its floor: measuring again")
+            left = sweep_deadline_s(self.timeout_for(ctx)) - (time.monotonic() - t0)
+            again, _ = sweep_local(replace(opts, deadline_s=max(1.0, left)))
+            if not again.ok:
+                return launch_failure(again, opts)
+            verdicts = merge(verdicts, outcomes(again.values[0], opts, ctx.spec, "spec"))
         worst = max((o.status for _, _, o in verdicts if o.status != Status.SKIP), key=lambda s: SEVERITY[s],
                     default=Status.SKIP)
         bad = [o.message for _, _, o in verdicts if o.status in (Status.FAIL, Status.ERROR)]

@@ -153,6 +153,26 @@ class ThroughputCheck(Check):
         return None
 
     def run(self, ctx: CheckContext) -> Outcome:
+        first = self._measure(ctx)
+        if isinstance(first, Outcome):
+            return first
+        verdict = judge(first, lookup(first[0].name), ctx.spec.compute)
+        if verdict.status != Status.FAIL:
+            return verdict
+        # A figure below its floor is measured again before it fails (every GPU, so the spread compares like with
+        # like): a GPU slowed for seconds by other work on the host is not a fault; a slow GPU is slow again.
+        again = self._measure(ctx)
+        if isinstance(again, Outcome):
+            return again
+        best = [replace(f, gemm_tflops=max(f.gemm_tflops, g.gemm_tflops), copy_gbps=max(f.copy_gbps, g.copy_gbps))
+                for f, g in zip(first, again)]  # each figure's best of the two runs, as REPEATS keeps the best
+        second = judge(best, lookup(best[0].name), ctx.spec.compute)
+        note = (f"measured again: the first run failed it too ({verdict.message})" if second.status == Status.FAIL
+                else f"measured again: the first run's figures were below ({verdict.message}): not a fault")
+        return replace(second, message=f"{second.message}; {note}")
+
+    def _measure(self, ctx: CheckContext) -> list[GpuFigures] | Outcome:
+        """Every local GPU's figures (planted faults applied), or a FAIL naming the GPU whose probe failed."""
         import torch
 
         runs = on_each_device(lambda d: (measure_gemm(d), measure_copy(d)), local_devices(ctx.spec))
@@ -163,5 +183,4 @@ class ThroughputCheck(Check):
             GpuFigures(int(r.device.split(":")[1]), torch.cuda.get_device_name(r.device), r.value[0], r.value[1])
             for r in runs if r.value is not None
         ]
-        figures = apply_planted(figures, ctx.fault("throughput.slow_gpu"))
-        return judge(figures, lookup(figures[0].name), ctx.spec.compute)
+        return apply_planted(figures, ctx.fault("throughput.slow_gpu"))
