@@ -7,6 +7,7 @@ expected.  Field docs live in ``field(metadata={"doc": ...})`` so that
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import sys
 import types
@@ -54,7 +55,7 @@ def load_dataclass(cls: type[T], data: dict[str, Any], path: str, prefix: str = 
     """Build `cls` from `data`, strictly."""
     if not isinstance(data, dict):
         raise ConfigError(path, prefix.rstrip(".") or None, f"expected a table, got {_tname(data)}")
-    hints = get_type_hints(cls)
+    hints = _hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
@@ -67,6 +68,12 @@ def load_dataclass(cls: type[T], data: dict[str, Any], path: str, prefix: str = 
         if name not in kwargs and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise ConfigError(path, f"{prefix}{name}", "missing required key")
     return cls(**kwargs)
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    """A dataclass's field types, evaluated once per class (get_type_hints was most of a spec load's time)."""
+    return get_type_hints(cls)
 
 
 def _tname(v: Any) -> str:
