@@ -103,6 +103,11 @@ def limits(cross: Mapping[str, Mapping[str, Any]], spec: FleetSpec) -> tuple[Che
         metrics.append(Metric.of("ulimit_nofile", value, "files", thr, node=node))
         if not thr.holds(value):
             found.append(Finding(node, "limits", Status.FAIL, f"ulimit -n {soft} < {spec.nofile_min}"))
+    if spec.nofile_min == 0:  # every limit passes: the spec turned the check off, and the result says so
+        lowest = min((m.value for m in metrics), default=float("nan"))
+        return CheckResult("cluster.limits", "open-files limit of a job's task", Level.STANDARD, Status.SKIP,
+                           f"not judged: spec fleet.nofile_min = 0 accepts any open-files limit (lowest ulimit -n "
+                           f"{lowest:g} over {len(cross)} node(s))", "", tuple(metrics), 0.0), []
     return _result("cluster.limits", "open-files limit of a job's task", found,
                    f"ulimit -n >= {spec.nofile_min} on {len(cross)} node(s)", metrics,
                    "Raise nofile in /etc/security/limits.conf and slurmd's LimitNOFILE (systemd), or set "

@@ -43,6 +43,15 @@ class RobustBound:
     def judged(self) -> bool:
         return self.n >= MIN_VALUES
 
+    @property
+    def flags_nothing(self) -> str:
+        """Why no figure can be called slow although the rule is judged, else '': a throughput figure is > 0, so a
+        bound at or below 0 is one no figure crosses (a large fleet.outlier_k, or a MAD as wide as the median)."""
+        if not self.judged or self.bound > 0:
+            return ""
+        return (f"robust bound {self.bound:.4g} <= 0 (median - {self.k:g} x 1.4826 x MAD {self.mad:.3g}): no "
+                f"{self.metric} figure is below it, so none is called slow")
+
     def slow(self, value: float) -> bool:
         return self.judged and value < self.floor and value < self.bound
 
@@ -53,7 +62,7 @@ class RobustBound:
     def to_json(self) -> dict[str, object]:
         return {"metric": self.metric, "unit": self.unit, "n": self.n, "median": self.median, "mad": self.mad,
                 "floor": self.floor, "robust_bound": self.bound, "slow_fraction": self.slow_fraction, "k": self.k,
-                "judged": self.judged,
+                "judged": self.judged, "flags_nothing": self.flags_nothing,
                 "rule": "slow if below both slow_fraction x median and median - k x 1.4826 x MAD (Leys et al. 2013)"}
 
 

@@ -39,6 +39,7 @@ def compare(
     from trainready.compare.sides import read_side
     from trainready.errors import UsageError
     from trainready.spec import load_spec
+    from trainready.spec.disabled import compare_disabled
     from trainready.spec.load import VERSION_KEYS, compare_table
 
     check_out_path(json_path)
@@ -55,6 +56,8 @@ def compare(
     result = run_compare(base, read_side(new, "NEW"), table, source, allowed)
     console = Console(stderr=json_path == "-")
     print_comparison(result, console, show_all)
+    for line in compare_disabled(table):  # what the spec switched off, so a PASS does not hide it
+        console.print(f"not judged: {line}", highlight=False)
     if json_path:
         write_json_doc(result.to_json(), json_path, console, "comparison")
     raise typer.Exit(result.exit_code)

@@ -166,6 +166,8 @@ def show(spec: str = typer.Argument(None, help="Spec file, example:NAME, or auto
 @spec_app.command("check")
 def check(spec: str = typer.Argument(..., help="Spec file to validate.")) -> None:
     """Validate a spec strictly: exit 0 if it loads, else one line naming the file and key, exit 2.
+    A valid setting that switches a judgement off (resume.rtol >= 1, fleet.nofile_min = 0, a compare metric
+    set to "info") is listed under the ok line.
 
     Examples:
 
@@ -175,8 +177,12 @@ def check(spec: str = typer.Argument(..., help="Spec file to validate.")) -> Non
     """
     from trainready.spec import load_spec
 
+    from trainready.spec.disabled import disabled
+
     s, src = load_spec(spec)
     typer.echo(f"{src}: ok ({s.name})")
+    for line in disabled(s):  # valid, but a judgement switched off: said, never silent
+        typer.echo(f"  switches off: {line}")
 
 
 def register(app: typer.Typer) -> None:

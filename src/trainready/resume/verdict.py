@@ -8,11 +8,15 @@ from typing import Any
 
 from trainready.records import Metric, Outcome, Status, Threshold
 from trainready.resume.compare import LABELS, Tolerance
+from trainready.spec.disabled import tolerance_disables
 
 REMEDY_RESUME = (
     "The named component was not saved or not restored: check the checkpoint contents "
     "(train-rank-R.json) and the restore order (model/optimizer, then scheduler, data position, RNG last)."
 )
+
+REMEDY_BLIND = ("Declare a relative tolerance below 1 (resume.rtol / --rtol; 0 with atol 0 = bitwise): max |Δ| "
+                "in the table is what this run needed.")
 
 
 def _loss_diff(a: dict[Any, float], b: dict[Any, float], steps: range, tol: Tolerance) -> tuple[float, int | None]:
@@ -83,11 +87,13 @@ def judge(runs: dict[str, list[dict[str, Any]]], declared: dict[str, Any], walls
         where += f", vocab {pc.model.config.vocab_size} ({'from the data' if pc.model.vocab_from == 'data' else '--vocab-size'})"
     if not table.firsts:
         biggest = max((r["max_abs"] for r in table.rows if not math.isnan(r["max_abs"])), default=0.0)
-        return Outcome(Status.PASS,
+        blind = tolerance_disables(tol.atol, tol.rtol)  # a match the tolerance could not have refused: WARN
+        return Outcome(Status.WARN if blind else Status.PASS,
+                       (f"{blind}; " if blind else "") +
                        f"resumed run C matches uninterrupted run A ({tol.describe()}; {where}): parameters, optimizer "
                        f"state, step, LR, data position, RNG, loss {k + 1}-{n}; max |Δ| {biggest:.3g}; "
                        f"{walls['total']:.1f} s for {n}+{k}+{n - k} steps",
-                       tuple(metrics), details=details)
+                       tuple(metrics), remedy=REMEDY_BLIND if blind else "", details=details)
     return Outcome(Status.FAIL,
                    f"resumed run C differs from uninterrupted run A ({tol.describe()}; {where}): {table.firsts[0]}; "
                    + "; ".join(restored_txt),
@@ -115,8 +121,10 @@ def _cannot_judge(runs: dict[str, list[dict[str, Any]]], k: int, ws: int, tol: T
     vacuous = sorted({c for r in C for c, differs in r["differs_before_load"].items() if not differs})
     details["differs_before_load"] = {c: all(r["differs_before_load"][c] for r in C) for c in C[0]["differs_before_load"]}
     if vacuous:
-        return Outcome(Status.ERROR, f"C's fresh state already matches A's final state in: {', '.join(vacuous)}; "
-                       "the comparison could pass by accident", tuple(metrics),
+        declared = "" if tol.bitwise else (f" within the declared tolerance ({tol.describe()}: it cannot tell a "
+                                           "restored component from a fresh one)")
+        return Outcome(Status.ERROR, f"C's fresh state already matches A's final state in: {', '.join(vacuous)}"
+                       f"{declared}; the comparison could pass by accident", tuple(metrics),
                        remedy="Use more steps or a smaller tolerance so that training changes every component.",
                        details=details)
     return None
