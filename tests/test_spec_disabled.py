@@ -83,7 +83,9 @@ def test_compare_says_which_metric_the_spec_never_judges(tmp_path: Path) -> None
     base, new, spec = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "s.toml"
     base.write_text(json.dumps(record()))
     new.write_text(json.dumps(record(tps=100.0)))  # -90%: a regression had the metric been judged
-    spec.write_text('[compare.metrics.train_tokens_per_s]\ndirection = "info"\n', encoding="utf-8")
+    spec.write_text('[compare.metrics.train_tokens_per_s]\ndirection = "info"\n'
+                    '[compare.metrics.train_tokens_per_sec]\nrel = 0.01\n', encoding="utf-8")
     r = run_cli("compare", str(base), str(new), "--spec", str(spec), timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
     assert 'not judged: compare.metrics.train_tokens_per_s.direction = "info"' in r.stdout
+    assert "not applied: compare.metrics.train_tokens_per_sec names no metric of either record" in r.stdout

@@ -58,6 +58,9 @@ def compare(
     print_comparison(result, console, show_all)
     for line in compare_disabled(table):  # what the spec switched off, so a PASS does not hide it
         console.print(f"not judged: {line}", highlight=False)
+    seen = {m.name for m in result.metrics}  # metric names are the records' own: a typo matches none of them
+    for name in sorted(set(table.metrics) - seen):
+        console.print(f"not applied: compare.metrics.{name} names no metric of either record", highlight=False)
     if json_path:
         write_json_doc(result.to_json(), json_path, console, "comparison")
     raise typer.Exit(result.exit_code)
