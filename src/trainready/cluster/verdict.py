@@ -26,6 +26,7 @@ from trainready.records import PLANTED_EXIT, CheckResult, Status, _jsonable
 from trainready.spec.model import NodeSpec
 
 BAD = ("fail", "error")
+CLEARED = "cleared"  # a figure slow in the first measurement only (remeasure.py): a warning, never a reason
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,8 @@ class NodeInput:
     slurm: Mapping[str, str] = field(default_factory=dict)  # job id, state, exit code of its task
     not_tested: str = ""  # why Slurm did not run its task (drained, down, reserved, never started); "" tested
     cause: str = ""  # the cause key of `no_result` ("no result: did not finish within --time 0:20")
+    again: Mapping[str, Any] | None = None  # its second record where a figure was slow (remeasure.py), else None
+    again_missing: str = ""  # why a suspect measured again has no second record ("" when it has one)
 
 
 @dataclass(frozen=True)
@@ -112,13 +115,14 @@ class FleetVerdict:
         }
 
 
-def throughput_values(inputs: Sequence[NodeInput]) -> dict[str, list[tuple[str, str, float]]]:
-    """metric → [(node, which device, value)] over every node with a record."""
+def throughput_values(inputs: Sequence[NodeInput], second: bool = False) -> dict[str, list[tuple[str, str, float]]]:
+    """metric → [(node, which device, value)] over every node with a record (`second`: their second records)."""
     out: dict[str, list[tuple[str, str, float]]] = {m: [] for m in THROUGHPUT}
     for ni in inputs:
-        if ni.record is None:
+        record = ni.again if second else ni.record
+        if record is None:
             continue
-        for r in (ni.record.get("report") or {}).get("results", []):
+        for r in (record.get("report") or {}).get("results", []):
             for m in r.get("metrics", []):
                 name, value = m.get("name"), m.get("value")
                 lab = m.get("labels") or {}
@@ -145,17 +149,31 @@ def reference_versions(inputs: Sequence[NodeInput], reference: str | None,
 
 def slow_reasons(inputs: Sequence[NodeInput], spec: NodeSpec) -> tuple[dict[str, RobustBound],
                                                                           dict[str, list[tuple[str, str]]]]:
-    """(metric → its robust bound, node → [(cause, reason)] for each slow figure)."""
+    """(metric → its robust bound, node → [(cause, reason)] for each slow figure).  The bounds come from the
+    first records of the whole fleet; a node measured again (remeasure.py) is slow only where its second
+    figure is below the same bound too: a figure slow once is a cause of type 'cleared', never a rejection."""
     fs = spec.fleet
     values = throughput_values(inputs)
+    second = {(n, m, w): v for m, vals in throughput_values(inputs, second=True).items() for n, w, v in vals}
+    missing = {ni.node: ni.again_missing for ni in inputs if ni.again_missing}
     bounds = {m: robust_bound(m, THROUGHPUT[m], [v for _, _, v in vals], fs.slow_fraction, fs.outlier_k)
               for m, vals in values.items() if vals}
     slow: dict[str, list[tuple[str, str]]] = {}
     for m, vals in values.items():
         b = bounds.get(m)
         for node, where, v in vals:
-            if b is not None and b.slow(v):
-                slow.setdefault(node, []).append((f"slow {m}", f"slow: {where} {b.why(v)}"))
+            if b is None or not b.slow(v):
+                continue
+            v2 = second.get((node, m, where))
+            said = f"slow: {where} {b.why(v)}"
+            if v2 is not None and not b.slow(v2):
+                slow.setdefault(node, []).append((CLEARED, f"{said}; measured again: {v2:.4g} {b.unit}, within "
+                                                  "the bound: not a fault"))
+            elif v2 is not None:
+                slow.setdefault(node, []).append((f"slow {m}", f"{said}; measured again: {v2:.4g} {b.unit}, slow again"))
+            else:
+                again = f" (not measured again: {missing[node]})" if node in missing else ""
+                slow.setdefault(node, []).append((f"slow {m}", said + again))
     return bounds, slow
 
 
@@ -191,7 +209,8 @@ def decide(inputs: Sequence[NodeInput], spec: NodeSpec, cross: Sequence[CheckRes
         if ni.record is None:
             pairs = [(ni.cause or "no result", f"no result: {ni.no_result}")]
         else:
-            pairs = record_reasons(ni, ref) + slow.get(ni.node, [])
+            pairs = record_reasons(ni, ref) + [p for p in slow.get(ni.node, []) if p[0] != CLEARED]
+            warnings += [t for c, t in slow.get(ni.node, []) if c == CLEARED]
         pairs += [(f.check, f"{f.check}: {f.text}") for f in by_node.get(ni.node, []) if f.status == Status.FAIL]
         verdicts.append(NodeVerdict(ni.node, not pairs, tuple(t for _, t in pairs), tuple(warnings), ni.record_path,
                                     dict(ni.slurm), tuple(c for c, _ in pairs)))
