@@ -250,3 +250,21 @@ def test_a_failed_pin_cancels_the_held_array_and_names_the_node(local_slurm, tmp
         assert not any("JobHeldUser" in s for s in queued(good).values()), queued(good)
     finally:
         subprocess.run(["scancel", good])
+
+
+def test_a_node_slow_only_in_its_first_measurement_is_measured_again_and_accepted(local_slurm, tmp_path):
+    """cluster.slow_once: node2's figures are 1/50 of the others' in the acceptance array, as they are in a
+    healthy node's first run beside bursty work; the second array (node2 alone, train_step alone) clears it."""
+    p = run_cli("cluster", "run", "--nodelist", "node[1-3]", "--drain", "--spec", SPEC, "--only", "versions,train_step",
+                "--no-collective", "--time", "5:00", "--results", str(tmp_path / "r"), "--json", str(tmp_path / "f.json"),
+                "--plant", "cluster.slow_once=node2:0.02")
+    doc = json.loads((tmp_path / "f.json").read_text())
+    v = by_node(doc)
+    assert p.returncode == 3, p.stderr[-2000:]  # a planted run: never evidence
+    assert "slow in the acceptance run: node2; measuring again (train_step)" in p.stderr
+    assert [n for n, x in v.items() if x["verdict"] != "accept"] == [], {n: x["reasons"] for n, x in v.items()}
+    assert any("measured again" in w and "not a fault" in w for w in v["node2"]["warnings"]), v["node2"]["warnings"]
+    assert doc["drain_list"] == [] and "drain" not in sinfo("node2")[0]
+    run_dir = Path(doc["context"]["run"])
+    assert (run_dir / "remeasure" / "nodes" / "node2.json").is_file()
+    assert not (run_dir / "remeasure" / "nodes" / "node1.json").exists()  # only the suspect ran again

@@ -66,6 +66,8 @@ CLUSTER_PLANTS: dict[str, str] = {
                     "train_step a NaN loss (train_step.nan=loss)",
     "cluster.drift": "NODE: that node's manifest reports torch '0.0.0+planted' (a different software version)",
     "cluster.slow": "NODE[:FACTOR]: that node's throughput metrics (tokens/s, GEMM, HBM) are multiplied by FACTOR (default 0.5)",
+    "cluster.slow_once": "NODE[:FACTOR]: as cluster.slow, in the acceptance array only: measured again, the node is "
+                         "as fast as the others (a transient slowdown, not a fault)",
     "cluster.hang": "NODE: that node's acceptance task sleeps until Slurm's time limit or the wait deadline ends it",
     "cluster.kill": "NODE: that node's acceptance task kills itself with SIGKILL",
     "cluster.clock": "NODE:SECONDS: that node's clock readings in the clock exchange are SECONDS ahead",

@@ -8,6 +8,7 @@ from typing import Any, Sequence
 from trainready.cluster import avail, collective, crosschecks, guard, history, ledger, run, slurm
 from trainready.cluster.layout import CROSS_SCHEMA, cross_record, read_json
 from trainready.cluster.options import FleetOptions, time_seconds
+from trainready.cluster.remeasure import remeasure
 from trainready.cluster.verdict import FleetVerdict, NodeInput, decide
 from trainready.spec import load_spec
 from trainready.spec.model import NodeSpec
@@ -99,8 +100,9 @@ def run_fleet(opts: FleetOptions, say: run.Progress, kind: str = "run",
     if opts.cross and with_record:
         run.cross_phase(here, with_record, info, spec.gpu.count, say)
         cross_results, findings = judge_cross(here, spec, with_record)
+    inputs, again_job = remeasure(here, inputs, spec, spec.gpu.count, say, accept_nodes, base.peers if base else ())
     reference = opts.reference or (base.reference if base else None)
-    context = {"job_id": job, "spec_source": source, "results": str(opts.results), "run": str(here.results),
+    context = {"job_id": job, "remeasure_job_id": again_job or None, "spec_source": source, "results": str(opts.results), "run": str(here.results),
                "kind": kind, "started": started, "finished": history.now(), "reference_option": reference,
                "image": opts.container.image if opts.container else None}
     if base is not None:
