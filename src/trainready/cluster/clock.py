@@ -32,6 +32,14 @@ class ClockSample:
         return abs(self.offset_s) + self.rtt_s / 2
 
 
+def direction(offset_s: float, digits: int = 3) -> str:
+    """θ (host − node) as people read it: '2.000 s ahead of the submitting host' (θ < 0: the node's clock reads
+    later than the host's), '0.250 s behind the submitting host', or 'in step with the submitting host'."""
+    if round(offset_s, digits) == 0:
+        return "in step with the submitting host"
+    return f"{abs(offset_s):.{digits}f} s {'ahead of' if offset_s < 0 else 'behind'} the submitting host"
+
+
 def ntp(t1: float, t2: float, t3: float, t4: float) -> ClockSample:
     return ClockSample(((t2 - t1) + (t3 - t4)) / 2, (t4 - t1) - (t3 - t2))
 

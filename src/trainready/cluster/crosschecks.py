@@ -17,6 +17,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from trainready.cluster.clock import direction
 from trainready.records import CheckResult, Level, Metric, Status, Threshold
 from trainready.spec.model import FleetSpec
 
@@ -47,20 +48,22 @@ def clock(cross: Mapping[str, Mapping[str, Any]], spec: FleetSpec) -> tuple[Chec
         else:
             off, rtt = float(c["offset_s"]), float(c["rtt_s"])
             thr = Threshold("<=", limit, "s", "spec fleet.clock_offset_max_s (1 s: chrony's usual makestep threshold)")
-            metrics.append(Metric.of("clock_offset_abs", abs(off), "s", thr, node=node, rtt_s=f"{rtt:.6f}"))
+            metrics.append(Metric.of("clock_offset_abs", abs(off), "s", thr, node=node, rtt_s=f"{rtt:.6f}",
+                                     direction=direction(off, 6)))
             if abs(off) - rtt / 2 > limit:
-                found.append(Finding(node, "clock", Status.FAIL, f"clock off by {off:+.3f} s ± {rtt / 2:.3f} s "
-                                     f"against the submitting host (limit {limit:g} s)"))
+                found.append(Finding(node, "clock", Status.FAIL, f"clock {direction(off)} (± {rtt / 2:.3f} s; "
+                                     f"limit {limit:g} s)"))
             elif abs(off) + rtt / 2 > limit:
-                found.append(Finding(node, "clock", Status.WARN, f"clock offset {off:+.3f} s ± {rtt / 2:.3f} s: "
+                found.append(Finding(node, "clock", Status.WARN, f"clock {direction(off)} ± {rtt / 2:.3f} s: "
                                      f"the round trip leaves the {limit:g} s limit undecided"))
         daemons = c.get("daemons")
         if isinstance(daemons, list) and not daemons:
             found.append(Finding(node, "clock", Status.WARN, "no time-sync daemon running (chronyd, ntpd, "
                                  "systemd-timesyncd, ptp4l): the clock will drift"))
-    worst = max((m.value for m in metrics), default=float("nan"))
+    worst = max(metrics, key=lambda m: m.value, default=None)
+    largest = f"largest: {worst.label_dict['node']} {worst.label_dict['direction']}" if worst else "none measured"
     return _result("cluster.clock", "clock offset against the submitting host", found,
-                   f"{len(metrics)} node(s) within {limit:g} s (largest |offset| {worst:.4f} s)", metrics,
+                   f"{len(metrics)} node(s) within {limit:g} s ({largest})", metrics,
                    "Run chronyd (or ntpd/ptp4l) on every node against the same servers; `chronyc tracking` shows "
                    "the offset."), found
 
