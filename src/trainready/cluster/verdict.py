@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from trainready.cluster import drift
+from trainready.cluster import drift, hostdrift
 from trainready.cluster.crosschecks import Finding
 from trainready.cluster.layout import FLEET_SCHEMA
 from trainready.cluster.stats import RobustBound, robust_bound
@@ -88,8 +88,9 @@ class FleetVerdict:
 
     @property
     def fleet_failures(self) -> list[CheckResult]:
-        """Fleet-level failures that name no node (e.g. the collective's busbw below expectation)."""
-        return [c for c in self.cross if c.status.value in BAD and c.name == "cluster.collective"]
+        """Fleet-level failures that name no node (e.g. the collective's busbw below expectation, a host pin every
+        node misses)."""
+        return [c for c in self.cross if c.status.value in BAD and c.name in ("cluster.collective", hostdrift.FLEET_PINS)]
 
     @property
     def exit_code(self) -> int:
@@ -181,8 +182,11 @@ def record_reasons(ni: NodeInput, ref: tuple[str, dict[str, str], bool]) -> list
     """(cause, reason) from one node's record: failed checks, then drift from the reference."""
     assert ni.record is not None
     ref_name, versions, by_prefix = ref
+    # a failed `host` check is judged again from the node's settings (hostdrift), where a pin every node misses
+    # is the fleet's cause and rejects no node
     out = [(f"check {r.get('name')}", f"check {r.get('name')}: {str(r.get('status')).upper()}: {r.get('message', '')}")
-           for r in (ni.record.get("report") or {}).get("results", []) if r.get("status") in BAD]
+           for r in (ni.record.get("report") or {}).get("results", []) if r.get("status") in BAD
+           and not (r.get("name") == "host" and r.get("status") == "fail")]
     mine = dict(ni.record.get("versions") or {})
     rows = drift.diff_pins(versions, mine) if by_prefix else (drift.diff(versions, mine) if versions else [])
     if rows and ni.node != ref_name:
@@ -197,6 +201,7 @@ def decide(inputs: Sequence[NodeInput], spec: NodeSpec, cross: Sequence[CheckRes
     the statistics and the reference, and get no verdict of their own."""
     bounds, slow = slow_reasons([*inputs, *peers], spec)
     ref = reference_versions([*inputs, *peers], reference, spec)
+    host = hostdrift.judge([*inputs, *peers], spec, reference)
     by_node: dict[str, list[Finding]] = {}
     for f in findings:
         by_node.setdefault(f.node, []).append(f)
@@ -209,10 +214,12 @@ def decide(inputs: Sequence[NodeInput], spec: NodeSpec, cross: Sequence[CheckRes
         if ni.record is None:
             pairs = [(ni.cause or "no result", f"no result: {ni.no_result}")]
         else:
-            pairs = record_reasons(ni, ref) + [p for p in slow.get(ni.node, []) if p[0] != CLEARED]
+            pairs = record_reasons(ni, ref) + list(host.reasons.get(ni.node, [])) + \
+                [p for p in slow.get(ni.node, []) if p[0] != CLEARED]
+            warnings += host.warnings.get(ni.node, [])
             warnings += [t for c, t in slow.get(ni.node, []) if c == CLEARED]
         pairs += [(f.check, f"{f.check}: {f.text}") for f in by_node.get(ni.node, []) if f.status == Status.FAIL]
         verdicts.append(NodeVerdict(ni.node, not pairs, tuple(t for _, t in pairs), tuple(warnings), ni.record_path,
                                     dict(ni.slurm), tuple(c for c, _ in pairs)))
-    return FleetVerdict(tuple(verdicts), tuple(bounds.values()), tuple(cross), ref[0], dict(planted or {}),
+    return FleetVerdict(tuple(verdicts), tuple(bounds.values()), (*cross, *host.results), ref[0], dict(planted or {}),
                         dict(context or {}))

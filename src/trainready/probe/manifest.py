@@ -1,7 +1,7 @@
 """`collect()`: the whole manifest as one JSON-able dict (schema trainready.env/1).
 
 Sections: host, gpu (NVML + torch's view), software, container, code,
-infiniband, env.  A section whose probe fails unexpectedly becomes
+infiniband, host_settings (probe/hostset.py), env.  A section whose probe fails unexpectedly becomes
 ``"unavailable: <reason>"``; bad user input (--code, --lock, --image-digest)
 raises `UsageError` before anything is collected.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from trainready import __version__
-from trainready.probe import container, envvars, host, ib, software
+from trainready.probe import container, envvars, host, hostset, ib, software
 from trainready.probe import code as code_probe
 from trainready.probe import guarded
 from trainready.probe.gpu import collect_nvml
@@ -52,6 +52,8 @@ def collect(
         "container": cont,
         "code": code,
         "infiniband": _section(lambda: ib.ports(ib_root), "infiniband"),
+        # settings that must be alike on every node (sysctl, limits, /dev/shm, THP, governor, GPU modes, IB)
+        "host_settings": _section(hostset.collect, "host settings"),
         "env": _section(lambda: envvars.capture(os.environ), "env"),
     }
     # Belt and braces: token-shaped strings anywhere (a path, an image env var) are redacted too.

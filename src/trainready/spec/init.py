@@ -22,7 +22,7 @@ from trainready.spec.figures import run_label as _run
 from trainready.spec.figures import sig as _sig
 from trainready.spec.floors import Floor, compute_floor
 from trainready.spec.init_comm import comm_spec as _comm_spec
-from trainready.spec.model import ComputeSpec, GpuSpec, NodeSpec, ResumeSpec, SoftwareSpec
+from trainready.spec.model import ComputeSpec, GpuSpec, HostSpec, NodeSpec, ResumeSpec, SoftwareSpec
 
 # Metric names written by the checks (checks/throughput.py, checks/comm_sweep.py).
 GEMM_METRIC = "gemm_bf16"
@@ -115,8 +115,32 @@ def derive(
         compute=compute,
         comm=comm,
         resume=dataclasses.replace(ResumeSpec(), ranks=ranks),
+        host=_host_spec(manifest, notes),
     )
     return Derived(spec, tuple(floors), tuple(notes), (f"resume.ranks = {ranks}: {why}",))
+
+
+def _host_spec(manifest: Mapping[str, Any], notes: list[str]) -> HostSpec:
+    """host.pins: the reference's value of every host setting that must match (host.match), so every node is
+    held to the reference's; a setting the reference could not read is not pinned (said in the notes)."""
+    from trainready.probe.hostset import values
+    from trainready.spec.hostpins import DEFAULT_MATCH, matches
+
+    settings = values(manifest.get("host_settings"))
+    pins: dict[str, str | int | float] = {}
+    unread = []
+    for key, value in settings.items():
+        if not matches(key, DEFAULT_MATCH):
+            continue
+        if _known(value):
+            pins[key] = value
+        else:
+            unread.append(key)
+    if unread:
+        notes.append(f"host.pins: not pinned, the reference could not read them: {', '.join(unread)}")
+    if not settings:
+        notes.append("host.pins: the reference's manifest has no host_settings (written by an older trainready)")
+    return HostSpec(pins=pins)
 
 
 def _resume_ranks(gpus: int, reports: list[Mapping[str, Any]]) -> tuple[int, str]:

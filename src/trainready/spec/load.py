@@ -62,6 +62,9 @@ def _validate(spec: NodeSpec, path: str) -> None:
     if not 0 < spec.comm.min_fraction <= 1:
         raise ConfigError(path, "comm.min_fraction", f"expected 0 < x <= 1, got {spec.comm.min_fraction}")
     _validate_compare(spec, path)
+    from trainready.spec.hostpins import validate as validate_host
+
+    validate_host(spec, path)
 
 
 def spec_to_json(spec: NodeSpec) -> dict[str, Any]:

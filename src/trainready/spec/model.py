@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainready.spec.hostpins import DEFAULT_MATCH
 from trainready.util.strict import doc_field
 
 
@@ -197,6 +198,30 @@ class FleetSpec:
 
 
 @dataclass(frozen=True)
+class HostSpec:
+    match: tuple[str, ...] = doc_field(
+        DEFAULT_MATCH, "Host settings (trainready env: host_settings) that must equal the reference node's in a fleet "
+        "run; fnmatch patterns ('ib.*'). The default set, each key's reason: spec/hostpins.py MATCH_REASONS. Others "
+        "are shown where they differ, not judged.",
+    )
+    pins: dict[str, str | int | float] = doc_field(
+        default_factory=dict,
+        doc="Host settings held to a comparison on every node, key → 'OP VALUE' (OP >=, <=, >, <, ==, !=; none = ==), "
+        "e.g. { \"ulimit.memlock\" = \"unlimited\", \"shm.size_gib\" = \">= 1\" }. `spec init` pins the reference's "
+        "values of the `match` keys. A pin every node misses is a fleet-wide cause: no node is drained for it.",
+    )
+    pcie_min_fraction: float | None = doc_field(
+        0.60, "Pinned host↔device copy GB/s per GPU and direction must reach this fraction of the link's rate at its "
+        "maximum generation and width (hardware/pcie.py: GT/s x lanes x encoding / 8). 0.60: a link trained to half "
+        "(Gen5 x16 → Gen4 x16 or Gen5 x8) gives at most 0.5; copies reach ~0.8-0.9 of it on a healthy link "
+        "(packet headers). Omitted = not judged.",
+    )
+    pcie_spread_max: float | None = doc_field(
+        0.15, "Largest (best − worst) / best spread of one copy direction across the node's GPUs (omitted = not judged).",
+    )
+
+
+@dataclass(frozen=True)
 class NodeSpec:
     name: str = doc_field("unnamed", "Short name of this node profile.")
     description: str = doc_field("", "What this spec describes and where its numbers come from.")
@@ -207,3 +232,4 @@ class NodeSpec:
     resume: ResumeSpec = doc_field(default_factory=ResumeSpec, doc="Resume-equivalence protocol.")
     fleet: FleetSpec = doc_field(default_factory=FleetSpec, doc="Cross-node checks and fleet verdicts (trainready cluster).")
     compare: CompareSpec = doc_field(default_factory=CompareSpec, doc="Tolerances of `trainready compare` (upgrade gate).")
+    host: HostSpec = doc_field(default_factory=HostSpec, doc="Host settings alike on every node; the PCIe copy check.")
