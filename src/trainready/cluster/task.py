@@ -21,8 +21,9 @@ from trainready.cluster import progress
 from trainready.cluster.layout import NODE_SCHEMA, node_name, node_record
 from trainready.records import Level
 
-# Metrics the fleet compares across nodes (name → unit), from the throughput and train_step checks.
-THROUGHPUT: dict[str, str] = {"gemm_bf16": "TFLOP/s", "hbm_copy": "GB/s", "train_tokens_per_s": "tokens/s"}
+# Metrics the fleet compares across nodes (name → unit), from the throughput, train_step and pcie checks.
+THROUGHPUT: dict[str, str] = {"gemm_bf16": "TFLOP/s", "hbm_copy": "GB/s", "train_tokens_per_s": "tokens/s",
+                              "pcie_h2d": "GB/s", "pcie_d2h": "GB/s"}  # pinned host↔device copies (checks/pcie.py)
 SLURM_VARS = ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_STEP_ID", "SLURMD_NODENAME",
               "SLURM_CLUSTER_NAME")
 
