@@ -111,7 +111,7 @@ def print_summary(m: dict[str, Any], console: Console) -> None:
         console.print(kv_table("InfiniBand / RDMA ports", {"ports": ib or "none"}))
     hs = m.get("host_settings")
     if isinstance(hs, dict):  # probe/hostset.py: what the fleet compares node with node
-        console.print(kv_table("Host settings (value  [source])", {
+        console.print(kv_table("Host settings (value, then \\[its source])", {
             k: f"{_plain(v.get('value'))}  [{v.get('source')}]" if isinstance(v, dict) else v for k, v in hs.items()}))
     else:
         console.print(kv_table("Host settings", {"host_settings": hs}))
