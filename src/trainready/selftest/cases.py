@@ -217,7 +217,7 @@ CASES: tuple[Case, ...] = (
          "node:node2", r"no result: task.*signal 9", needs="slurm"),
     Case("cluster.clock", "node2's clock is 5 s ahead", _cluster("clock", "cluster.clock=node2:5"),
          "node:node2",
-         r"clock: clock 5\.\d+ s ahead of the submitting host", needs="slurm"),
+         r"clock: clock \d+\.\d+ s ahead of the submitting host", needs="slurm"),
     Case("cluster.storage", "node2 sees another filesystem than --results",
          _cluster("storage", "cluster.storage=node2"),
          "node:node2", r"storage: --results is another filesystem here \(st_dev", needs="slurm"),
