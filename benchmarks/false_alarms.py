@@ -20,6 +20,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -80,7 +81,20 @@ def one_run(args: list[str], env: dict[str, str], out: Path) -> tuple[int, str, 
         return proc.returncode, "NO RECORD", wall, [(proc.stderr or proc.stdout).strip()[-300:]]
     report = json.loads(out.read_text())
     fails = [f"{r['name']}: {r['message']}" for r in report["results"] if r["status"] in ("fail", "error")]
-    return proc.returncode, report["status"].upper(), wall, fails
+    return proc.returncode, report["status"].upper(), wall, fails + straggler_figures(report)
+
+
+def straggler_figures(report: dict) -> list[str]:  # type: ignore[type-arg]
+    """The pairwise matrix's worst pair / median pair, and each suspect's solo ratio (comm/confirm.py)."""
+    comm = next((r for r in report["results"] if r["name"] == "comm"), None)
+    pairs = ((comm or {}).get("details") or {}).get("comm.pairs") or {}
+    m = pairs.get("seconds_matrix")
+    if not m:
+        return []
+    vals = sorted(m[i][j] for i in range(len(m)) for j in range(i + 1, len(m)))
+    med = statistics.median(vals)
+    probes = [f"{p['kind']} {p['subject']} alone {p['ratio']:.2f}x" for p in pairs.get("probes", [])]
+    return [f"matrix worst pair {vals[-1] / med:.2f}x median" + (f"; suspects: {', '.join(probes)}" if probes else "")]
 
 
 def main(argv: list[str]) -> int:

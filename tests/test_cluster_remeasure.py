@@ -61,3 +61,12 @@ def test_a_fleet_with_no_slow_node_submits_nothing(tmp_path: Path) -> None:
     fleet = _fleet(1.0)
     out, job = remeasure(FleetOptions(results=tmp_path), fleet, SPEC, 8, print, never)
     assert out == fleet and job == ""
+
+
+def test_every_figure_the_fleet_compares_names_the_check_that_measures_it_again() -> None:
+    from trainready.cluster.remeasure import CHECK_OF
+    from trainready.cluster.task import THROUGHPUT
+    from trainready.checks import REGISTRY
+
+    assert set(CHECK_OF) == set(THROUGHPUT)
+    assert all(c in REGISTRY for c in CHECK_OF.values())

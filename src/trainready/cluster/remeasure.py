@@ -22,7 +22,8 @@ from trainready.cluster.verdict import NodeInput, slow_reasons
 from trainready.spec.model import NodeSpec
 
 # The check that measures each figure the fleet compares (cluster/task.THROUGHPUT).
-CHECK_OF: dict[str, str] = {"gemm_bf16": "throughput", "hbm_copy": "throughput", "train_tokens_per_s": "train_step"}
+CHECK_OF: dict[str, str] = {"gemm_bf16": "throughput", "hbm_copy": "throughput", "train_tokens_per_s": "train_step",
+                            "pcie_h2d": "pcie", "pcie_d2h": "pcie"}
 ONCE_PLANT = "cluster.slow_once"  # planted: slow in the acceptance array only (a transient, not a fault)
 SUBDIR = "remeasure"  # RESULTS/runs/ID/remeasure/nodes/NODE.json: the second records
 
