@@ -7,14 +7,14 @@ goes; when the deadline passes, or a rank dies, the parent kills every rank
 and names the culprit: a dead rank by its exit code, a hung rank as the one
 whose progress stopped earliest.  The CLI therefore never hangs on a rank.
 
-Processes come from a forkserver that has already imported torch, so starting
-8 ranks costs a fork each, not a fresh `import torch` each.
+Processes come from a forkserver that has already imported torch (ranks/forkserver.py), so
+starting 8 ranks costs a fork each, not a fresh `import torch` each.  Each rank's threads are
+set here, its OpenMP wait policy there (ranks/omp.py): the program's own, whoever runs it.
 """
 
 from __future__ import annotations
 
 import importlib
-import multiprocessing as mp
 import os
 import queue as queue_mod
 import signal
@@ -25,10 +25,12 @@ from datetime import timedelta
 from typing import Any, Callable
 
 from trainready.ranks import live
+from trainready.ranks.forkserver import mp_context, warm_up
 from trainready.ranks.outcome import LaunchResult, RankContext, RankOutcome
 from trainready.errors import Interrupted
+from trainready.util.devices import usable_cores
 
-__all__ = ["LaunchResult", "RankContext", "RankOutcome", "free_port", "launch"]
+__all__ = ["LaunchResult", "RankContext", "RankOutcome", "free_port", "launch", "warm_up"]
 
 # Stage number of "running" (after init_process_group) in `_worker`.
 RUNNING_STAGE_NO = 2
@@ -45,56 +47,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-# Linux sun_path holds 108 bytes with its NUL (unix(7)).  The forkserver listens on
-# <tempdir>/pymp-XXXXXXXX/listener-XXXXXXXX (CPython's multiprocessing.connection.arbitrary_address): 33 bytes.
-SUN_PATH_MAX = 107
-FORKSERVER_SOCKET_TAIL = len("/pymp-xxxxxxxx/listener-xxxxxxxx")
-
-
-def _short_socket_dir() -> None:
-    """multiprocessing keeps its sockets in a folder under TMPDIR; a deep TMPDIR (a Slurm job's
-    per-job folder, a CI workspace, pytest's basetemp + trainready's own scratch) overflows sun_path
-    and every launch fails with 'AF_UNIX path too long'.  Then that folder (and only it: sockets,
-    removed by multiprocessing at exit) goes to /dev/shm or /tmp instead; TMPDIR itself is unchanged."""
-    import tempfile
-    from multiprocessing import util
-
-    if len(tempfile.gettempdir()) + FORKSERVER_SOCKET_TAIL <= SUN_PATH_MAX:
-        return
-    short = next((d for d in ("/dev/shm", "/tmp") if os.path.isdir(d) and os.access(d, os.W_OK | os.X_OK)), None)
-    if short is None:
-        return  # nowhere shorter: launch raises the OS's own error
-    old = tempfile.tempdir
-    tempfile.tempdir = short
-    try:
-        util.get_temp_dir()  # created now, cached for this process (and removed at its exit)
-    finally:
-        tempfile.tempdir = old
-
-
-# Imported once by the forkserver, inherited by every rank it forks.  The resume ranks' modules are
-# here because torch.distributed.checkpoint pulls in torch.distributed.tensor and sympy: ~3 s per rank
-# process on a 1x H200 VM when each rank imported them itself.  None of them initialises CUDA.
-PRELOAD = ["torch", "torch.distributed", "trainready.ranks.launch", "trainready.resume.worker"]
-
-
-def _mp_context() -> Any:
-    _short_socket_dir()
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD)
-    return ctx
-
-
-def warm_up() -> None:
-    """Start the forkserver now, so that it imports PRELOAD while this process does other work (the
-    in-process checks): the first launch then costs a fork, not an interpreter and torch's import."""
-    from multiprocessing import forkserver
-
-    _mp_context()
-    with live.quiet_starts():  # as in launch: the forkserver inherits the blocked SIGTERM (see there)
-        forkserver.ensure_running()
 
 
 def _resolve(fn: str | Callable[..., Any]) -> Callable[..., Any]:
@@ -264,8 +216,11 @@ def _launch_once(
     """
     if world_size < 1:
         raise ValueError("world_size must be >= 1")
-    ctx = _mp_context()
-    threads = threads_per_rank or max(1, (os.cpu_count() or 1) // world_size)
+    ctx = mp_context()
+    # Intra-op threads: the cores this process may use (its affinity set), shared out among the ranks: 8 gloo
+    # ranks get 1 each on 2 cores, 8 each on 64.  torch's default, one per core in every rank, would queue
+    # ranks x cores threads on the cores; their waits are passive (ranks/omp.py).
+    threads = threads_per_rank or max(1, usable_cores() // world_size)
     # The process-group timeout is what unblocks survivors stuck in a collective.
     # Shorter than the parent's deadline so that survivors report their own
     # timeout first and the silent (hung) rank stands out.

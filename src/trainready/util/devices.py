@@ -20,13 +20,18 @@ GLOO_RANKS_PER_CORE = 4  # each gloo rank is a process with torch loaded (~0.3 G
 GLOO_LIMIT_RULE = f"{GLOO_RANKS_PER_CORE} per CPU core, at least {CPU_DEFAULT_RANKS}"
 
 
+def usable_cores() -> int:
+    """CPU cores this process may run on: its affinity set (a 2-core container, a Slurm task or `taskset` on a
+    64-core host has 2), else every core the OS reports (no affinity API: macOS)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def gloo_rank_limit() -> int:
     """Most gloo ranks a local run may start: max(8, 4 x the CPU cores this process may use)."""
-    try:
-        cores = len(os.sched_getaffinity(0))  # a 2-core container on a 64-core host has 2
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return max(CPU_DEFAULT_RANKS, GLOO_RANKS_PER_CORE * cores)
+    return max(CPU_DEFAULT_RANKS, GLOO_RANKS_PER_CORE * usable_cores())
 
 
 @dataclass(frozen=True)
