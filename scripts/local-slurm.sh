@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # A real N-node Slurm cluster on this one host (3 by default), for trainready's tests and CI.
 #
-#   scripts/local-slurm.sh up [--nodes N] [--cluster NAME]
+#   scripts/local-slurm.sh up [--nodes N] [--cluster NAME] [--plain] [--cpus C]
 #                                           install (apt) what is missing, write the config, start munged,
 #                                           slurmctld and one slurmd per node (node1..nodeN); idempotent;
-#                                           a cluster up with another N is reconfigured to N.
+#                                           a cluster up with another N, C or --plain is reconfigured to it.
+#                                           --plain: the partition as a site writes one, with no OverSubscribe
+#                                           (slurm.conf(5): the default, NO: a job that asks for --exclusive,
+#                                           as every `cluster run` task does, has its node to itself and the
+#                                           next one waits); without it: OverSubscribe=FORCE:4 (up to 4 jobs
+#                                           share a node whatever they ask, so test runs go side by side).
+#                                           --cpus C: CPUs per node (default 2)
 #                                           LOCAL_SLURM_NO_INSTALL=1: install nothing (the test suite's fixture
 #                                           sets it: tests never change the host's packages); missing
 #                                           slurm-wlm/munge is then a "cannot start" line
@@ -31,6 +37,11 @@
 set -u
 
 NODES=${LOCAL_SLURM_NODES:-3}
+CPUS= CPUS_SET=0  # --cpus C (default 2)
+PLAIN=0  # --plain: 1 = no OverSubscribe in the partition
+# --cpus at most this host's CPUs: every slurmd here reports the host's, and a node that registers with fewer
+# CPUs than slurm.conf gives it is set DRAIN (slurm.conf(5), SlurmdParameters=config_overrides)
+MAX_CPUS=$(nproc 2>/dev/null || echo 1)
 MAX_NODES=999  # slurmd ports BASE+1..BASE+999 (17001.. for the default cluster); far above what one small host holds
 MARK="# written by trainready scripts/local-slurm.sh"
 HOST=$(hostname -s)
@@ -106,12 +117,13 @@ ensure_munge() {
     fi
 }
 
-write_conf() {
+write_conf() {  # the config for these options, as $CONF.tmp (up() compares it with $CONF, then moves it there)
     if [ -f "$CONF" ] && ! grep -qF "$MARK" "$CONF"; then
         cannot "$CONF exists and was not written by this script (a real cluster?); not touching it"
     fi
-    mkdir -p "$CONF_DIR" "$STATE/ctld" "$LOG" /var/spool/slurmd
-    local last=$((BASE + NODES))
+    mkdir -p "$CONF_DIR"
+    local last=$((BASE + NODES)) share=" OverSubscribe=FORCE:4"
+    [ "$PLAIN" = 1 ] && share=""
     cat >"$CONF.tmp" <<EOF
 $MARK
 ClusterName=$CLUSTER
@@ -141,10 +153,9 @@ PropagateResourceLimitsExcept=NOFILE
 SlurmdTimeout=60
 InactiveLimit=0
 KillWait=5
-NodeName=$PREFIX[1-$NODES] NodeHostname=$HOST NodeAddr=$HOST Port=[$((BASE + 1))-$last] CPUs=2 RealMemory=4000 State=UNKNOWN
-PartitionName=debug Nodes=$PREFIX[1-$NODES] Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
+NodeName=$PREFIX[1-$NODES] NodeHostname=$HOST NodeAddr=$HOST Port=[$((BASE + 1))-$last] CPUs=$CPUS RealMemory=4000 State=UNKNOWN
+PartitionName=debug Nodes=$PREFIX[1-$NODES] Default=YES MaxTime=INFINITE State=UP$share
 EOF
-    mv "$CONF.tmp" "$CONF"
 }
 
 pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
@@ -178,11 +189,13 @@ up() {
     need_root
     ensure_packages
     ensure_munge_once
-    if [ -f "$CONF" ] && grep -qF "$MARK" "$CONF" && ! grep -qF "NodeName=$PREFIX[1-$NODES] " "$CONF"; then
-        say "reconfiguring from $(running_nodes) to $NODES node(s)"
-        down  # slurmctld keeps node records in its state: a new node count starts from a clean state
-    fi
     write_conf
+    if [ -f "$CONF" ] && ! cmp -s "$CONF" "$CONF.tmp"; then
+        say "reconfiguring from $(running_nodes) to $NODES node(s), $CPUS CPUs each$([ "$PLAIN" = 1 ] && echo ', --plain')"
+        down  # slurmctld keeps node records in its state: another node count, CPU count or partition starts clean
+    fi
+    mv "$CONF.tmp" "$CONF"
+    mkdir -p "$STATE/ctld" "$LOG" /var/spool/slurmd
     start_daemons
     wait_idle
     # A node left drained by an earlier test run (trainready: reason) comes back clean.
@@ -222,7 +235,11 @@ status() {
     sinfo -N -o '%N %T %E'
 }
 
-parse_opts() {  # $1: the command; then --nodes N (up only) and --cluster NAME, each also as --opt=VALUE
+up_only() {  # $1: the command, $2: the option; exit 2 unless the command is up
+    [ "$1" = up ] || { echo "local-slurm: $1: $2 is an option of up" >&2; exit 2; }
+}
+
+parse_opts() {  # $1: the command; then --nodes N, --cpus C, --plain (up only) and --cluster NAME; --opt=VALUE too
     local cmd=$1 name=local
     shift
     while [ $# -gt 0 ]; do
@@ -231,9 +248,19 @@ parse_opts() {  # $1: the command; then --nodes N (up only) and --cluster NAME, 
             --nodes=*) [ "$cmd" = up ] || { echo "local-slurm: $cmd: --nodes N is an option of up" >&2; exit 2; }; NODES=${1#--nodes=}; shift ;;
             --cluster) [ $# -ge 2 ] || { echo "local-slurm: --cluster: expected a name" >&2; exit 2; }; name=$2; shift 2 ;;
             --cluster=*) name=${1#--cluster=}; shift ;;
-            *) echo "local-slurm: $cmd: unknown option '$1' (expected --nodes N, --cluster NAME)" >&2; exit 2 ;;
+            --plain) up_only "$cmd" --plain; PLAIN=1; shift ;;
+            --cpus) up_only "$cmd" "--cpus C"; [ $# -ge 2 ] || { echo "local-slurm: --cpus: expected a number" >&2; exit 2; }; CPUS=$2 CPUS_SET=1; shift 2 ;;
+            --cpus=*) up_only "$cmd" "--cpus C"; CPUS=${1#--cpus=} CPUS_SET=1; shift ;;
+            *) echo "local-slurm: $cmd: unknown option '$1' (expected --nodes N, --cluster NAME, --plain, --cpus C)" >&2; exit 2 ;;
         esac
     done
+    if [ "$CPUS_SET" = 1 ]; then
+        case "$CPUS" in
+            ''|*[!0-9]*|0) echo "local-slurm: --cpus '$CPUS': expected a whole number 1..$MAX_CPUS" >&2; exit 2 ;;
+        esac
+        [ "$CPUS" -le "$MAX_CPUS" ] || { echo "local-slurm: --cpus $CPUS: expected 1..$MAX_CPUS (this host's CPUs)" >&2; exit 2; }
+    fi
+    CPUS=${CPUS:-2}
     case "$name" in
         ''|*[!a-z]*|node) echo "local-slurm: --cluster '$name': expected lowercase letters (not 'node': the default cluster's node names)" >&2; exit 2 ;;
     esac
@@ -250,5 +277,5 @@ cmd=${1:-}
 [ $# -gt 0 ] && shift
 case "$cmd" in
     up|down|status) parse_opts "$cmd" "$@"; "$cmd" ;;
-    *) echo "usage: $0 up [--nodes N] [--cluster NAME] | down [--cluster NAME] | status [--cluster NAME]" >&2; exit 2 ;;
+    *) echo "usage: $0 up [--nodes N] [--cluster NAME] [--plain] [--cpus C] | down [--cluster NAME] | status [--cluster NAME]" >&2; exit 2 ;;
 esac

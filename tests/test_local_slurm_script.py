@@ -1,5 +1,6 @@
 """scripts/local-slurm.sh's options: a bad one is one line and exit 2 before anything is started or written;
-`--cluster NAME` names a second cluster with its own config file, state and ports (no Slurm needed here)."""
+`--cluster NAME` names a second cluster with its own config file, state and ports; `--plain` writes a partition
+with no OverSubscribe, as a site's (no Slurm needed here)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,10 @@ def script(*args: str) -> subprocess.CompletedProcess[str]:
     (("status", "--bogus"), "status: unknown option '--bogus'"),
     (("up", "--nodes", "0"), "--nodes 0: expected 1..999"),
     (("up", "--nodes", "x", "--cluster", "scale"), "--nodes 'x': expected a whole number"),
+    (("down", "--plain"), "down: --plain is an option of up"),
+    (("status", "--cpus", "2"), "status: --cpus C is an option of up"),
+    (("up", "--cpus", "0"), "--cpus '0': expected a whole number 1.."),
+    (("up", "--cpus", "100000"), "--cpus 100000: expected 1.."),
 ])
 def test_a_bad_option_is_one_line_exit_2(args: tuple[str, ...], says: str) -> None:
     p = script(*args)
@@ -52,3 +57,34 @@ def test_status_of_a_cluster_never_brought_up_says_so() -> None:
     p = script("status", "--cluster", "neverup")
     assert p.returncode == 1 and ("not configured by this script" in p.stdout or "not installed" in p.stdout), p
     assert not Path("/etc/slurm-neverup").exists()
+
+
+def _conf(tmp: Path, *options: str) -> str:
+    """The slurm.conf `up OPTIONS` writes, rendered into `tmp` (the script's own functions; nothing started)."""
+    p = subprocess.run([BASH, "-c", f'source <(sed -n "/^instance() {{/,/^}}/p;/^write_conf() {{/,/^}}/p;'
+                        f'/^up_only() {{/,/^}}/p;/^parse_opts() {{/,/^}}/p;/^NODES=/,/^HOST=/p" {SLURM_SCRIPT}); '
+                        f'parse_opts up {" ".join(options)} && CONF_DIR={tmp} CONF={tmp}/slurm.conf && write_conf '
+                        f'&& cat {tmp}/slurm.conf.tmp'],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def test_plain_writes_a_partition_as_a_site_does(tmp_path: Path) -> None:
+    """Default: up to 4 jobs share a node (the suite's runs side by side); --plain: no OverSubscribe line, Slurm's
+    default NO (slurm.conf(5)), and --cpus C CPUs per node."""
+    own = _conf(tmp_path)
+    assert re.search(r"^PartitionName=debug .* OverSubscribe=FORCE:4$", own, re.M) and " CPUs=2 " in own
+    site = _conf(tmp_path, "--plain", "--cpus", "1")
+    assert "OverSubscribe" not in site and re.search(r"^PartitionName=debug .*State=UP$", site, re.M)
+    assert re.search(r"^NodeName=node\[1-3\] .* CPUs=1 ", site, re.M), site
+
+
+def test_the_suites_named_clusters_do_not_share_ports() -> None:
+    """The suite's named clusters run beside each other in one test run: each its own slurmctld and slurmd ports."""
+    names = ("alt", "scale", "hostset", "site")  # conftest.ALT, test_cluster_scale, _hostset, _site
+    p = subprocess.run([BASH, "-c", f'source <(sed -n "/^instance() {{/,/^}}/p" {SLURM_SCRIPT}); '
+                        f'for c in {" ".join(names)}; do instance $c; echo "$CTLD_PORT $BASE"; done'],
+                       capture_output=True, text=True, timeout=30)
+    rows = p.stdout.split("\n")[:len(names)]
+    assert len({r.split()[0] for r in rows}) == len({r.split()[1] for r in rows}) == len(names), rows
