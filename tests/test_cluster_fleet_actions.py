@@ -322,3 +322,15 @@ def test_jobs_per_node_from_the_default_partitions_oversubscribe(monkeypatch, mo
             f"PartitionName=debug Default=YES OverSubscribe={mode} Nodes=node[1-3] TotalCPUs=6\n")
     monkeypatch.setattr(slurm, "call", lambda argv, timeout=0: text)
     assert avail.jobs_per_node() == jobs
+
+
+def test_a_one_task_arrays_pending_task_is_seen(monkeypatch):
+    """Seen on the local cluster: a one-node run's array is never split; scontrol shows its one task as
+    'ArrayTaskId=0%1', and the collector saw no task at all (so never its pending reason)."""
+    text = ("JobId=43 ArrayJobId=43 ArrayTaskId=0%1 JobState=PENDING Reason=ReqNodeNotAvail,_UnavailableNodes:node1 "
+            "ExitCode=0:0 RunTime=00:00:00 NodeList=(null)\n"
+            "JobId=44 ArrayJobId=44 ArrayTaskId=3-9%4 JobState=PENDING Reason=JobArrayTaskLimit NodeList=(null)\n")
+    monkeypatch.setattr(slurm, "call", lambda argv, timeout=0: text)
+    states = slurm.task_states("43")
+    assert list(states) == [0] and states[0].job_id == "43" and states[0].state == "PENDING"
+    assert states[0].reason.startswith("ReqNodeNotAvail") and states[0].node == ""

@@ -116,15 +116,21 @@ def waiting_note(reason: str, node: str, info: slurm.NodeInfo | None) -> str:
             "when it last tried the task; waiting (within the run's deadline)")
 
 
-def jobs_per_node(partition: str | None = None) -> int:
-    """How many jobs that ask for --exclusive (every `cluster run` task does) one node of `partition` (default:
-    the default partition) runs at once: k under OverSubscribe=FORCE:k, else 1.  slurm.conf(5): FORCE makes
-    every resource available for oversubscription "without any means for users to disable it" (FORCE alone:
-    FORCE:4); NO and EXCLUSIVE never share a node, and under YES a job's --exclusive keeps its nodes."""
-    for line in slurm.call(["scontrol", "--local", "show", "partition", "-o", *([partition] if partition else [])]
+def partition(name: str | None = None) -> dict[str, str]:
+    """`name`'s settings (default: the default partition's), as `scontrol show partition -o` prints them
+    (PartitionName, OverSubscribe, Nodes, ...); {} when there is no such partition."""
+    for line in slurm.call(["scontrol", "--local", "show", "partition", "-o", *([name] if name else [])]
                            ).splitlines():
         kv = dict(slurm.KV.findall(line))
-        if partition or kv.get("Default") == "YES":
-            mode, _, k = kv.get("OverSubscribe", "NO").partition(":")
-            return (int(k) if k.isdigit() else 4) if mode == "FORCE" else 1
-    return 1
+        if name or kv.get("Default") == "YES":
+            return kv
+    return {}
+
+
+def jobs_per_node(name: str | None = None) -> int:
+    """How many jobs that ask for --exclusive (every `cluster run` task does) one node of partition `name`
+    (default: the default partition) runs at once: k under OverSubscribe=FORCE:k, else 1.  slurm.conf(5): FORCE
+    makes every resource available for oversubscription "without any means for users to disable it" (FORCE
+    alone: FORCE:4); NO and EXCLUSIVE never share a node, and under YES a job's --exclusive keeps its nodes."""
+    mode, _, k = partition(name).get("OverSubscribe", "NO").partition(":")
+    return (int(k) if k.isdigit() else 4) if mode == "FORCE" else 1

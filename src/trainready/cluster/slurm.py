@@ -198,7 +198,7 @@ def task_states(job: str, known: dict[int, str] | None = None) -> dict[int, Task
     out: dict[int, TaskState] = {}
     for line in text.splitlines():
         kv = dict(KV.findall(line))
-        idx = kv.get("ArrayTaskId", "")
+        idx = kv.get("ArrayTaskId", "").split("%")[0]  # "0%1": a one-task array, never split (its throttle after %)
         if not idx.isdigit():
             continue  # the still-unsplit pending rest of the array ("3-9%4")
         nodes_ = kv.get("NodeList", "")
