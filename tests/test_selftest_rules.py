@@ -1,7 +1,8 @@
 """The self-test's own rules: a case is judged or not applicable (with the reason), expectations follow the
 world size, an `error` result is "broke", each expectation is its detector's own line, a family's control run
 must pass first, a failed preparation step is "broke", no case runs a GPU spec on the CPU, and the cases that
-plant a figure after measuring say so in --list."""
+plant a figure after measuring say so in --list; the cluster cases run on the nodes the cluster has, one run at a
+time where its partition lets no two jobs share a node."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from evidence_records import run_main
+
+from trainready.cluster import slurm
+from trainready.errors import SlurmError
+from trainready.selftest import prepare, schedule
 
 from trainready.selftest.cases import CASES, Case
 from trainready.selftest.prepare import placeholders, unmet
@@ -106,3 +113,45 @@ def test_list_says_which_cases_prove_the_judge_not_the_measurement() -> None:
     assert p.returncode == 0, p.stderr
     marked = {line.split()[0] for line in p.stdout.splitlines() if "proves the judge, not the measurement" in line}
     assert marked == {"throughput.slow_gpu", "cluster.slow", "cluster.drift"}
+
+
+@pytest.mark.parametrize("mode, lanes", [("FORCE:4", 3), ("FORCE:2", 2), ("NO", 1), ("YES:4", 1), ("EXCLUSIVE", 1)])
+def test_cluster_cases_share_nodes_only_where_the_partition_lets_them(monkeypatch: pytest.MonkeyPatch, mode: str,
+                                                                      lanes: int) -> None:
+    """On a site's partition (OverSubscribe=NO) a case whose tasks found their nodes held by another case's was
+    called not tested (node2 busy with another lane's case); there the cluster cases run one at a time."""
+    line = f"PartitionName=debug Default=YES OverSubscribe={mode} Nodes=site[1-3]\n"
+    monkeypatch.setattr(slurm, "call", lambda argv, timeout=0, stdin=None: line)
+    assert schedule.slurm_lanes() == lanes
+
+
+def test_no_slurm_answering_means_one_lane(monkeypatch: pytest.MonkeyPatch) -> None:
+    def gone(argv: list[str], timeout: float = 0, stdin: str | None = None) -> str:
+        raise SlurmError("scontrol: not found")
+
+    monkeypatch.setattr(slurm, "call", gone)
+    assert schedule.slurm_lanes() == 1
+
+
+def test_cluster_cases_name_the_first_three_usable_nodes_of_the_default_partition(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not node1..node3 whatever the cluster: a site's nodes, in Slurm's order, a drained one left out."""
+    sinfo = "".join(f"site{k}\t{s}\thost\t{r}\n" for k, s, r in
+                    ((1, "drained", "hw: fan"), (2, "allocated", "none"), (3, "idle", "none"), (4, "mixed", "none"),
+                     (5, "idle", "none")))
+    calls: list[list[str]] = []
+
+    def call(argv: list[str], timeout: float = 0, stdin: str | None = None) -> str:
+        calls.append(list(argv))
+        return "PartitionName=batch Default=YES OverSubscribe=NO\n" if argv[0] == "scontrol" else sinfo
+
+    monkeypatch.setattr(slurm, "call", call)
+    assert [prepare.LAZY[f"node{k}"](tmp_path, 0, []) for k in (1, 2, 3)] == ["site2", "site3", "site4"]
+    assert len(calls) == 2 and calls[1][-2:] == ["-p", "batch"], calls  # asked once for the three
+    fleet = next(c for c in CASES if c.name == "cluster.fail")
+    assert "--nodelist" in fleet.argv and "{node2}" in " ".join(fleet.argv) and fleet.check == "node:{node2}"
+    monkeypatch.setattr(slurm, "call", lambda argv, timeout=0, stdin=None:
+                        "PartitionName=batch Default=YES\n" if argv[0] == "scontrol" else "site1\tidle\th\tnone\n")
+    with pytest.raises(prepare.Unmet, match=r"needs 3 usable nodes in the default partition batch, Slurm has 1 "
+                                            r"\(site1\)"):
+        prepare.fleet_nodes(tmp_path / "other")

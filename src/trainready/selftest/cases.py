@@ -92,11 +92,13 @@ def _resume(plant: str) -> tuple[str, ...]:
 
 
 def _cluster(name: str, plant: str, checks: str = "versions", collective: bool = False) -> tuple[str, ...]:
-    """`cluster run` on the local 3-node Slurm cluster (scripts/local-slurm.sh up), each case its own --results;
-    node1 is the versions reference.  Cases share a command (and so one control run) unless their detector
-    needs the multi-node all_reduce (`collective`: 3 more torch processes per run) or train_step's figure."""
-    return ("cluster", "run", "-N", "3", "--results", f"{{cluster_results}}/{name}", "--spec", "example:local-slurm",
-            "--only", checks, "--reference", "node1", "--time", "2:00" if collective else "1:00",
+    """`cluster run` on the first 3 usable nodes of the default partition ({node1} {node2} {node3}: node1..node3
+    on the local cluster, scripts/local-slurm.sh up), each case its own --results; {node1} is the versions
+    reference.  Cases share a command (and so one control run) unless their detector needs the multi-node
+    all_reduce (`collective`: 3 more torch processes per run) or train_step's figure."""
+    return ("cluster", "run", "--nodelist", "{node1},{node2},{node3}", "--results", f"{{cluster_results}}/{name}",
+            "--spec", "example:local-slurm", "--only", checks, "--reference", "{node1}",
+            "--time", "2:00" if collective else "1:00",
             *(() if collective else ("--no-collective",)), "--plant", plant)
 
 
@@ -195,35 +197,35 @@ CASES: tuple[Case, ...] = (
          clean=(("small_disk", "control_dir"),)),
     # --- the fleet on Slurm (check "node:NAME": that node must be rejected with a matching reason); the cases
     # that wait longest (a time limit, a deadline) first, so the waits overlap the others (selftest/schedule.py)
-    Case("cluster.hang", "node3's acceptance task hangs (the collector cancels it past --time)",
-         _cluster("hang", "cluster.hang=node3"), "node:node3",
+    Case("cluster.hang", "the third node's acceptance task hangs (the collector cancels it past --time)",
+         _cluster("hang", "cluster.hang={node3}"), "node:{node3}",
          r"no result: task \d+ hung: no progress for \d+ s in start-up", needs="slurm"),
-    Case("cluster.vanish", "node2's cross-node task exits at once: no record, its rank never joins",
-         _cluster("vanish", "cluster.vanish=node2", collective=True), "node:node2",
+    Case("cluster.vanish", "the second node's cross-node task exits at once: no record, its rank never joins",
+         _cluster("vanish", "cluster.vanish={node2}", collective=True), "node:{node2}",
          r"cross-node: no cross-node record \(", needs="slurm"),
-    Case("cluster.silent", "node2's rank joins the cross-node all_reduce, then stops (the others wait on it)",
-         _cluster("silent", "cluster.silent=node2", collective=True), "node:node2",
+    Case("cluster.silent", "the second node's rank joins the cross-node all_reduce, then stops (the others wait on "
+         "it)", _cluster("silent", "cluster.silent={node2}", collective=True), "node:{node2}",
          r"collective: rank\(s\) \[\d+\] at fault in the all_reduce", needs="slurm"),
-    Case("cluster.fail", "a check fails on node2 (a corrupted matmul element)",
-         _cluster("fail", "cluster.fail=node2", TRAINING), "node:node2", r"check matmul: FAIL", needs="slurm"),
-    Case("cluster.slow", "node3's throughput at 2% (a slow node)",
-         _cluster("slow", "cluster.slow=node3:0.02", TRAINING), "node:node3",
+    Case("cluster.fail", "a check fails on the second node (a corrupted matmul element)",
+         _cluster("fail", "cluster.fail={node2}", TRAINING), "node:{node2}", r"check matmul: FAIL", needs="slurm"),
+    Case("cluster.slow", "the third node's throughput at 2% (a slow node)",
+         _cluster("slow", "cluster.slow={node3}:0.02", TRAINING), "node:{node3}",
          r"slow: .*train_tokens_per_s", needs="slurm", judge_only=True),
-    Case("cluster.drift", "node2 reports another torch version (drift from the reference node1)",
-         _cluster("drift", "cluster.drift=node2"), "node:node2",
+    Case("cluster.drift", "the second node reports another torch version (drift from the reference, the first)",
+         _cluster("drift", "cluster.drift={node2}"), "node:{node2}",
          r"drift: torch.*0\.0\.0\+planted", needs="slurm", judge_only=True),
-    Case("cluster.kill", "node2's acceptance task is killed (SIGKILL)",
-         _cluster("kill", "cluster.kill=node2"),
-         "node:node2", r"no result: task.*signal 9", needs="slurm"),
-    Case("cluster.clock", "node2's clock is 5 s ahead", _cluster("clock", "cluster.clock=node2:5"),
-         "node:node2",
+    Case("cluster.kill", "the second node's acceptance task is killed (SIGKILL)",
+         _cluster("kill", "cluster.kill={node2}"),
+         "node:{node2}", r"no result: task.*signal 9", needs="slurm"),
+    Case("cluster.clock", "the second node's clock is 5 s ahead", _cluster("clock", "cluster.clock={node2}:5"),
+         "node:{node2}",
          r"clock: clock \d+\.\d+ s ahead of the submitting host", needs="slurm"),
-    Case("cluster.storage", "node2 sees another filesystem than --results",
-         _cluster("storage", "cluster.storage=node2"),
-         "node:node2", r"storage: --results is another filesystem here \(st_dev", needs="slurm"),
-    Case("cluster.nofile", "node2's open-files limit is 1024",
-         _cluster("nofile", "cluster.nofile=node2:1024"),
-         "node:node2", r"limits: ulimit -n 1024 <", needs="slurm"),
+    Case("cluster.storage", "the second node sees another filesystem than --results",
+         _cluster("storage", "cluster.storage={node2}"),
+         "node:{node2}", r"storage: --results is another filesystem here \(st_dev", needs="slurm"),
+    Case("cluster.nofile", "the second node's open-files limit is 1024",
+         _cluster("nofile", "cluster.nofile={node2}:1024"),
+         "node:{node2}", r"limits: ulimit -n 1024 <", needs="slurm"),
     # --- checkpoint compatibility across environments: saved by one process, loaded by another
     Case("compat.dtype", "a parameter saved as bfloat16 where the loader expects float32",
          ("resume", "--load-from", "{scratch}/dtype"), "ckpt_compat", r"tensor model\.\S+: dtype differs",

@@ -8,8 +8,8 @@ record, an `error` result, a timeout, a failed preparation step, or its family's
 command with no plant, did not pass).  The self-test fails on any missed or broke case.
 
 Independent cases run side by side (selftest/schedule.py): CPU-bound ones up to a number of lanes set
-by the cores, Slurm ones three at a time beside them, timing-sensitive ones alone at the end; every command
-forked from one interpreter that has torch imported (selftest/zygote.py).
+by the cores, Slurm ones three at a time beside them (one at a time where the partition does not let jobs share
+a node), timing-sensitive ones alone at the end; every command forked from one interpreter that has torch imported (selftest/zygote.py).
 """
 
 from __future__ import annotations
@@ -109,12 +109,14 @@ class Controls:
                 return Verdict("broke", "control preparation", prep_failed(prep))
         digest = hashlib.sha1(repr(key).encode()).hexdigest()[:10]
         record = self.work / f"control-{digest}.json" if case.check else None
-        return judge_control(case.check, run_cli(argv, self.work, record, zygote=self.zygote))
+        return judge_control(_fill(case.check, self.values), run_cli(argv, self.work, record, zygote=self.zygote))
 
 
-def _result(case: Case, argv: tuple[str, ...], expect: str, v: Verdict, seconds: float) -> CaseResult:
-    return CaseResult(case.name, case.fault, case.plants, argv, v.outcome, v.verdict, case.check, v.message, expect,
-                      seconds)
+def _result(case: Case, argv: tuple[str, ...], expect: str, v: Verdict, seconds: float,
+            check: str = "") -> CaseResult:
+    """`check`: the case's check with its placeholders filled ('node:{node2}' → that node), once they are."""
+    return CaseResult(case.name, case.fault, case.plants, argv, v.outcome, v.verdict, check or case.check, v.message,
+                      expect, seconds)
 
 
 def _lazy(case: Case, values: dict[str, str], gpus: int) -> str:
@@ -154,4 +156,5 @@ def run_case(case: Case, values: dict[str, str], gpus: int, work: Path, controls
             return _result(case, argv, expect, Verdict("broke", "preparation", prep_failed(prep)),
                            time.perf_counter() - t0)
     run = run_cli(argv, work, work / f"{case.name}.json" if case.check else None, zygote=controls.zygote)
-    return _result(case, argv, expect, judge_case(case.check, expect, run), time.perf_counter() - t0)
+    check = _fill(case.check, values)
+    return _result(case, argv, expect, judge_case(check, expect, run), time.perf_counter() - t0, check)

@@ -2,8 +2,8 @@
 
 Each case is its own fresh process (or two, with its family's control run), so cases that share nothing
 can run at once: CPU-bound runs hold one of `lanes` lanes (from the cores: 4 gloo ranks of a case keep
-about two cores busy), Slurm runs go SLURM_LANES at a time on lanes of their own beside them (most of a
-cluster case is waiting: on a time limit, a deadline, the collector's poll), and timing-sensitive cases
+about two cores busy), Slurm runs go up to SLURM_LANES at a time on lanes of their own beside them where the
+partition lets that many jobs share a node, else one at a time (slurm_lanes), and timing-sensitive cases
 (`Case.exclusive`: a busbw judged against a calibration measured in the same run) run alone after
 everything else.  Every command is forked from one zygote (zygote.py).  Results come back in the table's
 order.
@@ -28,10 +28,24 @@ from trainready.selftest.zygote import Zygote
 
 CORES_PER_LANE = 2  # a case's 4 gloo ranks (or a GPU case's host side) keep about two cores busy
 MAX_LANES = 6  # GPU cases share one GPU: beyond this the host's CUDA contexts and launches contend
-# `cluster run`s at once: the local cluster's partition lets 4 jobs share a node (scripts/local-slurm.sh,
-# OverSubscribe=FORCE:4), so three runs over the same 3 nodes proceed side by side (elsewhere they would
-# queue); most of their time is a wait (a time limit, a rendezvous deadline), not CPU.
+# `cluster run`s at once, at most: the local cluster's partition lets 4 jobs share a node (scripts/local-slurm.sh,
+# OverSubscribe=FORCE:4), so three runs over the same 3 nodes proceed side by side; most of their time is a wait
+# (a time limit, a rendezvous deadline), not CPU.
 SLURM_LANES = 3
+
+
+def slurm_lanes() -> int:
+    """`cluster run`s at once: every case runs on the same 3 nodes, each task asking for its node --exclusive,
+    so side by side only where the default partition lets that many such jobs share a node
+    (OverSubscribe=FORCE:k, avail.jobs_per_node); elsewhere (a site's partition: NO) one at a time, so no case
+    counts on a node another case holds (its tasks would wait on it, and its run's deadline would not)."""
+    from trainready.cluster import avail
+    from trainready.errors import SlurmError
+
+    try:
+        return max(1, min(SLURM_LANES, avail.jobs_per_node()))
+    except SlurmError:
+        return 1  # no Slurm answering: the cluster cases are not applicable here anyway
 
 
 def lanes_for(cores: int | None = None) -> int:
@@ -56,7 +70,7 @@ def run_all(cases: Sequence[Case], values: dict[str, str], gpus: int, work: Path
 
     slurm = [i for i, c in enumerate(cases) if c.needs == "slurm" and not c.exclusive]
     local = [i for i, c in enumerate(cases) if c.needs != "slurm" and not c.exclusive]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=SLURM_LANES) as queue, \
+    with concurrent.futures.ThreadPoolExecutor(max_workers=slurm_lanes() if slurm else 1) as queue, \
             concurrent.futures.ThreadPoolExecutor(max_workers=lanes or lanes_for()) as pool:
         futures = [queue.submit(one, i) for i in slurm] + [pool.submit(one, i) for i in local]
         for f in futures:
