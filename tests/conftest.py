@@ -11,16 +11,9 @@ from pathlib import Path
 
 import pytest
 
-# The suite runs 4 workers on 2 cores, and every test process starts more (CLI runs, ranks, Slurm tasks, which
-# inherit it through sbatch's default --export=ALL).  OpenMP's default wait policy spins a finished thread on
-# its core before it sleeps (libgomp: GOMP_SPINCOUNT), taking the core from the others: 4 concurrent
-# `node --only versions,matmul,train_step` runs took 33 CPU s busy with the default, 25 with PASSIVE (2-core
-# x86 VM).  Set before anything here imports torch (libgomp reads it when it loads); a value given is kept.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-# One intra-op thread per test process (and per CLI run, rank and Slurm task it starts): the suite is CPU-bound
-# (/proc/stat: 96% busy over a whole run on the 2-core VM), and torch's default of one thread per core has 4
-# workers' processes each run 2 threads that wait on one another.  Ranks set their own (ranks/launch.py).
-os.environ.setdefault("OMP_NUM_THREADS", "1")
+# No thread settings in the environment: the CLI runs, ranks and Slurm tasks that tests start run the program a
+# user runs, in the user's environment (the ranks' threads and OpenMP wait policy are the launcher's own:
+# ranks/launch.py, ranks/omp.py).  A test that needs other settings passes them to what it starts, saying why.
 
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src"
@@ -36,6 +29,24 @@ def _has_gpu() -> bool:
 
 
 HAS_GPU = _has_gpu()
+
+
+def _share_the_cores() -> None:
+    """This test process's own intra-op threads (not its environment: what it starts is unaffected): xdist's
+    workers share the cores as a launch's ranks do, so each gets its share as a rank does (ranks/launch.py):
+    one thread each for -n 2 or -n 4 on 2 cores.  With torch's default of one per core, 8 in-process modules
+    (train_step, matmul, evidence, ...) at -n 2 took 60 CPU s instead of 48 (2-core x86 VM, other work on it),
+    the threads waiting on one another's cores.  A serial run keeps torch's default."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        import torch
+
+        from trainready.util.devices import usable_cores
+
+        torch.set_num_threads(max(1, usable_cores() // workers))
+
+
+_share_the_cores()
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # pytest-xdist's workers start with COLUMNS=80 LINES=24 (execnet); a serial run has neither, so rich
