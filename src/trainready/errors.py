@@ -118,3 +118,16 @@ class SlurmError(TrainreadyError):
     Exit 2: like a usage error, it is about where trainready runs (no Slurm here, a bad partition), not a verdict."""
 
     exit_code = 2
+
+
+class ControllerDown(SlurmError):
+    """slurmctld did not answer a Slurm command (down, restarting, failing over, or munge refusing for a moment).
+
+    Not a verdict on anything: a fleet command waits for the controller (cluster/outage.py) before it gives up.
+    `unsent`: the request never reached a controller (no connection, no credential), so sending it again cannot
+    do anything twice."""
+
+    def __init__(self, message: str, detail: str, unsent: bool) -> None:
+        self.detail = detail
+        self.unsent = unsent
+        super().__init__(message)

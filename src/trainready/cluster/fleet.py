@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from trainready.cluster import avail, collective, crosschecks, guard, history, ledger, run, slurm
+from trainready.cluster import (avail, collective, crosschecks, guard, history, ledger, outage, run, runstate,
+                                slurm)
 from trainready.cluster.layout import CROSS_SCHEMA, cross_record, read_json
 from trainready.cluster.options import FleetOptions, time_seconds
 from trainready.cluster.remeasure import remeasure
@@ -48,18 +49,50 @@ def judge_cross(opts: FleetOptions, spec: NodeSpec, nodes: list[str]) -> tuple[l
     return results, findings
 
 
+def submit_array(here: FleetOptions, nodes: list[str], gpus: int) -> str:
+    """The acceptance array's job id: the one this run's state records (attaching never submits twice), else a new
+    array, its id recorded before it is pinned.  An array whose collector went away while pinning it is pinned
+    again only while Slurm still holds it (a released array's tasks may already run)."""
+    st = runstate.read(here.results)
+    if not st.get("job"):
+        job = run.submit(here, nodes, gpus, lambda j: runstate.save(here.results, job=j, phase="pinning"))
+    else:
+        job = str(st["job"])
+        if st.get("phase") == "pinning" and "JobHeldUser" in slurm.call(["scontrol", "--local", "show", "job", "-o", job]):
+            slurm.pin(job, nodes)
+    if st.get("phase", "pinning") == "pinning":
+        runstate.save(here.results, phase="accepting")
+    return job
+
+
+def heard(here: FleetOptions, w: run.Watch, line: str) -> None:
+    """A new progress line: kept in the run's state, and what a silent controller's wait says when it gives up."""
+    runstate.save(here.results, watch=runstate.watch_doc(w))
+    p = outage.current()
+    if p is not None:
+        p.known = line
+
+
 def accept_nodes(here: FleetOptions, sel: avail.Selection, gpus: int, say: run.Progress) -> tuple[str, list[NodeInput]]:
     """(job id, inputs): the array over the nodes that can be tested, waited for and gathered, plus the nodes
-    not tested, in the order asked for."""
+    not tested, in the order asked for.  An array this run already submitted (runstate.py) is picked up."""
     sel.say_not_tested(say)
     nodes = list(sel.nodes)
     job, inputs = "", []
     if nodes:
-        say(f"accepting {len(nodes)} node(s): {', '.join(nodes[:8])}{' ...' if len(nodes) > 8 else ''} (records in "
-            f"{here.results})")
-        job = run.submit(here, nodes, gpus)
-        waves = -(-len(nodes) // max(1, here.concurrency))  # ceil: K tasks run at a time
-        inputs = run.gather(here, nodes, run.wait(job, nodes, time_seconds(here.time_limit), waves, say))
+        st = runstate.read(here.results)
+        if st.get("job"):
+            say(f"job {st['job']}: picked up where it is ({len(nodes)} node(s); nothing resubmitted)")
+        else:
+            say(f"accepting {len(nodes)} node(s): {', '.join(nodes[:8])}{' ...' if len(nodes) > 8 else ''} (records "
+                f"in {here.results})")
+        job = submit_array(here, nodes, gpus)
+        w = runstate.watch_from(st.get("watch"))
+        if st.get("phase") != "accepted":
+            waves = -(-len(nodes) // max(1, here.concurrency))  # ceil: K tasks run at a time
+            w = run.wait(job, nodes, time_seconds(here.time_limit), waves, say, w, lambda w_, line: heard(here, w_, line))
+            runstate.save(here.results, phase="accepted", watch=runstate.watch_doc(w))
+        inputs = run.gather(here, nodes, w)
     inputs += [NodeInput(n, None, not_tested=why) for n, why in sel.not_tested.items()]
     rank = {n: i for i, n in enumerate(sel.order)}
     return job, sorted(inputs, key=lambda ni: rank.get(ni.node, len(rank)))
@@ -85,21 +118,67 @@ def cross_nodes(opts: FleetOptions, inputs: list[NodeInput],
                              for ni in inputs], info
 
 
+def begin(opts: FleetOptions, kind: str, say: run.Progress) -> tuple[FleetOptions, avail.Selection, str]:
+    """A new run: its nodes chosen, its folder RESULTS/runs/ID/ made, its state started (runstate.py)."""
+    import dataclasses
+
+    sel = run.select_nodes(opts)
+    here = dataclasses.replace(opts, results=history.new_run_dir(opts.results, kind))
+    started = history.now()
+    runstate.claim(here.results)
+    runstate.save(here.results, kind=kind, started=started, options=runstate.options_doc(opts),
+                  selection=runstate.selection_doc(sel))
+    p = outage.current()
+    if p is not None:
+        p.pickup = attach_command(here.results)
+    say(f"run {here.results.name} (if this command stops, `{attach_command(here.results)}` picks the run up)")
+    return here, sel, started
+
+
+def attach_command(run_dir: Path) -> str:
+    import shlex
+
+    return f"trainready cluster attach --results {shlex.quote(str(run_dir.parent.parent))} {run_dir.name}"
+
+
+def cross_step(opts: FleetOptions, here: FleetOptions, spec: NodeSpec, inputs: list[NodeInput],
+               say: run.Progress) -> tuple[list[NodeInput], list[Any], list[Any]]:
+    """(inputs, cross results, findings): the cross-node step over the nodes with a record, once per run: its
+    nodes are kept in the run's state, and a step the run already finished is not run again."""
+    import dataclasses
+
+    st = runstate.read(here.results).get("cross")
+    if st is None:
+        with_record, inputs, info = cross_nodes(here, inputs, say)
+        st = runstate.save(here.results, cross={"nodes": with_record, "gone": {ni.node: ni.not_tested for ni in inputs
+                           if ni.record is not None and ni.not_tested}})["cross"]
+    else:
+        gone = dict(st.get("gone") or {})
+        inputs = [dataclasses.replace(ni, not_tested=gone[ni.node]) if ni.node in gone else ni for ni in inputs]
+        with_record, info = list(st["nodes"]), slurm.nodes(list(st["nodes"])) if st["nodes"] else {}
+    if not (opts.cross and with_record):
+        return inputs, [], []
+    if st.get("rc") is None:
+        run.wait_cross(here.results, say)  # a step an earlier collector started, still running: its end
+        rc = run.cross_phase(here, with_record, info, spec.gpu.count, say)
+        runstate.save(here.results, cross={**st, "rc": rc})
+    return (inputs, *judge_cross(here, spec, with_record))
+
+
 def run_fleet(opts: FleetOptions, say: run.Progress, kind: str = "run",
-              base: history.Baseline | None = None) -> FleetVerdict:
-    """One run in its own folder RESULTS/runs/ID/ (history.py); `base`: the run a resume is judged against."""
+              base: history.Baseline | None = None, attach: Path | None = None) -> FleetVerdict:
+    """One run in its own folder RESULTS/runs/ID/ (history.py); `base`: the run a resume is judged against;
+    `attach`: that run's folder, picked up where its state says it is (runstate.py), `opts` its options."""
     import dataclasses
 
     spec, source = load_spec(opts.spec)
-    sel = run.select_nodes(opts)
-    started = history.now()
-    here = dataclasses.replace(opts, results=history.new_run_dir(opts.results, kind))
+    if attach is None:
+        here, sel, started = begin(opts, kind, say)
+    else:
+        st = runstate.read(attach)
+        here, sel, started = dataclasses.replace(opts, results=attach), runstate.selection_from(st["selection"]), st["started"]
     job, inputs = accept_nodes(here, sel, spec.gpu.count, say)
-    with_record, inputs, info = cross_nodes(here, inputs, say)
-    cross_results, findings = [], []
-    if opts.cross and with_record:
-        run.cross_phase(here, with_record, info, spec.gpu.count, say)
-        cross_results, findings = judge_cross(here, spec, with_record)
+    inputs, cross_results, findings = cross_step(opts, here, spec, inputs, say)
     inputs, again_job = remeasure(here, inputs, spec, spec.gpu.count, say, accept_nodes, base.peers if base else ())
     reference = opts.reference or (base.reference if base else None)
     context = {"job_id": job, "remeasure_job_id": again_job or None, "spec_source": source, "results": str(opts.results), "run": str(here.results),
@@ -111,15 +190,20 @@ def run_fleet(opts: FleetOptions, say: run.Progress, kind: str = "run",
                      peers=base.peers if base else ())
     dp = guard.plan(verdict, opts.max_drain)
     verdict = dataclasses.replace(verdict, guard=dp.to_json())
-    if opts.drain:
+    if opts.drain and not runstate.read(here.results).get("drained"):
         ledger.drain_rejected(opts.results, verdict, say, dp)
+        runstate.save(here.results, drained=True)
     return verdict
 
 
 def write_verdict(verdict: FleetVerdict, results: Path) -> Path:
     """The run's own verdict (RESULTS/runs/ID/fleet.json) and RESULTS/fleet.json, the latest with its history;
     returns the latter."""
-    return history.write(verdict.to_json(), results, Path(str(verdict.context["run"])))[1]
+    run_dir = Path(str(verdict.context["run"]))
+    latest = history.write(verdict.to_json(), results, run_dir)[1]
+    if runstate.read(run_dir):
+        runstate.save(run_dir, exit_code=verdict.exit_code, finished=verdict.context.get("finished"))
+    return latest
 
 
 def resume_fleet(opts: FleetOptions, nodes: list[str] | None, say: run.Progress,

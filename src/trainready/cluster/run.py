@@ -40,8 +40,9 @@ GRACE_S = 60.0  # beyond the time limit before the collector gives up on the who
 # limits only periodically (measured here: a 30 s limit was enforced after ~90 s), so waiting for its TIMEOUT
 # would stall every fleet run by up to a minute per overrunning node.
 TASK_GRACE_S = 10.0
-# Marks the collector puts on tasks it cancelled: ran past --time / pending for a reason that cannot clear.
-OVERTIME, STUCK = "OVERTIME", "STUCK"
+# Marks the collector puts on tasks it cancelled: ran past --time / pending for a reason that cannot clear;
+# GONE: a task Slurm no longer knows (ended more than MinJobAge ago, no accounting) while no collector watched.
+OVERTIME, STUCK, GONE = "OVERTIME", "STUCK", "GONE"
 
 Progress = Callable[[str], None]
 
@@ -102,7 +103,8 @@ def batch_script(opts: FleetOptions, gpus: int = 0) -> str:
     return head + f'exec {shlex.join(srun)} --cpus-per-task="$SLURM_CPUS_ON_NODE" {shlex.join(flags + task_command(opts))}\n'
 
 
-def submit(opts: FleetOptions, nodes: list[str], gpus: int = 0) -> str:
+def submit(opts: FleetOptions, nodes: list[str], gpus: int = 0, on_job: Callable[[str], None] | None = None) -> str:
+    """The held array, pinned and released; `on_job` hears its id before the pinning (runstate.py keeps it)."""
     from trainready.util.atomic import atomic_write_text
 
     for sub in ("nodes", "cross", "logs", "job"):
@@ -117,6 +119,8 @@ def submit(opts: FleetOptions, nodes: list[str], gpus: int = 0) -> str:
                                          reservation=opts.reservation, gpus=gpus))
     slurm.pin(job, nodes)
     return job
+    if on_job is not None:
+        on_job(job)
 
 
 @dataclass
@@ -172,7 +176,7 @@ def cancel_stalled(job: str, states: dict[int, slurm.TaskState], nodes: list[str
 
 def progress_line(job: str, nodes: list[str], states: dict[int, slurm.TaskState]) -> tuple[str, int]:
     """('job J: d/n done, r running node(ID) ..., p pending', d)."""
-    done = sum(1 for s in states.values() if s.done or s.state in (OVERTIME, STUCK))
+    done = sum(1 for s in states.values() if s.done or s.state in (OVERTIME, STUCK, GONE))
     running = [f"{nodes[i]}({s.job_id})" for i, s in sorted(states.items()) if s.state == "RUNNING"]
     pending = len(nodes) - done - len(running)
     return (f"job {job}: {done}/{len(nodes)} done, {len(running)} running"
@@ -180,14 +184,20 @@ def progress_line(job: str, nodes: list[str], states: dict[int, slurm.TaskState]
             f"{pending} pending"), done
 
 
-def wait(job: str, nodes: list[str], limit_s: float, waves: int, say: Progress) -> Watch:
+def wait(job: str, nodes: list[str], limit_s: float, waves: int, say: Progress, w: Watch | None = None,
+         heard: Callable[[Watch, str], None] | None = None) -> Watch:
     """Poll (one slurmctld call for the whole array, poll_interval() apart) until every task has ended.  A task
     running past limit_s + TASK_GRACE_S is cancelled (OVERTIME), one pending for a reason that cannot clear
-    is cancelled at once (STUCK); after waves x limit_s + GRACE_S (K tasks at a time) the rest is cancelled."""
-    t0, last, w = time.monotonic(), "", Watch()
+    is cancelled at once (STUCK); after waves x limit_s + GRACE_S (K tasks at a time) the rest is cancelled.
+    `w`: what an earlier collector of this array saw and did (attach); `heard`: told each new progress line."""
+    t0, last, w = time.monotonic(), "", w or Watch()
     deadline_s = waves * limit_s + GRACE_S
     while True:
-        states = slurm.task_states(job, {i: s.job_id for i, s in w.states.items()}) or w.states
+        states = slurm.task_states(job, {i: s.job_id for i, s in w.states.items()})
+        if not states:  # Slurm no longer knows the job: what is unfinished here ended unwatched
+            states = {i: w.states.get(i) or slurm.TaskState(i, f"{job}_{i}", GONE, "", "", "") for i in range(len(nodes))}
+            states = {i: s if s.done or s.state in (OVERTIME, STUCK) else dataclasses.replace(s, state=GONE)
+                      for i, s in states.items()}
         cancel_stalled(job, states, nodes, limit_s, w, say)
         w.states = mark(states, w)
         line, done = progress_line(job, nodes, w.states)
@@ -196,6 +206,8 @@ def wait(job: str, nodes: list[str], limit_s: float, waves: int, say: Progress) 
             last = line
         if done >= len(nodes):
             return w
+            if heard is not None:
+                heard(w, line)
         if time.monotonic() - t0 > deadline_s:
             say(f"job {job}: deadline {deadline_s:.0f} s passed; cancelling the {len(nodes) - done} unfinished task(s)")
             slurm.cancel(job)
@@ -241,6 +253,9 @@ def no_result_reason(s: slurm.TaskState, why: str) -> tuple[str, str]:
     """(cause, reason) of a task that ran but left no record (OVERTIME/TIMEOUT are judged with progress.py)."""
     code = exit_words(s)
     if s.state == "COMPLETED":
+    if s.state == GONE:
+        return ("no result: ended unwatched", f"task {s.job_id} wrote no record ({why}) and Slurm no longer knows "
+                "it (it ended more than MinJobAge ago; the cluster keeps no accounting)")
         return ("no result: wrote no record",
                 f"task {s.job_id} COMPLETED ({code}) but wrote no record ({why}); is --results shared?")
     extra = f"; {s.reason}" if s.reason not in ("", "None") else ""
@@ -309,7 +324,8 @@ def cross_phase(opts: FleetOptions, nodes: list[str], info: Mapping[str, slurm.N
         cmd += ["--plant", f"{k}={v}"]
     flags = opts.container.srun_flags(opts.results) if opts.container else []
     argv = slurm.srun_argv(slurm.hostlist(nodes), len(nodes), opts.time_limit, opts.partition, flags, cmd,
-                           tasks_per_node=max(1, spec_gpus), reservation=opts.reservation, gpus=spec_gpus)
+                           tasks_per_node=max(1, spec_gpus), reservation=opts.reservation, gpus=spec_gpus,
+                           comment=cross_comment(opts.results))
     log = opts.results / "logs" / "cross.out"
     with ClockServer() as server:
         env = dict(os.environ, MASTER_ADDR=first.addr if first else nodes[0],
@@ -326,3 +342,23 @@ def cross_phase(opts: FleetOptions, nodes: list[str], info: Mapping[str, slurm.N
                 say(f"cross-node step still running after --time {opts.time_limit}; stopped (see {log})")
                 return 124
     return p.returncode
+
+
+def cross_comment(run_dir: Path) -> str:
+    """The cross-node step's --comment: names the run, so that a later collector finds the step (wait_cross)."""
+    return f"trainready cross {run_dir}"
+
+
+def wait_cross(run_dir: Path, say: Progress) -> None:
+    """Until this run's cross-node step that an earlier collector started (its srun outlives it) has left
+    Slurm's queue: one squeue a POLL_MAX_S apart."""
+    said = False
+    while True:
+        rows = [r.split("|", 1) for r in slurm.call(["squeue", "-h", "-n", "trainready-cross", "-o", "%i|%k"]).splitlines()]
+        ids = [r[0] for r in rows if len(r) == 2 and r[1] == cross_comment(run_dir)]
+        if not ids:
+            return
+        if not said:
+            say(f"cross-node step {', '.join(ids)}, started by an earlier collector, still running; waiting for its end")
+            said = True
+        time.sleep(POLL_MAX_S)

@@ -7,13 +7,15 @@ exactly; `call` runs one and turns every failure into one `SlurmError` line.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
 from dataclasses import dataclass
 from typing import Sequence
 
-from trainready.errors import SlurmError
+from trainready.cluster import outage
+from trainready.errors import ControllerDown, SlurmError
 
 CALL_TIMEOUT_S = 60.0  # a loaded slurmctld answers in seconds; no answer in a minute means it is not answering
 # Slurm job states after which a job or array task will not run again (squeue(1) "JOB STATE CODES").
@@ -38,16 +40,24 @@ STUCK = frozenset({"ReqNodeNotAvail", "PartitionDown", "PartitionInactive", "Nod
 
 def call(argv: Sequence[str], timeout: float = CALL_TIMEOUT_S, stdin: str | None = None) -> str:
     """Run one Slurm command (`stdin`: the commands it reads, for `scontrol`); its stdout, or one SlurmError
-    line (missing, no answer, non-zero exit)."""
+    line (missing, refused, non-zero exit).  A controller that does not answer is waited for where a fleet
+    command set a Patience (outage.py); an sbatch only when its request surely never arrived."""
+    return outage.through(lambda: _call_once(argv, timeout, stdin), shlex.join(argv[:3]), resend=argv[0] != "sbatch")
+
+
+def _call_once(argv: Sequence[str], timeout: float, stdin: str | None) -> str:
     try:
         p = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, input=stdin)
     except FileNotFoundError:
         raise SlurmError(f"{argv[0]}: not found (run on a Slurm login node; for a test cluster on this host: "
                          "scripts/local-slurm.sh up)") from None
     except subprocess.TimeoutExpired:
-        raise SlurmError(f"{shlex.join(argv[:3])}: no answer within {timeout:.0f} s (is slurmctld up? `sinfo`)") from None
+        words = f"no answer within {timeout:.0f} s"
+        raise ControllerDown(f"{shlex.join(argv[:3])}: {words}", words, unsent=False) from None
     if p.returncode != 0:
         words = " ".join((p.stderr or p.stdout).split()) or f"exit code {p.returncode}"
+        if (down := outage.silent(shlex.join(argv[:3]), words)) is not None:
+            raise down
         raise SlurmError(f"{shlex.join(argv[:3])}: {words[:300]}")
     return p.stdout
 
@@ -124,7 +134,7 @@ def sbatch_argv(script: str, n: int, concurrency: int, time_limit: str, log_patt
 
 def srun_argv(nodelist: str, n: int, time_limit: str, partition: str | None, container_flags: Sequence[str],
               command: Sequence[str], job_name: str = "trainready-cross", tasks_per_node: int = 1,
-              reservation: str | None = None, gpus: int = 0) -> list[str]:
+              reservation: str | None = None, gpus: int = 0, comment: str | None = None) -> list[str]:
     """One step over `nodelist` (the cross-node phase): one task per GPU (tasks_per_node), one per CPU node."""
     argv = ["srun", f"--nodes={n}", f"--ntasks-per-node={tasks_per_node}", f"--nodelist={nodelist}", f"--time={time_limit}",
             f"--job-name={job_name}", "--kill-on-bad-exit=0"] + ([f"--gpus-per-node={gpus}"] if gpus else [])
@@ -132,6 +142,8 @@ def srun_argv(nodelist: str, n: int, time_limit: str, partition: str | None, con
         argv.append(f"--partition={partition}")
     if reservation:
         argv.append(f"--reservation={reservation}")
+    if comment:
+        argv.append(f"--comment={comment}")  # squeue %k: how a later collector finds the step (run.wait_cross)
     return argv + list(container_flags) + list(command)
 
 
@@ -189,12 +201,15 @@ KV = re.compile(r"(\w+)=(\S*)")
 
 def task_states(job: str, known: dict[int, str] | None = None) -> dict[int, TaskState]:
     """Each array task's state from slurmctld (`scontrol show job -o`; records live MinJobAge s after the end),
-    else from accounting (`sacct`; with only a job-completion log, `sacct -c`, whose records carry each
-    task's own job id, mapped back through `known` = {task index: its job id} from earlier polls)."""
+    else, where the cluster keeps them, from accounting (`sacct`) or the job-completion log (`sacct -c`, whose
+    records carry each task's own job id, mapped back through `known` = {task index: its job id}); {} when
+    Slurm no longer knows the job.  A silent controller is waited for (outage.py), never read as "no job"."""
     try:
         text = call(["scontrol", "--local", "show", "job", "-o", job])  # --local: no REQUEST_FED_INFO first
-    except SlurmError:
-        return _from_sacct(job, known or {})
+    except ControllerDown:
+        raise
+    except SlurmError:  # "Invalid job id specified": ended more than MinJobAge ago
+        return _from_accounting(job, known or {})
     out: dict[int, TaskState] = {}
     for line in text.splitlines():
         kv = dict(KV.findall(line))
@@ -217,13 +232,33 @@ def _seconds(text: str) -> float:
     return float(((d * 24 + h) * 60 + mi) * 60 + se)
 
 
-def _from_sacct(job: str, known: dict[int, str]) -> dict[int, TaskState]:
+_CONFIG: dict[str, dict[str, str]] = {}  # SLURM_CONF → slurmctld's configuration, read once
+
+
+def config() -> dict[str, str]:
+    """slurmctld's configuration (`scontrol show config`: 'Key = Value' lines)."""
+    key = os.environ.get("SLURM_CONF", "")
+    if key not in _CONFIG:
+        lines = (line.partition("=") for line in call(["scontrol", "show", "config"]).splitlines())
+        _CONFIG[key] = {k.strip(): v.strip() for k, sep, v in lines if sep}
+    return _CONFIG[key]
+
+
+def _from_accounting(job: str, known: dict[int, str]) -> dict[int, TaskState]:
+    """The tasks' ends from accounting (AccountingStorageType) or the job-completion log (JobCompType
+    jobcomp/filetxt, which `sacct -c` reads); {} where the cluster keeps neither: absent is not an error."""
     fields = ["-n", "-P", "-o", "JobID,State,ExitCode,NodeList"]
+    conf = config()
+    if conf.get("AccountingStorageType", "accounting_storage/none") != "accounting_storage/none":
+        argv = ["sacct", "-j", job, *fields]  # slurmdbd: array tasks as JOB_INDEX
+    elif conf.get("JobCompType") == "jobcomp/filetxt":
+        argv = ["sacct", "-c", "-j", ",".join(sorted(set(known.values()) | {job})), *fields]  # each task's own id
+    else:
+        return {}
     try:
-        text = call(["sacct", "-j", job, *fields])  # slurmdbd: array tasks as JOB_INDEX
+        text = call(argv)
     except SlurmError:
-        ids = ",".join(sorted(set(known.values()) | {job}))
-        text = call(["sacct", "-c", "-j", ids, *fields])  # jobcomp/filetxt: each task under its own job id
+        return {}
     by_id = {v: k for k, v in known.items()}
     out: dict[int, TaskState] = {}
     for line in text.splitlines():

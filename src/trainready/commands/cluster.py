@@ -8,6 +8,8 @@ import typer
 from rich.console import Console
 
 from trainready.cluster.options import FleetOptions
+from trainready.commands import cluster_attach as ca
+from trainready.commands.cluster_attach import wait_option
 from trainready.commands.cluster_options import CHECKS, JOB, NODES, VERDICT, fleet_options
 from trainready.commands.common import (JSON_HELP, check_out_path, evidence_outputs, parse_plants, split_names,
                                         write_evidence_outputs, write_json_doc)
@@ -47,6 +49,11 @@ def _finish(verdict, results: Path, json_path: str | None) -> int:  # type: igno
 def run_cmd(
     fleet: FleetOptions,
     json_path: str = typer.Option(None, "--json", help=JSON_HELP),
+    attach: bool = typer.Option(False, "--attach", help="Pick up the newest unfinished run under --results (as "
+                                "`cluster attach`): nothing submitted again; the run's own options apply."),
+    detach: bool = typer.Option(False, "--detach", help="Submit the run, print its id and return; `cluster "
+                                "attach` collects it later."),
+    controller_wait: float = wait_option(),
 ) -> None:
     """Accept a fleet: every node's acceptance as a Slurm job array, cross-node checks, fleet verdict.
 
@@ -69,12 +76,49 @@ def run_cmd(
       trainready cluster run -N 3 --results /tmp/acc --spec example:local-slurm \\
         --level quick --time 5:00
     """
-    from trainready.cluster.fleet import run_fleet
+    from trainready.cluster.fleet import attach_command, run_fleet
+    from trainready.errors import UsageError
 
     check_out_path(json_path)
     console = Console(stderr=True)
-    verdict = run_fleet(fleet, lambda s: console.print(f"[dim]{s}[/]"))
+    say = lambda s: console.print(f"[dim]{s}[/]", highlight=False)  # noqa: E731
+    if attach and detach:
+        raise UsageError("--attach and --detach: choose one")
+    if attach:
+        raise typer.Exit(ca.attach(fleet.results, None, controller_wait, say,
+                                   lambda v, r: _finish(v, r, json_path)))
+    with ca.patient(controller_wait, say):
+        if detach:
+            run_dir = ca.detach(fleet, say)
+            print(run_dir.name)
+            console.print(f"detached; collect it with: {attach_command(run_dir)}", highlight=False)
+            raise typer.Exit(0)
+        verdict = run_fleet(fleet, say)
     raise typer.Exit(_finish(verdict, fleet.results, json_path))
+
+
+@app.command("attach")
+def attach_cmd(
+    results: str = typer.Option(..., "--results", "-r", help="The --results of the run."),
+    run_id: str = typer.Argument(None, help="RESULTS/runs/RUN_ID (default: the newest unfinished run)."),
+    json_path: str = typer.Option(None, "--json", help=JSON_HELP),
+    controller_wait: float = wait_option(),
+) -> None:
+    """Pick up a run in flight or finished: wait for its tasks, collect the records, run the cross-node step
+    if it has not run, write the verdict.  Nothing is submitted again: a node with a record from the run
+    is never run twice.  A finished run: its verdict file and exit code.  Exit codes as `cluster run`.
+
+    Examples:
+
+    \b
+      trainready cluster attach --results /lustre/acc
+      trainready cluster attach --results /lustre/acc 20261203T210512Z-run
+    """
+    check_out_path(json_path)
+    console = Console(stderr=True)
+    raise typer.Exit(ca.attach(Path(results).resolve(), run_id, controller_wait,
+                               lambda s: console.print(f"[dim]{s}[/]", highlight=False),
+                               lambda v, r: _finish(v, r, json_path)))
 
 
 @app.command("resume")
