@@ -175,8 +175,12 @@ CASES: tuple[Case, ...] = (
          r"comm\.expected_busbw_gbps\.all_reduce", needs="multirank", clean=(("spec_busbw", "spec"),), exclusive=True),
     Case("comm.slow_rank", "one rank sleeps 150 ms before every collective (a straggler)",
          _comm("comm.slow_rank={rank}", "comm.slow_ms=150"), "comm.pairs",
-         r"rank {rank} slow \([\d.]+x the median rank\)",
+         r"rank {rank} slow \([\d.]+x the median in the matrix; alone [\d.]+x pair \d+<->\d+\)",
          covers=("comm.slow_rank", "comm.slow_ms"), needs="multirank"),
+    Case("comm.slow_link", "the link between rank 0 and another rank is slow (each end sleeps 20 ms before every "
+         "exchange with the other)", _comm("comm.slow_link=0-{rank}", "comm.slow_ms=20"), "comm.pairs",
+         r"link 0<->{rank} slow \([\d.]+x the median in the matrix; alone [\d.]+x pair \d+<->\d+\)",
+         needs="multirank"),
     # --- training resumes
     Case("resume.skip_rng", "the resumed run does not restore any RNG state", _resume("resume.skip_rng=1"), "resume",
          r"RNG \w+ was restored: no"),
