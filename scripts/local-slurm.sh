@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A real N-node Slurm cluster on this one host (3 by default), for trainready's tests and CI.
 #
-#   scripts/local-slurm.sh up [--nodes N] [--cluster NAME] [--plain] [--cpus C]
+#   scripts/local-slurm.sh up [--nodes N] [--cluster NAME] [--plain] [--cpus C] [--own-munge]
 #                                           install (apt) what is missing, write the config, start munged,
 #                                           slurmctld and one slurmd per node (node1..nodeN); idempotent;
 #                                           a cluster up with another N, C or --plain is reconfigured to it.
@@ -11,6 +11,9 @@
 #                                           next one waits); without it: OverSubscribe=FORCE:4 (up to 4 jobs
 #                                           share a node whatever they ask, so test runs go side by side).
 #                                           --cpus C: CPUs per node (default 2)
+#                                           --own-munge: a munged of this cluster's own (its socket under the
+#                                           cluster's state, AuthInfo=socket=... in slurm.conf(5)), so a test
+#                                           can restart munge without touching the other clusters
 #                                           LOCAL_SLURM_NO_INSTALL=1: install nothing (the test suite's fixture
 #                                           sets it: tests never change the host's packages); missing
 #                                           slurm-wlm/munge is then a "cannot start" line
@@ -39,6 +42,7 @@ set -u
 NODES=${LOCAL_SLURM_NODES:-3}
 CPUS= CPUS_SET=0  # --cpus C (default 2)
 PLAIN=0  # --plain: 1 = no OverSubscribe in the partition
+OWN_MUNGE=0  # --own-munge: 1 = this cluster's own munged
 # --cpus at most this host's CPUs: every slurmd here reports the host's, and a node that registers with fewer
 # CPUs than slurm.conf gives it is set DRAIN (slurm.conf(5), SlurmdParameters=config_overrides)
 MAX_CPUS=$(nproc 2>/dev/null || echo 1)
@@ -62,6 +66,7 @@ instance() {  # every name and port of cluster $1 ("local": the default cluster,
         CTLD_PID=/var/run/slurmctld-trainready-$NAME.pid
     fi
     CONF=$CONF_DIR/slurm.conf
+    MUNGE_DIR=$STATE/munge  # --own-munge: its socket, pid and seed
     export SLURM_CONF=$CONF  # this script's own sinfo/scontrol, and the daemons it starts
 }
 instance local
@@ -122,15 +127,17 @@ write_conf() {  # the config for these options, as $CONF.tmp (up() compares it w
         cannot "$CONF exists and was not written by this script (a real cluster?); not touching it"
     fi
     mkdir -p "$CONF_DIR"
-    local last=$((BASE + NODES)) share=" OverSubscribe=FORCE:4"
+    local last=$((BASE + NODES)) share=" OverSubscribe=FORCE:4" auth=""
     [ "$PLAIN" = 1 ] && share=""
+    [ "$OWN_MUNGE" = 1 ] && auth="
+AuthInfo=socket=$MUNGE_DIR/munge.socket"
     cat >"$CONF.tmp" <<EOF
 $MARK
 ClusterName=$CLUSTER
 SlurmctldHost=$HOST
 SlurmctldPort=$CTLD_PORT
 SlurmUser=root
-AuthType=auth/munge
+AuthType=auth/munge$auth
 StateSaveLocation=$STATE/ctld
 SlurmctldPidFile=$CTLD_PID
 SlurmctldLogFile=$LOG/slurmctld.log
@@ -156,6 +163,13 @@ KillWait=5
 NodeName=$PREFIX[1-$NODES] NodeHostname=$HOST NodeAddr=$HOST Port=[$((BASE + 1))-$last] CPUs=$CPUS RealMemory=4000 State=UNKNOWN
 PartitionName=debug Nodes=$PREFIX[1-$NODES] Default=YES MaxTime=INFINITE State=UP$share
 EOF
+}
+
+own_munge() {  # this cluster's munged (same key as the host's), its socket in $MUNGE_DIR
+    mkdir -p "$MUNGE_DIR"
+    pid_alive "$MUNGE_DIR/munged.pid" && return 0
+    detached munged --force --socket="$MUNGE_DIR/munge.socket" --pid-file="$MUNGE_DIR/munged.pid" \
+        --log-file="$LOG/munged.log" --seed-file="$MUNGE_DIR/munged.seed" || cannot "munged for $NAME does not start (see $LOG/munged.log)"
 }
 
 pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
@@ -196,6 +210,7 @@ up() {
     fi
     mv "$CONF.tmp" "$CONF"
     mkdir -p "$STATE/ctld" "$LOG" /var/spool/slurmd
+    [ "$OWN_MUNGE" = 1 ] && own_munge
     start_daemons
     wait_idle
     # A node left drained by an earlier test run (trainready: reason) comes back clean.
@@ -222,6 +237,7 @@ down() {
     for f in /var/run/slurmd-"$PREFIX"[0-9]*.pid; do [ -f "$f" ] && kill "$(cat "$f" 2>/dev/null)" 2>/dev/null; done
     for f in /var/run/slurmd-"$PREFIX"[0-9]*.pid; do stop_pidfile "$f"; done
     stop_pidfile "$CTLD_PID"
+    stop_pidfile "$MUNGE_DIR/munged.pid"
     rm -rf "$STATE" /var/spool/slurmd/"$PREFIX"[0-9]* "$LOG"
     if [ -f "$CONF" ] && grep -qF "$MARK" "$CONF"; then rm -f "$CONF"; fi
     if [ -f "$CONF_DIR/cgroup.conf" ] && grep -qF "$MARK" "$CONF_DIR/cgroup.conf"; then rm -f "$CONF_DIR/cgroup.conf"; fi
@@ -249,9 +265,10 @@ parse_opts() {  # $1: the command; then --nodes N, --cpus C, --plain (up only) a
             --cluster) [ $# -ge 2 ] || { echo "local-slurm: --cluster: expected a name" >&2; exit 2; }; name=$2; shift 2 ;;
             --cluster=*) name=${1#--cluster=}; shift ;;
             --plain) up_only "$cmd" --plain; PLAIN=1; shift ;;
+            --own-munge) up_only "$cmd" --own-munge; OWN_MUNGE=1; shift ;;
             --cpus) up_only "$cmd" "--cpus C"; [ $# -ge 2 ] || { echo "local-slurm: --cpus: expected a number" >&2; exit 2; }; CPUS=$2 CPUS_SET=1; shift 2 ;;
             --cpus=*) up_only "$cmd" "--cpus C"; CPUS=${1#--cpus=} CPUS_SET=1; shift ;;
-            *) echo "local-slurm: $cmd: unknown option '$1' (expected --nodes N, --cluster NAME, --plain, --cpus C)" >&2; exit 2 ;;
+            *) echo "local-slurm: $cmd: unknown option '$1' (expected --nodes N, --cluster NAME, --plain, --cpus C, --own-munge)" >&2; exit 2 ;;
         esac
     done
     if [ "$CPUS_SET" = 1 ]; then
@@ -277,5 +294,5 @@ cmd=${1:-}
 [ $# -gt 0 ] && shift
 case "$cmd" in
     up|down|status) parse_opts "$cmd" "$@"; "$cmd" ;;
-    *) echo "usage: $0 up [--nodes N] [--cluster NAME] [--plain] [--cpus C] | down [--cluster NAME] | status [--cluster NAME]" >&2; exit 2 ;;
+    *) echo "usage: $0 up [--nodes N] [--cluster NAME] [--plain] [--cpus C] [--own-munge] | down [--cluster NAME] | status [--cluster NAME]" >&2; exit 2 ;;
 esac

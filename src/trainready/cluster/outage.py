@@ -39,9 +39,11 @@ UNSENT = re.compile(r"\(connect failure\)|Munge encode failed|Connection refused
 def silent(command: str, words: str) -> ControllerDown | None:
     """The error of a Slurm command that failed with `words` (its stderr), when they say the controller did not
     answer; else None (a refusal: a SlurmError of its own)."""
-    if not SILENT.search(words):
+    m = SILENT.search(words)
+    if m is None:
         return None
-    return ControllerDown(f"{command}: {words[-300:]}", words[-300:], bool(UNSENT.search(words)))
+    detail = words[m.start():][:200]
+    return ControllerDown(f"{command}: {detail}", detail, bool(UNSENT.search(words)))
 
 
 def default_bound(ctld_timeout_s: float | None) -> float:

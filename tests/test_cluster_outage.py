@@ -1,0 +1,188 @@
+"""A fleet run outlives its control plane, on a real local cluster of its own (`scripts/local-slurm.sh up --cluster
+outage --own-munge`: its own slurmctld, slurmd and munged, so stopping them disturbs no other test): slurmctld
+stopped longer than a poll and started again, its munged restarted, one node's slurmd restarted under its running
+task, the collector SIGKILLed and the run attached to, a run started --detach'ed, and a controller silent past
+--controller-wait.  Each run's verdicts are those of an undisturbed run, and no node's task runs twice.
+
+Each run: `cluster run -N 3 --only versions --no-collective`, disturbed as soon as its tasks run (they run ~10 s);
+"no task twice" is read from Slurm's own records (scontrol show job: the cluster's MinJobAge=600 keeps them)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import SRC, local_slurm_script, run_cli
+
+CLUSTER = "outage"  # local-slurm.sh: k = cksum % 6 + 1 = 1, apart from alt (4), scale (3), hostset (6), site (2)
+CONF = f"/etc/slurm-{CLUSTER}/slurm.conf"
+ENV = {"SLURM_CONF": CONF}
+CTLD_PID = Path(f"/var/run/slurmctld-trainready-{CLUSTER}.pid")
+MUNGE_PID = Path(f"/var/lib/trainready-{CLUSTER}-slurm/munge/munged.pid")
+RUN = ("--nodes", "3", "--spec", "example:local-slurm", "--only", "versions", "--no-collective",
+       "--time", "3:00")
+QUIET_S = 15.0  # slurmctld stopped this long: longer than the collector's polls (2 s at first, run.POLL_MIN_S)
+
+
+@pytest.fixture(scope="module")
+def outage():  # type: ignore[no-untyped-def]
+    p = local_slurm_script("up", "--cluster", CLUSTER, "--own-munge", timeout=300)
+    if p.returncode == 3:
+        pytest.skip((p.stdout.strip() or p.stderr.strip()).splitlines()[-1])
+    assert p.returncode == 0, p.stderr[-2000:]
+    yield
+    local_slurm_script("down", "--cluster", CLUSTER, timeout=300)
+
+
+def slurm(*argv: str) -> str:
+    return subprocess.run(list(argv), capture_output=True, text=True, env={**os.environ, **ENV}).stdout
+
+
+def start(res: Path, *extra: str) -> subprocess.Popen[str]:
+    env = {**os.environ, **ENV, "PYTHONPATH": str(SRC), "COLUMNS": "160"}
+    return subprocess.Popen([sys.executable, "-m", "trainready", "cluster", "run", "--results", str(res), *RUN,
+                             "--json", f"{res}.json", *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+
+
+def task_running(within_s: float = 120.0) -> None:
+    """Until one acceptance task runs."""
+    end = time.monotonic() + within_s
+    while not slurm("squeue", "-h", "-n", "trainready-accept", "-t", "R", "-o", "%i").strip():
+        assert time.monotonic() < end, "no acceptance task started"
+        time.sleep(0.5)
+
+
+def stop(pidfile: Path) -> None:
+    pid = int(pidfile.read_text())
+    os.kill(pid, signal.SIGTERM)
+    while Path(f"/proc/{pid}").exists():
+        time.sleep(0.1)
+
+
+def verdicts(res: Path) -> tuple[dict[str, tuple[str, tuple[str, ...]]], dict[str, str]]:
+    """({node: (verdict, reasons)}, {cross check: status}) of the run's JSON record."""
+    doc = json.loads(Path(f"{res}.json").read_text())
+    return ({n["node"]: (n["verdict"], tuple(n["reasons"])) for n in doc["nodes"]},
+            {c["name"]: c["status"] for c in doc["cross"]})
+
+
+def tasks_of(res: Path) -> list[str]:
+    """'JOB_INDEX node' of every acceptance task Slurm ran for this run (its records name the run's folder)."""
+    out = slurm("scontrol", "show", "jobs", "-o")
+    return sorted(f"{m['a']}_{m['i']} {m['n']}" for line in out.splitlines() if "JobName=trainready-accept" in line
+                  and str(res) in line and (m := re.search(r"ArrayJobId=(?P<a>\d+) ArrayTaskId=(?P<i>\d+)\b", line))
+                  and (m := {**m.groupdict(), "n": re.search(r" NodeList=(\S+)", line).group(1)}))  # type: ignore[union-attr]
+
+
+def once_each(res: Path) -> None:
+    """One array, one task per node: nothing resubmitted, no task run twice."""
+    tasks = tasks_of(res)
+    assert len(tasks) == 3 and len({t.split("_")[0] for t in tasks}) == 1, tasks
+    assert sorted(t.split()[1] for t in tasks) == [f"{CLUSTER}{k}" for k in (1, 2, 3)], tasks
+
+
+@pytest.fixture(scope="module")
+def undisturbed(outage, tmp_path_factory):  # type: ignore[no-untyped-def]
+    res = tmp_path_factory.mktemp("calm") / "r"
+    p = start(res)
+    out, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err[-3000:]
+    return verdicts(res)
+
+
+def test_slurmctld_stopped_mid_run(undisturbed, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    res = tmp_path / "r"
+    p = start(res)
+    task_running()
+    stop(CTLD_PID)
+    time.sleep(QUIET_S)
+    subprocess.run(["slurmctld", "-f", CONF], check=True, env={**os.environ, **ENV})
+    _, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err[-3000:]
+    assert err.count("slurmctld not answering since") == 1 and "answering again" in err, err[-3000:]
+    assert verdicts(res) == undisturbed
+    once_each(res)
+
+
+def test_collector_killed_then_attached(undisturbed, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    res = tmp_path / "r"
+    p = start(res)
+    task_running()
+    p.send_signal(signal.SIGKILL)
+    p.communicate()
+    a = run_cli("cluster", "attach", "--results", str(res), "--json", f"{res}.json", env=ENV)
+    assert a.returncode == 0, a.stderr[-3000:]
+    assert "nothing resubmitted" in a.stderr, a.stderr[-2000:]
+    assert verdicts(res) == undisturbed
+    once_each(res)
+    again = run_cli("cluster", "attach", "--results", str(res), env=ENV)  # finished: its verdict, nothing run
+    assert again.returncode == 0 and "finished at" in again.stderr, again.stderr[-2000:]
+    once_each(res)
+
+
+def test_detached_then_attached(undisturbed, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    res = tmp_path / "r"
+    d = run_cli("cluster", "run", "--results", str(res), *RUN, "--detach", env=ENV)
+    assert d.returncode == 0, d.stderr[-2000:]
+    run_id = d.stdout.strip()
+    assert (res / "runs" / run_id / "state.json").is_file() and f"cluster attach --results {res} {run_id}" in d.stderr
+    a = run_cli("cluster", "run", "--results", str(res), *RUN, "--attach", "--json", f"{res}.json", env=ENV)
+    assert a.returncode == 0, a.stderr[-3000:]
+    assert verdicts(res) == undisturbed
+    once_each(res)
+
+
+def test_munge_restarted_mid_run(undisturbed, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    res = tmp_path / "r"
+    p = start(res)
+    task_running()
+    stop(MUNGE_PID)
+    time.sleep(5.0)
+    assert local_slurm_script("up", "--cluster", CLUSTER, "--own-munge", timeout=300).returncode == 0  # munged again
+    _, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err[-3000:]
+    assert "Munge encode failed" in " ".join(err.split()) and "answering again" in err, err[-3000:]
+    assert verdicts(res) == undisturbed
+    once_each(res)
+
+
+def test_slurmd_restarted_under_its_task(undisturbed, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    res = tmp_path / "r"
+    p = start(res)
+    task_running()
+    node = slurm("squeue", "-h", "-n", "trainready-accept", "-t", "R", "-o", "%N").split()[0]
+    stop(Path(f"/var/run/slurmd-{node}.pid"))
+    subprocess.run(["slurmd", "-f", CONF, "-N", node], check=True, env={**os.environ, **ENV})
+    _, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err[-3000:]
+    assert verdicts(res) == undisturbed
+    once_each(res)
+
+
+def test_silent_past_the_bound_then_attached(undisturbed, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    res = tmp_path / "r"
+    p = start(res, "--controller-wait", "5")
+    task_running()
+    stop(CTLD_PID)
+    try:
+        _, err = p.communicate(timeout=300)
+    finally:
+        subprocess.run(["slurmctld", "-f", CONF], check=True, env={**os.environ, **ENV})
+    assert p.returncode == 2, err[-3000:]
+    last = " ".join(err.split()).split("trainready: error: ")[-1]
+    assert "past --controller-wait 5 s" in last and "running" in last, last  # what is known: the last progress line
+    pick = re.search(r"pick it up with `(trainready cluster attach [^`]+)`", last)
+    assert pick, last
+    a = run_cli(*pick.group(1).split()[1:], "--json", f"{res}.json", env=ENV)
+    assert a.returncode == 0, a.stderr[-3000:]
+    assert verdicts(res) == undisturbed
+    once_each(res)
