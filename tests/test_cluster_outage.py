@@ -186,3 +186,34 @@ def test_silent_past_the_bound_then_attached(undisturbed, tmp_path) -> None:  # 
     assert a.returncode == 0, a.stderr[-3000:]
     assert verdicts(res) == undisturbed
     once_each(res)
+
+
+def test_rollout_survives_a_controller_restart_inside_a_wave(outage, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """slurmctld stopped while wave 2's tasks run, the rollout collector SIGKILLed meanwhile, slurmctld started,
+    the same rollout command again: wave 1 not redone, wave 2's run picked up (not submitted again), every node
+    accepted."""
+    res = tmp_path / "roll"
+    argv = ["cluster", "rollout", "--nodelist", f"{CLUSTER}[1-3]", "--waves", "1,all", "--results", str(res),
+            "--spec", "example:local-slurm", "--only", "versions", "--no-collective", "--time", "3:00"]
+    env = {**os.environ, **ENV, "PYTHONPATH": str(SRC), "COLUMNS": "160"}
+    p = subprocess.Popen([sys.executable, "-m", "trainready", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=env)
+    end = time.monotonic() + 300
+    while not list(res.glob("waves/wave-2/runs/*/state.json")):
+        assert p.poll() is None and time.monotonic() < end, p.communicate()[1][-3000:]
+        time.sleep(0.5)
+    task_running()
+    stop(CTLD_PID)
+    time.sleep(5.0)
+    p.send_signal(signal.SIGKILL)
+    p.communicate()
+    subprocess.run(["slurmctld", "-f", CONF], check=True, env=env)
+    again = run_cli(*argv, env=ENV)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "wave 1/2: done earlier" in again.stderr and "picking up its unfinished run" in again.stderr
+    doc = json.loads((res / "rollout.json").read_text())
+    assert [w["state"] for w in doc["waves"]] == ["done", "done"]
+    assert sorted(n for w in doc["waves"] for n in w["accepted"]) == [f"{CLUSTER}{k}" for k in (1, 2, 3)]
+    for wave in ("wave-1", "wave-2"):
+        assert len(list(res.glob(f"waves/{wave}/runs/*"))) == 1  # one run per wave: nothing submitted again
+        assert len(tasks_of(res / "waves" / wave)) == (1 if wave == "wave-1" else 2)

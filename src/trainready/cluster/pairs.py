@@ -76,7 +76,8 @@ def make_measure(opts: PairsOptions, addr: Mapping[str, str], say: Callable[[str
         logs = f.results / "pairs" / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         pair_record(f.results, rnd, "a", "b").parent.mkdir(parents=True, exist_ok=True)
-        procs = []
+        slurm.nodes([n for ab in pairs for n in ab])  # a silent controller is waited for (outage.py) before the
+        procs = []  # round's steps start: an srun that cannot reach it would count as the pair's failure
         for a, b in pairs:
             pair_record(f.results, rnd, a, b).unlink(missing_ok=True)
             first = min((a, b), key=_natural)  # rank 0's node in srun's block distribution

@@ -9,7 +9,9 @@
 
 The ledger RESULTS/rollout.json (trainready.rollout/1, written atomically after every state change) makes it
 resumable: killed mid-rollout, the next invocation with the same nodes and waves skips every finished wave
-and re-runs the interrupted one; a stopped wave runs again (after the operator's repair / --revalidate).
+and picks up the interrupted one's run where it is (runstate.py: nothing submitted again); a stopped wave runs
+again (after the operator's repair / --revalidate).  A slurmctld that goes silent inside a wave is waited for
+(outage.py), as in `cluster run`.
 """
 
 from __future__ import annotations
@@ -120,7 +122,7 @@ def run_wave(opts: RolloutOptions, wave: dict[str, Any], canary: tuple[str, dict
     sub = dataclasses.replace(opts.fleet, results=root / "waves" / f"wave-{wave['index']}", nodelist=",".join(wave["nodes"]),
                               count=None, drain=False)
     sub.results.mkdir(parents=True, exist_ok=True)
-    verdict = run_fleet(sub, say)
+    verdict = run_fleet(sub, say, attach=unfinished_run(sub.results, say))
     if canary is not None:
         verdict = canary_drift(verdict, *canary)
     write_verdict(verdict, sub.results)
@@ -129,6 +131,22 @@ def run_wave(opts: RolloutOptions, wave: dict[str, Any], canary: tuple[str, dict
 
         ledger.drain_rejected(root, verdict, say, plan(verdict, opts.fleet.max_drain))
     return verdict
+
+
+def unfinished_run(wave_results: Path, say: Say) -> Path | None:
+    """The wave's run an earlier invocation left unfinished (a state file, no verdict), picked up rather than
+    submitted again (runstate.py); None: the wave runs anew."""
+    from trainready.cluster import runstate
+
+    try:
+        d = runstate.find(wave_results, None)
+    except UsageError:
+        return None
+    if "exit_code" in runstate.read(d):
+        return None
+    say(f"{wave_results.name}: picking up its unfinished run {d.name}")
+    runstate.claim(d)
+    return d
 
 
 def canary_of(results: Path, doc: dict[str, Any]) -> tuple[str, dict[str, str]] | None:

@@ -128,6 +128,7 @@ def resume_cmd(
     fleet: FleetOptions,
     node_names: list[str] = typer.Argument(None, help="Nodes to re-validate (default: every node trainready drained)."),
     json_path: str = typer.Option(None, "--json", help=JSON_HELP),
+    controller_wait: float = wait_option(),
 ) -> None:
     """Return nodes trainready drained to service, once they pass acceptance again.
 
@@ -151,7 +152,9 @@ def resume_cmd(
 
         names = [h for n in names for h in hostnames(n)]
     console = Console(stderr=True)
-    verdict, plan = resume_fleet(fleet, names or None, lambda s: console.print(f"[dim]{s}[/]"))
+    say = lambda s: console.print(f"[dim]{s}[/]", highlight=False)  # noqa: E731
+    with ca.patient(controller_wait, say):
+        verdict, plan = resume_fleet(fleet, names or None, say)
     if verdict is None:
         console.print("nothing to re-validate" + (f" ({len(plan.left)} node(s) left alone)" if plan.left else ""))
         raise typer.Exit(0)

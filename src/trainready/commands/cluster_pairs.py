@@ -11,6 +11,7 @@ from rich.console import Console
 
 from trainready.cluster.options import FleetOptions
 from trainready.commands.cluster import app
+from trainready.commands.cluster_attach import patient, wait_option
 from trainready.commands.cluster_options import JOB, NODES, fleet_options
 from trainready.commands.common import JSON_HELP, check_out_path, parse_plants, write_json_doc
 from trainready.errors import UsageError
@@ -35,6 +36,7 @@ def pairs_cmd(
     max_rounds: int = typer.Option(8, "--max-rounds", help="Give up after this many rounds (the rest: undecided)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the round-1 random matching (same seed, same pairs)."),
     json_path: str = typer.Option(None, "--json", help=JSON_HELP),
+    controller_wait: float = wait_option(),
 ) -> None:
     """Name the slow nodes: all_reduce busbw in rounds of disjoint node pairs, each pair its own Slurm step.
 
@@ -75,7 +77,9 @@ def pairs_cmd(
     if len(names) < 2:
         raise UsageError(f"cluster pairs: {len(names)} node(s) selected; a pair needs two")
     (fleet.results / "pairs").mkdir(parents=True, exist_ok=True)
-    out, why = pr.run_pairs(opts, names, lambda s: console.print(f"[dim]{s}[/]", highlight=False))
+    say = lambda s: console.print(f"[dim]{s}[/]", highlight=False)  # noqa: E731
+    with patient(controller_wait, say):
+        out, why = pr.run_pairs(opts, names, say)
     doc = pr.to_json(out, opts, names, why)
     path = pr.write(doc, fleet.results)
     print_pairs(doc, Console(stderr=json_path == "-"))

@@ -9,6 +9,7 @@ from rich.console import Console
 
 from trainready.cluster.options import FleetOptions
 from trainready.commands.cluster import app
+from trainready.commands.cluster_attach import patient, wait_option
 from trainready.commands.cluster_options import CHECKS, JOB, NODES, VERDICT, fleet_options
 from trainready.commands.common import JSON_HELP, check_out_path, write_json_doc
 from trainready.errors import UsageError
@@ -23,6 +24,7 @@ def rollout_cmd(
     revalidate: bool = typer.Option(False, "--revalidate", help="First re-run acceptance on nodes trainready drained; "
                                     "resume those that pass."),
     json_path: str = typer.Option(None, "--json", help=JSON_HELP),
+    controller_wait: float = wait_option(),
 ) -> None:
     """Accept a new image or driver wave by wave: canary first, then growing waves, never all at once.
 
@@ -48,8 +50,9 @@ def rollout_cmd(
         raise UsageError(f"--max-reject {max_reject}: expected a fraction 0 <= R <= 1")
     sizes = parse_waves(waves)
     console = Console(stderr=True)
-    doc = run_rollout(RolloutOptions(fleet, sizes, max_reject, revalidate), list(select_nodes(fleet).order),
-                      lambda s: console.print(f"[dim]{s}[/]", highlight=False))
+    say = lambda s: console.print(f"[dim]{s}[/]", highlight=False)  # noqa: E731
+    with patient(controller_wait, say):
+        doc = run_rollout(RolloutOptions(fleet, sizes, max_reject, revalidate), list(select_nodes(fleet).order), say)
     print_rollout(doc, Console(stderr=json_path == "-"))
     if json_path:
         write_json_doc(doc, json_path, console, "rollout ledger")
