@@ -81,8 +81,14 @@ def test_plain_writes_a_partition_as_a_site_does(tmp_path: Path) -> None:
 
 
 def test_the_suites_named_clusters_do_not_share_ports() -> None:
-    """The suite's named clusters run beside each other in one test run: each its own slurmctld and slurmd ports."""
-    names = ("alt", "scale", "hostset", "site")  # conftest.ALT, test_cluster_scale, _hostset, _site
+    """The suite's named clusters run beside each other in one test run: each its own slurmctld and slurmd ports
+    (every `CLUSTER = "NAME"` of a test module, and conftest's ALT)."""
+    from conftest import ALT
+
+    found = {m.group(1) for f in Path(__file__).parent.glob("test_*.py")
+             for m in re.finditer(r'^CLUSTER = "([a-z]+)"', f.read_text(), re.M)}
+    names = tuple(sorted(found | {ALT}))
+    assert len(names) >= 4, names  # alt, scale, hostset, site at least
     p = subprocess.run([BASH, "-c", f'source <(sed -n "/^instance() {{/,/^}}/p" {SLURM_SCRIPT}); '
                         f'for c in {" ".join(names)}; do instance $c; echo "$CTLD_PORT $BASE"; done'],
                        capture_output=True, text=True, timeout=30)
