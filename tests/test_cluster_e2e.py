@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -34,7 +36,7 @@ def sinfo_reason(node: str) -> tuple[str, str]:
     return state, reason
 
 
-VERDICTS: list[dict[str, bool]] = []  # every run's verdict on its unplanted nodes (stability, last test)
+NODES = ("node1", "node2", "node3")
 
 
 def unplanted(doc) -> dict[str, bool]:
@@ -42,28 +44,64 @@ def unplanted(doc) -> dict[str, bool]:
     return {n["node"]: n["accepted"] for n in doc["nodes"] if n["node"] not in planted}
 
 
+def ledger(res) -> list[dict]:
+    return [json.loads(x) for x in (res / "drain-ledger.jsonl").read_text().splitlines()]
+
+
 @pytest.fixture(scope="module")
 def healthy(local_slurm, tmp_path_factory):
     p, doc = cluster(tmp_path_factory.mktemp("healthy") / "r")
     assert doc is not None, p.stderr[-2000:]
-    VERDICTS.append(unplanted(doc))
     return p, doc
+
+
+@dataclass(frozen=True)
+class Faulty:
+    """The faulty run with --drain, what Slurm said right after it, then `cluster resume` of the three nodes
+    with node1 drained by an administrator, and what Slurm said after that."""
+
+    res: Path
+    p: subprocess.CompletedProcess
+    doc: dict
+    drained: dict[str, tuple[str, str]]  # sinfo (state, reason) per node after the faulty run
+    drain_ledger: list[dict]  # drain-ledger.jsonl after the faulty run
+    resume: subprocess.CompletedProcess
+    resumed: dict[str, tuple[str, str]]  # the same after `cluster resume`, node1 still drained by its admin
+    resume_doc: dict | None
 
 
 @pytest.fixture(scope="module")
 def faulty(local_slurm, tmp_path_factory):
     """fail + drift on node2, slow on node3, with --drain (--max-drain 2: two of three nodes rejected is more
-    than the default 10% allows)."""
+    than the default 10% allows); then `cluster resume`.  Every node is back in service before any test reads
+    the result, so no other test depends on running before or after these."""
     res = tmp_path_factory.mktemp("faulty") / "r"
-    p, doc = cluster(res, "--drain", "--max-drain", "2", "--plant", "cluster.fail=node2", "--plant", "cluster.drift=node2",
-                     "--plant", "cluster.slow=node3:0.02", "--reference", "node1", "--no-collective")
+    try:
+        p, doc = cluster(res, "--drain", "--max-drain", "2", "--plant", "cluster.fail=node2", "--plant",
+                         "cluster.drift=node2", "--plant", "cluster.slow=node3:0.02", "--reference", "node1",
+                         "--no-collective")
+        assert doc is not None, p.stderr[-2000:]
+        drained, drain_ledger = {n: sinfo_reason(n) for n in NODES}, ledger(res)
+        subprocess.run(["scontrol", "update", "nodename=node1", "state=drain", "reason=admin: fan"], check=True)
+        r = run_cli("cluster", "resume", *NODES, "--results", str(res), "--spec", SPEC, "--only", "versions,matmul",
+                    "--time", "5:00", "--json", str(res / "resume.json"), timeout=600)
+        resumed = {n: sinfo_reason(n) for n in NODES}
+        rdoc = json.loads((res / "resume.json").read_text()) if r.returncode == 0 else None
+        return Faulty(res, p, doc, drained, drain_ledger, r, resumed, rdoc)
+    finally:
+        undrain(*NODES)
+
+
+@pytest.fixture(scope="module")
+def killed_hung(local_slurm, tmp_path_factory):
+    p, doc = cluster(tmp_path_factory.mktemp("killed") / "r", "--plant", "cluster.kill=node2", "--plant",
+                     "cluster.hang=node3", "--no-collective", checks="versions", limit="0:30")
     assert doc is not None, p.stderr[-2000:]
-    VERDICTS.append(unplanted(doc))
-    return res, p, doc
+    return p, doc
 
 
 def test_faulty_nodes_rejected_with_their_reasons_healthy_accepted(faulty):
-    _, p, doc = faulty
+    p, doc = faulty.p, faulty.doc
     v = by_node(doc)
     assert p.returncode == 3  # records.PLANTED_EXIT: a planted run's exit code is never a verdict
     assert not v["node2"]["accepted"] and not v["node3"]["accepted"]
@@ -77,34 +115,22 @@ def test_faulty_nodes_rejected_with_their_reasons_healthy_accepted(faulty):
     assert v["node1"]["accepted"], v["node1"]["reasons"]
 
 
-def test_drain_only_rejected_then_resume_restores_ours_and_leaves_admin_drain(faulty, local_slurm):
-    res, _, _ = faulty
-    assert sinfo_reason("node2")[1].startswith("trainready: check matmul")
-    assert sinfo_reason("node3")[1].startswith("trainready: slow")
-    assert "drain" not in sinfo_reason("node1")[0]
-    ledger = [json.loads(x) for x in (res / "drain-ledger.jsonl").read_text().splitlines()]
-    assert [(e["action"], e["node"]) for e in ledger] == [("drain", "node2"), ("drain", "node3")]
-    assert all(e["who"] and e["when"] and e["record"].endswith(f"{e['node']}.json") for e in ledger)
-    subprocess.run(["scontrol", "update", "nodename=node1", "state=drain", "reason=admin: fan"], check=True)
-    try:
-        p = run_cli("cluster", "resume", "node1", "node2", "node3", "--results", str(res), "--spec", SPEC,
-                    "--only", "versions,matmul", "--time", "5:00", "--json", str(res / "resume.json"), timeout=600)
-        assert p.returncode == 0, p.stderr[-2000:]
-        VERDICTS.append(unplanted(json.loads((res / "resume.json").read_text())))
-        assert sinfo_reason("node1") == ("drained", "admin: fan")  # an administrator's drain: untouched
-        assert "drain" not in sinfo_reason("node2")[0] and "drain" not in sinfo_reason("node3")[0]
-        actions = [(e["action"], e["node"]) for e in
-                   (json.loads(x) for x in (res / "drain-ledger.jsonl").read_text().splitlines())]
-        assert ("resume", "node2") in actions and ("resume", "node3") in actions
-    finally:
-        undrain("node1")
+def test_drain_only_rejected_then_resume_restores_ours_and_leaves_admin_drain(faulty):
+    assert faulty.drained["node2"][1].startswith("trainready: check matmul")
+    assert faulty.drained["node3"][1].startswith("trainready: slow")
+    assert "drain" not in faulty.drained["node1"][0]
+    assert faulty.resume.returncode == 0, faulty.resume.stderr[-2000:]
+    assert faulty.resumed["node1"] == ("drained", "admin: fan")  # an administrator's drain: untouched
+    assert "drain" not in faulty.resumed["node2"][0] and "drain" not in faulty.resumed["node3"][0]
+    drains = faulty.drain_ledger
+    assert [(e["action"], e["node"]) for e in drains] == [("drain", "node2"), ("drain", "node3")]
+    assert all(e["who"] and e["when"] and e["record"].endswith(f"{e['node']}.json") for e in drains)
+    actions = [(e["action"], e["node"]) for e in ledger(faulty.res)]
+    assert ("resume", "node2") in actions and ("resume", "node3") in actions
 
 
-def test_killed_and_hung_tasks_are_no_result_with_slurms_reason(local_slurm, tmp_path):
-    p, doc = cluster(tmp_path / "r", "--plant", "cluster.kill=node2", "--plant", "cluster.hang=node3",
-                     "--no-collective", checks="versions", limit="0:30")
-    assert doc is not None, p.stderr[-2000:]
-    VERDICTS.append(unplanted(doc))
+def test_killed_and_hung_tasks_are_no_result_with_slurms_reason(killed_hung):
+    p, doc = killed_hung
     v = by_node(doc)
     assert p.returncode == 3 and doc["drain_list"] == ["node2", "node3"]
     assert v["node2"]["reasons"][0].startswith("no result: task") and "killed by signal 9" in v["node2"]["reasons"][0]
@@ -139,8 +165,9 @@ def test_health_check_drains_its_own_node_never_an_admin_drain(local_slurm, monk
         undrain("node2", "node3")
 
 
-def test_verdicts_are_stable_across_runs():
-    """Every unplanted node of every run above (healthy, faulty, resume, kill/hang: 4 runs, 7 node verdicts)
-    was accepted; benchmarks/cluster_e2e.py repeats the healthy run 10 times."""
-    assert len(VERDICTS) >= 3, "runs above did not record"
-    assert all(all(v.values()) and v for v in VERDICTS), VERDICTS
+def test_verdicts_are_stable_across_runs(healthy, faulty, killed_hung):
+    """Every unplanted node of every run of this module's fixtures (healthy, faulty, resume, kill/hang: 4 runs,
+    7 node verdicts) was accepted; benchmarks/cluster_e2e.py repeats the healthy run 10 times."""
+    assert faulty.resume_doc is not None, faulty.resume.stderr[-2000:]
+    verdicts = [unplanted(d) for d in (healthy[1], faulty.doc, faulty.resume_doc, killed_hung[1])]
+    assert sum(map(len, verdicts)) == 7 and all(all(v.values()) for v in verdicts), verdicts
