@@ -61,12 +61,7 @@ def pairs_cmd(
     from trainready.spec import load_spec
 
     check_out_path(json_path)
-    if confirm < 1 or max_rounds < 1:
-        raise UsageError("--confirm and --max-rounds: expected at least 1")
-    if floor_fraction is not None and not 0 < floor_fraction <= 1:
-        raise UsageError(f"--floor-fraction {floor_fraction}: expected 0 < x <= 1")
-    if expected is not None and not expected > 0:
-        raise UsageError(f"--expected-gbps {expected}: expected GB/s > 0")
+    check_pairing(confirm, max_rounds, floor_fraction, expected)
     gpus = load_spec(fleet.spec)[0].gpu.count
     frac = floor_fraction if floor_fraction is not None else (GPU_FLOOR if gpus else CPU_FLOOR)
     opts = pr.PairsOptions(fleet, PairingOptions(frac, expected, confirm, max_rounds, seed), gpus)
@@ -77,8 +72,7 @@ def pairs_cmd(
     if len(names) < 2:
         raise UsageError(f"cluster pairs: {len(names)} node(s) selected; a pair needs two")
     (fleet.results / "pairs").mkdir(parents=True, exist_ok=True)
-    say = lambda s: console.print(f"[dim]{s}[/]", highlight=False)  # noqa: E731
-    with patient(controller_wait, say):
+    with patient(controller_wait, say := lambda s: console.print(f"[dim]{s}[/]", highlight=False)):
         out, why = pr.run_pairs(opts, names, say)
     doc = pr.to_json(out, opts, names, why)
     path = pr.write(doc, fleet.results)
@@ -87,6 +81,16 @@ def pairs_cmd(
     if json_path:
         write_json_doc(doc, json_path, console, "pairs record")
     raise typer.Exit(1 if out.culprits or out.undecided else 0)
+
+
+def check_pairing(confirm: int, max_rounds: int, floor_fraction: float | None, expected: float | None) -> None:
+    """The pairing options' bounds: one usage line (exit 2) for the first one out of them."""
+    if confirm < 1 or max_rounds < 1:
+        raise UsageError("--confirm and --max-rounds: expected at least 1")
+    if floor_fraction is not None and not 0 < floor_fraction <= 1:
+        raise UsageError(f"--floor-fraction {floor_fraction}: expected 0 < x <= 1")
+    if expected is not None and not expected > 0:
+        raise UsageError(f"--expected-gbps {expected}: expected GB/s > 0")
 
 
 def print_pairs(doc: dict, console: Console) -> None:
