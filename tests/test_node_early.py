@@ -69,7 +69,7 @@ def test_an_unwritable_output_is_refused_before_any_work(argv: list[str], tmp_pa
 def test_a_level_typo_lists_the_levels() -> None:
     p = run_cli("node", "--level", "slow")
     assert p.returncode == 2
-    assert p.stderr.strip().splitlines() == ["trainready: error: --level slow: expected one of light, quick, standard "
+    assert p.stderr.strip().splitlines() == ["trainready: error: --level slow: expected one of light, quick, standard, burn-in "
                                              "(try 'trainready node --help')"]
 
 

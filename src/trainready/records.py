@@ -48,15 +48,16 @@ SEVERITY: dict[Status, int] = {
 class Level(str, enum.Enum):
     """How deep a run goes, each level including the ones before it: `light` is the version chain and the
     manifest alone (one interpreter and torch start-up per node: for exercising fleet orchestration on many
-    nodes, not an acceptance of the hardware), `quick` adds the checks that take seconds, `standard` the rest."""
+    nodes, not an acceptance of the hardware), `quick` adds the checks that take seconds, `standard` every check but the burn-in, `burn-in` that too."""
 
     LIGHT = "light"
     QUICK = "quick"
     STANDARD = "standard"
+    BURN_IN = "burn-in"  # standard, then the burn-in: minutes of sustained load judged over time (docs/burn-in.md)
 
     @property
     def depth(self) -> int:
-        """0 light, 1 quick, 2 standard: a check runs at every level at least as deep as its own."""
+        """0 light, 1 quick, 2 standard, 3 burn-in: a check runs at every level at least as deep as its own."""
         return list(Level).index(self)
 
 

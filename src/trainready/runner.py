@@ -47,10 +47,7 @@ def run_checks(
             res = cls().execute(ctx)
         except Interrupted as exc:  # SIGINT/SIGTERM: the check's ranks are stopped; keep what was judged
             exc.during = exc.during or cls.name
-            results.append(CheckResult(cls.name, cls.title or cls.name, cls.level, Status.ERROR,
-                                       f"interrupted by {exc.signame} during {exc.during}",
-                                       "Not judged: the run was interrupted; run it again.", (),
-                                       time.perf_counter() - t_check))
+            results.append(_interrupted(cls, ctx, exc, time.perf_counter() - t_check))
             exc.partial = report()
             raise
         ctx.previous[res.name] = res
@@ -58,3 +55,19 @@ def run_checks(
         if on_done:
             on_done(res)
     return report()
+
+
+def _interrupted(cls: type[Check], ctx: CheckContext, exc: Interrupted, seconds: float) -> CheckResult:
+    """The interrupted check's result: its own partial verdict where it gives one (Check.interrupted), else
+    'interrupted, not judged'."""
+    try:
+        part = cls.interrupted(ctx, exc.signame)
+    except Exception as err:  # noqa: BLE001 - the way out must not fail: the plain line instead
+        part = None
+        exc.notes.append(f"{cls.name}'s partial record failed: {type(err).__name__}: {err}")
+    if part is not None:
+        return CheckResult(cls.name, cls.title or cls.name, cls.level, part.status, part.message, part.remedy,
+                           part.metrics, seconds, {**part.details, "interrupted": exc.signame})
+    return CheckResult(cls.name, cls.title or cls.name, cls.level, Status.ERROR,
+                       f"interrupted by {exc.signame} during {exc.during}",
+                       "Not judged: the run was interrupted; run it again.", (), seconds)

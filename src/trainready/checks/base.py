@@ -73,6 +73,12 @@ class Check(ABC):
         """Return why this check does not apply here (e.g. no GPU), or None."""
         return None
 
+    @classmethod
+    def interrupted(cls, ctx: CheckContext, signame: str) -> Outcome | None:
+        """What this check measured before SIGINT/SIGTERM stopped it, judged and marked partial (the burn-in);
+        None (the default) records it as interrupted, not judged."""
+        return None
+
     def timeout_for(self, ctx: CheckContext) -> float:
         """Seconds this check may run: `--timeout NAME=SECONDS` (ctx.timeouts), else the class default."""
         return float(ctx.timeouts.get(self.name, self.timeout_s))

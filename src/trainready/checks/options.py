@@ -43,3 +43,5 @@ class CheckOptions:
     """Checkpoint throughput measurement (`trainready resume --throughput`)."""
     compat: CompatOptions | None = None
     """Checkpoint compatibility (`trainready resume --save-only/--load-from`); None when not asked."""
+    burnin_s: float | None = None
+    """`trainready node --duration`: seconds of burn-in; None = the spec's burnin.duration_s."""

@@ -30,6 +30,10 @@ CHECK_PLANTS: dict[str, str] = {
     "train_step.nan": "loss|grad: inject a NaN into the loss, or (any other value) into a gradient",
     "train_step.sdpa": "any: one element of the first SDPA backend's output is off by 1",
     "train_step.adamw": "any: perturb the fused AdamW step so it differs from foreach AdamW",
+    "burnin.slow": "IDX:SECONDS: after SECONDS of burn-in, GPU (or CPU rank) IDX runs each timed GEMM batch 50 "
+                   "times and counts it once (its TFLOP/s falls to a fiftieth)",
+    "burnin.counter": "IDX:COUNTER: GPU (or CPU rank) IDX's after-reading of COUNTER (ecc_uncorrected, xid, ...) is "
+                      "one more than its before-reading (judge-only: planted after reading)",
     "allreduce.hang_rank": "RANK: this rank never joins the all-reduce (hang)",
     "allreduce.wrong_rank": "RANK: this rank contributes a wrong value",
     "allreduce.die_rank": "RANK: this rank's process exits mid-run",

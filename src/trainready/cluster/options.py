@@ -75,6 +75,7 @@ class FleetOptions:
     partition: str | None = None
     spec: str | None = None
     level: Level = Level.STANDARD
+    burnin_s: float | None = None  # --duration: seconds of burn-in on each node (--level burn-in)
     only: tuple[str, ...] | None = None
     skip: tuple[str, ...] | None = None
     time_limit: str = "30:00"

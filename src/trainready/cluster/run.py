@@ -77,6 +77,8 @@ def task_command(opts: FleetOptions) -> list[str]:
     cmd = opts.remote() + ["cluster", "node-task", "--results", str(opts.results), "--level", opts.level.value]
     if opts.spec:
         cmd += ["--spec", str(Path(opts.spec).resolve()) if Path(opts.spec).is_file() else opts.spec]
+    if opts.burnin_s is not None:
+        cmd += ["--duration", f"{opts.burnin_s:g}s"]
     for flag, names in (("--only", opts.only), ("--skip", opts.skip)):
         if names:
             cmd += [flag, ",".join(names)]

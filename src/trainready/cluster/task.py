@@ -24,6 +24,8 @@ from trainready.records import Level
 # Metrics the fleet compares across nodes (name → unit), from the throughput, train_step and pcie checks.
 THROUGHPUT: dict[str, str] = {"gemm_bf16": "TFLOP/s", "hbm_copy": "GB/s", "train_tokens_per_s": "tokens/s",
                               "pcie_h2d": "GB/s", "pcie_d2h": "GB/s"}  # pinned host↔device copies (checks/pcie.py)
+# The burn-in's sustained figures (checks/burnin.py: each GPU's median over the run), compared the same way.
+THROUGHPUT.update({"burnin_gemm_sustained": "TFLOP/s", "burnin_hbm_sustained": "GB/s"})
 SLURM_VARS = ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_STEP_ID", "SLURMD_NODENAME",
               "SLURM_CLUSTER_NAME")
 
@@ -37,6 +39,7 @@ class TaskOptions:
     skip: tuple[str, ...] | None
     plants: Mapping[str, str]
     image: str | None  # the container image reference (Pyxis --container-image), recorded as given
+    burnin_s: float | None = None  # --duration: the burn-in's seconds (None: the spec's burnin.duration_s)
 
 
 def planted_stop(nf: fl.NodeFaults) -> None:
@@ -64,7 +67,9 @@ def accept(opts: TaskOptions) -> int:
     spec, source = load_spec(opts.spec)
     work = Path(tempfile.mkdtemp(prefix=f"trainready-{node}-"))
     try:
-        ctx = CheckContext(spec, work, fl.check_plants(nf))
+        from trainready.checks.options import CheckOptions
+
+        ctx = CheckContext(spec, work, fl.check_plants(nf), CheckOptions(burnin_s=opts.burnin_s))
         report = run_checks("node", checks, ctx, context={"spec_source": source, "node": node},
                             on_start=lambda c: prog.phase(c.name))
     finally:

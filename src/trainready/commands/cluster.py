@@ -170,13 +170,15 @@ def node_task(
     skip: list[str] = typer.Option(None, "--skip"),
     image: str = typer.Option(None, "--image"),
     plant: list[str] = typer.Option(None, "--plant"),
+    duration: str = typer.Option(None, "--duration"),
 ) -> None:
     """One node's acceptance inside a Slurm array task (started by `cluster run`)."""
+    from trainready.burnin import parse_duration
     from trainready.cluster.task import TaskOptions, accept
 
     o, s = split_names(only), split_names(skip)
     opts = TaskOptions(Path(results), spec, level, tuple(o) if o else None, tuple(s) if s else None,
-                       parse_plants(plant, "cluster"), image)
+                       parse_plants(plant, "cluster"), image, parse_duration(duration) if duration else None)
     raise typer.Exit(accept(opts))
 
 

@@ -56,6 +56,8 @@ class FleetArgs:
     """--only: node checks to run (names)."""
     skip: tuple[str, ...] = ()
     """--skip: node checks to leave out (names)."""
+    duration: str | None = None
+    """--duration: the burn-in's length on each node (--level burn-in); each task's time limit is --time plus it."""
     time_limit: str = "30:00"
     """--time: Slurm time limit of each task and step."""
     concurrency: int = 64
@@ -90,8 +92,9 @@ class FleetArgs:
             raise UsageError(f"--nodes {self.nodes}: expected at least 1")
         if self.concurrency < 1:
             raise UsageError(f"--max-parallel {self.concurrency}: expected at least 1")
-        time_seconds(self.time_limit)
-        load_spec(self.spec)  # a bad spec is exit 2 here, not N failed tasks
+        limit_s = time_seconds(self.time_limit)
+        spec = load_spec(self.spec)[0]  # a bad spec is exit 2 here, not N failed tasks
+        limit, burnin_s = burnin_time(self.level, self.only, self.duration, limit_s, spec.burnin.duration_s)
         if self.mounts and not self.image:
             raise UsageError("--container-mounts needs --container-image (Pyxis mounts into a container)")
         planted = parse_plants(list(self.plant), "cluster")
@@ -99,11 +102,29 @@ class FleetArgs:
         return FleetOptions(results=writable_results(self.results), nodelist=self.nodelist, count=self.nodes,
                             partition=self.partition, spec=self.spec, level=self.level,
                             only=tuple(split_names(list(self.only)) or ()) or None,
-                            skip=tuple(split_names(list(self.skip)) or ()) or None, time_limit=self.time_limit,
+                            skip=tuple(split_names(list(self.skip)) or ()) or None, time_limit=limit or self.time_limit,
+                            burnin_s=burnin_s,
                             concurrency=self.concurrency, collective=self.collective, reference=self.reference,
                             drain=self.drain,
                             container=Container(self.image, parse_mounts(list(self.mounts)), self.mount_home)
                             if self.image else None, plants=planted, max_drain=parse_max_drain(self.max_drain))
+
+
+def burnin_time(level: Level, only: tuple[str, ...], duration: str | None, limit_s: int,
+                default_s: float) -> tuple[str, float | None]:
+    """(the task time limit as Slurm's H:MM:SS, the burn-in's seconds) when the nodes run the burn-in: --time
+    (the other checks' allowance) plus its duration (--duration, else the spec's burnin.duration_s); ('', None)
+    when they do not.  --duration without the burn-in is a usage error."""
+    from trainready.burnin import parse_duration
+
+    runs = "burnin" in (split_names(list(only)) or []) if only else level == Level.BURN_IN
+    if not runs:
+        if duration is not None:
+            raise UsageError("--duration: only the burn-in uses it (--level burn-in, or --only burnin)")
+        return "", None
+    seconds = parse_duration(duration) if duration is not None else default_s
+    total = limit_s + int(seconds + 0.999)
+    return f"{total // 3600}:{total % 3600 // 60:02d}:{total % 60:02d}", (seconds if duration is not None else None)
 
 
 def writable_results(text: str) -> Path:
@@ -126,7 +147,7 @@ def writable_results(text: str) -> Path:
 
 JOB = ("results", "partition", "spec", "time_limit", "image", "mounts", "mount_home", "plant")
 NODES = ("nodes", "nodelist")
-CHECKS = ("level", "only", "skip", "concurrency", "collective")
+CHECKS = ("level", "only", "skip", "duration", "concurrency", "collective")
 VERDICT = ("reference", "drain", "max_drain")
 
 _TIME_HELP = "Slurm time limit of each task and step (sbatch/srun --time: M, M:S, H:M:S, D-H:M)."
@@ -140,9 +161,12 @@ _DECLARED: dict[str, tuple[Any, Callable[[Any], Any]]] = {
     "partition": (str, lambda d: typer.Option(d, "--partition", "-p", help="Slurm partition (default: the "
                                               "cluster's default).")),
     "spec": (str, lambda d: typer.Option(d, "--spec", "-s", help=CLUSTER_SPEC_HELP)),
-    "level": (Level, lambda d: typer.Option(d, "--level", "-l", help="Node checks per node: light (versions + manifest: orchestration tests), quick or standard (all).")),
+    "level": (Level, lambda d: typer.Option(d, "--level", "-l", help="Node checks per node: light (versions + manifest: orchestration tests), quick, standard (all but the burn-in) or burn-in (all, then --duration of sustained load).")),
     "only": (list[str], lambda d: typer.Option(d, "--only", help="Node checks to run on each node (comma-separated).")),
     "skip": (list[str], lambda d: typer.Option(d, "--skip", help="Node checks to leave out (comma-separated).")),
+    "duration": (str, lambda d: typer.Option(d, "--duration", help="With --level burn-in: the burn-in's length on each "
+                                             "node (15m, 1h; default: the spec's burnin.duration_s); each task's "
+                                             "time limit becomes --time plus this (docs/burn-in.md).")),
     "time_limit": (str, lambda d: typer.Option(d, "--time", "-t", help=_TIME_HELP)),
     "concurrency": (int, lambda d: typer.Option(d, "--max-parallel", help="Array tasks running at once (sbatch "
                                                 "--array=...%K): bounded so a large fleet does not flood slurmctld.")),

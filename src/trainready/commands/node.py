@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import typer
 from rich.console import Console
@@ -23,7 +23,10 @@ if TYPE_CHECKING:
 
 def node(
     spec: str = typer.Option(None, "--spec", "-s", help=SPEC_HELP),
-    level: Level = typer.Option(Level.STANDARD, "--level", "-l", help="light: versions only; quick: seconds-long checks only; standard: all."),
+    level: Level = typer.Option(Level.STANDARD, "--level", "-l", help="light: versions only; quick: seconds-long checks only; standard: all but the burn-in; burn-in: all, then the burn-in (--duration)."),
+    duration: str = typer.Option(None, "--duration", metavar="TIME", help="Length of the burn-in (15m, 90s, 1h; "
+                                 "default: the spec's burnin.duration_s, 15 min): every GPU under sustained GEMM, "
+                                 "HBM copy and all_reduce, judged over time and by its error counters (docs/burn-in.md)."),
     only: list[str] = typer.Option(None, "--only", help="Run only these checks (comma-separated or repeated)."),
     skip: list[str] = typer.Option(None, "--skip", help="Leave out these checks."),
     json_path: str = typer.Option(None, "--json", help=JSON_HELP),
@@ -62,6 +65,8 @@ def node(
       trainready node --level quick --skip throughput
       trainready node --timeout comm=1200 --timeout resume=1800
       trainready node --spec fleet.toml --image-digest sha256:<64 hex>
+      trainready node --level burn-in --duration 15m --json node.json
+      trainready node --only burnin --duration 5m   # the burn-in alone
       trainready node --health-check   # Slurm HealthCheckProgram
     """
     if health_check:
@@ -71,8 +76,11 @@ def node(
     if list_checks:
         raise typer.Exit(_list(split_names(only), split_names(skip), level))
     node_spec, source = _early(spec, json_path, work, image_digest)
+    from trainready.burnin import parse_duration
+
+    burnin_s = parse_duration(duration) if duration is not None else None
     raise typer.Exit(_node(NodeRun(node_spec, source, level, split_names(only), split_names(skip), json_path, work,
-                                   image_digest, verbose, tuple(timeout or ()), tuple(plant or ()))))
+                                   image_digest, verbose, tuple(timeout or ()), tuple(plant or ()), burnin_s)))
 
 
 @dataclass(frozen=True)
@@ -90,6 +98,7 @@ class NodeRun:
     verbose: bool  # --verbose: every metric in the table
     timeouts: tuple[str, ...]  # --timeout CHECK=SECONDS, as given
     plants: tuple[str, ...]  # --plant NAME=VALUE, as given (tests)
+    burnin_s: float | None = None  # --duration in seconds; None = the spec's burnin.duration_s
 
 
 def _list(only: list[str] | None, skip: list[str] | None, level: Level) -> int:
@@ -106,13 +115,18 @@ def _node(run: NodeRun) -> int:
     from trainready.checks.options import CheckOptions
 
     checks = select(run.only, run.skip, run.level)
+    if run.burnin_s is not None and "burnin" not in {c.name for c in checks}:
+        from trainready.errors import UsageError
+
+        raise UsageError("--duration: only the burn-in uses it (--level burn-in, or --only burnin)")
     timeouts = parse_timeouts(list(run.timeouts), list(REGISTRY))
     faults = parse_plants(list(run.plants), "node")
     given = run.work is not None
     scratch: Path | None = None
     try:
         scratch = workdir(Path(run.work) if run.work else None)
-        ctx = CheckContext(run.spec, scratch, faults, CheckOptions(image_digest=run.image_digest), timeouts=timeouts)
+        ctx = CheckContext(run.spec, scratch, faults, CheckOptions(image_digest=run.image_digest, burnin_s=run.burnin_s),
+                           timeouts=timeouts)
         rc = _accept(checks, ctx, run.source, run.json_path, run.verbose)
     except Interrupted as exc:
         on_interrupt(exc, scratch, given, run.json_path)
@@ -176,6 +190,7 @@ def _run(checks: list[type[Check]], ctx: CheckContext, context: dict[str, Any]) 
         disable=not console.is_terminal,  # off a terminal it would only leave an empty line behind
     ) as progress:
         task = progress.add_task("starting", total=len(checks))
+        ctx.progress = _progress(console, lambda text: progress.update(task, description=text))
         return run_checks(
             "node",
             checks,
@@ -184,6 +199,27 @@ def _run(checks: list[type[Check]], ctx: CheckContext, context: dict[str, Any]) 
             on_done=lambda r: progress.advance(task),
             context=context,
         )
+
+
+# Off a terminal (a log file, a Slurm job's output) a long check's progress is one line per this many seconds.
+LOG_EVERY_S = 60.0
+
+
+def _progress(console: Console, update: Callable[[str], None]) -> Callable[[str], None]:
+    """Where a long check says where it is (CheckContext.progress): the bar's text on a terminal; else a line on
+    stderr at most every LOG_EVERY_S seconds (the burn-in's time left and figures in a job's log)."""
+    import time
+
+    if console.is_terminal:
+        return update
+    last = [time.monotonic()]
+
+    def log(text: str) -> None:
+        if time.monotonic() - last[0] >= LOG_EVERY_S:
+            last[0] = time.monotonic()
+            console.print(text, highlight=False, soft_wrap=True)
+
+    return log
 
 
 def register(app: typer.Typer) -> None:

@@ -150,8 +150,14 @@ def fleet_charts(rec: Record) -> list[Chart]:
     return draw(rec)
 
 
+def burnin_charts(rec: Record) -> list[Chart]:
+    from trainready.report.burnin_charts import burnin_charts as draw
+
+    return draw(rec)
+
+
 CHARTS: dict[str, tuple[Callable[[Record], list[Chart]], ...]] = {
-    "node": (throughput_charts, comm_charts, resume_charts),
+    "node": (throughput_charts, comm_charts, resume_charts, burnin_charts),
     "comm": (comm_charts,),
     "resume": (resume_charts,),
     "plan": (plan_charts,),

@@ -20,20 +20,21 @@ from trainready.report.kinds import Record
 PREFIX = "trainready_"
 STATUSES = ("pass", "warn", "skip", "fail", "error")
 # Record unit → (name suffix, factor to the base unit).  Sources: Prometheus naming practices
-# (base units: seconds, bytes, ratios); GB = 1e9 B (nccl-tests' and trainready's convention).
+# (base units: seconds, bytes, ratios, celsius; hertz the SI unit of a clock); GB = 1e9 B (nccl-tests' and
+# trainready's convention).
 UNITS: dict[str, tuple[str, float]] = {
     "s": ("seconds", 1.0), "ms": ("seconds", 1e-3), "us": ("seconds", 1e-6), "ns": ("seconds", 1e-9),
     "B": ("bytes", 1.0), "GB": ("bytes", 1e9), "GiB": ("bytes", 2.0**30), "MiB": ("bytes", 2.0**20),
     "GB/s": ("bytes_per_second", 1e9), "MB/s": ("bytes_per_second", 1e6),
     "TFLOP/s": ("flops_per_second", 1e12), "tokens/s": ("tokens_per_second", 1.0),
     "1": ("", 1.0), "%": ("ratio", 0.01), "nats": ("nats", 1.0), "elements": ("", 1.0), "errors": ("", 1.0),
-    "GPUs": ("", 1.0), "params": ("", 1.0),
+    "GPUs": ("", 1.0), "params": ("", 1.0), "C": ("celsius", 1.0), "MHz": ("hertz", 1e6),
 }
 # Labels kept from a metric's own labels: each takes a handful of values per node.  Others (message
 # sizes, byte ranges, model names, peak figures) are dropped; a metric whose series would then
 # collide keeps its first value (per-size busbw rows collapse onto the judged average, below).
 KEEP_LABELS = ("gpu", "op", "dtype", "backend", "run", "component", "stat", "rank", "ratio", "device", "tensor",
-               "kind")
+               "kind", "counter")
 # Metrics that exist once per message size: the per-op judged average (comm_busbw_avg) carries them.
 PER_SIZE = ("size_bytes",)
 _NAME_OK = re.compile(r"[^a-zA-Z0-9_]")

@@ -78,6 +78,12 @@ def _node(check: str, plant: str, *extra: str) -> tuple[str, ...]:
     return ("node", "--spec", "{spec}", "--only", check, "--plant", plant, *extra)
 
 
+def _burnin(plant: str) -> tuple[str, ...]:
+    """An 8 s burn-in alone, under the CPU profile's [burnin] thresholds (a 98% fall is the planted slowdown;
+    spec/examples/cpu-default.toml says why 90% on shared cores)."""
+    return ("node", "--spec", "example:cpu-default", "--only", "burnin", "--duration", "8s", "--plant", plant)
+
+
 def _comm(*plants: str, spec: str = "{spec}") -> tuple[str, ...]:
     out = ["comm", "--spec", spec, "--ops", "all_reduce", "-b", "1K", "-e", "16K", "-f", "4", "-w", "1", "-n", "2",
            "--timeout", "20", "--pair-bytes", "64K", "--quiet"]
@@ -144,6 +150,13 @@ CASES: tuple[Case, ...] = (
     Case("throughput.slow_gpu", "GPU 0 reports half its GEMM TFLOP/s and HBM GB/s",
          _node("throughput", "throughput.slow_gpu=0"), "throughput", r"GPU 0 .* = \d+% of [\w ]+ peak \d+ < \d+%",
          needs="gpu", judge_only=True),
+    Case("burnin.slow", "after 3 s of an 8 s burn-in, device 0's GEMM runs at a fiftieth of its speed",
+         _burnin("burnin.slow=0:3"), "burnin",
+         r"(?:GPU 0|rank 0 \(CPU\)): [\d.e+-]+ → [\d.e+-]+ TFLOP/s after \d+ s", exclusive=True),
+    Case("burnin.counter", "device 0's volatile ECC uncorrectable count grows by one during a burn-in",
+         _burnin("burnin.counter=0:ecc_uncorrected"), "burnin",
+         r"(?:GPU 0|rank 0 \(CPU\)): volatile ECC uncorrectable errors \d+ → \d+ \(\+1\)", judge_only=True,
+         exclusive=True),
     Case("train_step.freeze", "one parameter is left without an update",
          _node("train_step", "train_step.freeze=first"), "train_step", r"parameter\(s\) not updated: \S"),
     Case("train_step.nan", "a NaN in a gradient", _node("train_step", "train_step.nan=grad"), "train_step",

@@ -65,6 +65,9 @@ def _validate(spec: NodeSpec, path: str) -> None:
     from trainready.spec.hostpins import validate as validate_host
 
     validate_host(spec, path)
+    from trainready.spec.burnin import validate as validate_burnin
+
+    validate_burnin(spec, path)
 
 
 def spec_to_json(spec: NodeSpec) -> dict[str, Any]:

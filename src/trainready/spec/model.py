@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainready.spec.burnin import BurnInSpec
 from trainready.spec.hostpins import DEFAULT_MATCH
 from trainready.util.strict import doc_field
 
@@ -233,3 +234,4 @@ class NodeSpec:
     fleet: FleetSpec = doc_field(default_factory=FleetSpec, doc="Cross-node checks and fleet verdicts (trainready cluster).")
     compare: CompareSpec = doc_field(default_factory=CompareSpec, doc="Tolerances of `trainready compare` (upgrade gate).")
     host: HostSpec = doc_field(default_factory=HostSpec, doc="Host settings alike on every node; the PCIe copy check.")
+    burnin: BurnInSpec = doc_field(default_factory=BurnInSpec, doc="Burn-in: sustained load, judged over time (docs/burn-in.md).")
