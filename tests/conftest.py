@@ -230,7 +230,8 @@ SLURM_MODULES = ("test_cluster_cli.py", "test_cluster_e2e.py", "test_cluster_fle
 ALT_MODULES = ("test_cluster_gate.py", "test_fleet_history.py", "test_report_html.py")
 # Modules with a local cluster of their own (scripts/local-slurm.sh --cluster NAME, its own slurmctld and
 # nodes): one scope each, so they run beside the 3-node chains in another worker.
-OWN_CLUSTER_MODULES = ("test_cluster_scale.py", "test_cluster_hostset.py", "test_cluster_site.py", "test_cluster_outage.py")
+OWN_CLUSTER_MODULES = ("test_cluster_scale.py", "test_cluster_hostset.py", "test_cluster_site.py", "test_cluster_outage.py",
+                       "test_cluster_outage_scale.py")
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
