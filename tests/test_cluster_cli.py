@@ -192,15 +192,26 @@ def test_task_states_parse_scontrol_and_fall_back_to_sacct(monkeypatch):
     monkeypatch.setattr(slurm, "call", lambda argv, timeout=0: line + "\n")
     assert slurm.task_states("114") == {1: slurm.TaskState(1, "115", "FAILED", "137:0", "node2", "NonZeroExitCode", 34.0)}
 
+    asked, jobcomp = [], "jobcomp/filetxt"
+
     def gone(argv, timeout=0):  # the record aged out of slurmctld; no slurmdbd; the job-completion log answers
-        if argv[:2] == ["scontrol", "show"] or "-c" not in argv:
+        asked.append(argv[0])
+        if argv[:3] == ["scontrol", "show", "config"]:  # what the cluster keeps (scontrol show config)
+            return f"AccountingStorageType   = accounting_storage/none\nJobCompType             = {jobcomp}\n"
+        if argv[:2] == ["scontrol", "--local"] or "-c" not in argv:
             raise slurm.SlurmError("gone")
         assert argv[argv.index("-j") + 1] == "114,115"
         return "115|FAILED|137:0|node2\n114|COMPLETED|0:0|node3\n"
 
     monkeypatch.setattr(slurm, "call", gone)
+    monkeypatch.setattr(slurm, "_CONFIG", {})
     got = slurm.task_states("114", {1: "115", 2: "114"})
     assert got[1].state == "FAILED" and got[1].exit_code == "137:0" and got[2].state == "COMPLETED"
+    # a cluster with neither accounting nor a job-completion log: sacct is never asked, and no error
+    asked.clear()
+    jobcomp = "jobcomp/none"
+    monkeypatch.setattr(slurm, "_CONFIG", {})
+    assert slurm.task_states("114", {1: "115", 2: "114"}) == {} and "sacct" not in asked
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("su"), reason="needs root to run the script as another user")
