@@ -228,6 +228,10 @@ CASES: tuple[Case, ...] = (
     Case("cluster.slow", "the third node's throughput at 2% (a slow node)",
          _cluster("slow", "cluster.slow={node3}:0.02", TRAINING), "node:{node3}",
          r"slow: .*train_tokens_per_s", needs="slurm", judge_only=True),
+    Case("cluster.slow_once", "the second node's throughput at 2% in its first measurement only (a transient: "
+         "told apart from a fault when it is measured again and accepted)",
+         _cluster("slow", "cluster.slow_once={node2}:0.02", TRAINING), "cleared:{node2}",
+         r"measured again: .* within the bound: not a fault", needs="slurm", judge_only=True),
     Case("cluster.drift", "the second node reports another torch version (drift from the reference, the first)",
          _cluster("drift", "cluster.drift={node2}"), "node:{node2}",
          r"drift: torch.*0\.0\.0\+planted", needs="slurm", judge_only=True),

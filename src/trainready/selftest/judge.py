@@ -75,6 +75,8 @@ def judge_case(check: str, expect: str, run: Finished) -> Verdict:
         return _broke(run, f"exit {run.returncode}, no record")
     if check.startswith("node:"):  # a fleet record: that node must be rejected for the planted reason
         return _judge_node(doc, check.split(":", 1)[1], expect)
+    if check.startswith("cleared:"):  # a planted transient: the node measured again and accepted, with why
+        return _judge_cleared(doc, check.split(":", 1)[1], expect)
     res = _result(doc, check)
     if res is None:
         return Verdict("broke", "no result", f"the record has no '{check}' result")
@@ -96,6 +98,18 @@ def _judge_node(doc: dict[str, Any], name: str, expect: str) -> Verdict:
                    "; ".join(reasons) or "accepted")
 
 
+def _judge_cleared(doc: dict[str, Any], name: str, expect: str) -> Verdict:
+    """A node slow only in its first measurement: told apart from a fault when it is accepted and a warning
+    says why (rejecting it would be the false alarm)."""
+    node = next((n for n in doc.get("nodes", []) if n.get("node") == name), None)
+    if node is None:
+        return Verdict("broke", "no node", f"the fleet record has no node {name}")
+    warnings = [str(w) for w in node.get("warnings", [])]
+    found = bool(node.get("accepted")) and any(re.search(expect, w) for w in warnings)
+    said = "; ".join(str(r) for r in node.get("reasons", [])) or "; ".join(warnings) or "accepted"
+    return Verdict("detected" if found else "missed", "accepted" if node.get("accepted") else "rejected", said)
+
+
 def judge_control(check: str, run: Finished) -> Verdict:
     """The family's control (no plant): the command must accept its input, the named check must pass (or
     warn), a fleet run must accept the node."""
@@ -107,7 +121,7 @@ def judge_control(check: str, run: Finished) -> Verdict:
     doc = _record(run)
     if doc is None:
         return _broke(run, f"exit {run.returncode}, no record")
-    if check.startswith("node:"):
+    if check.startswith(("node:", "cleared:")):
         name = check.split(":", 1)[1]
         node = next((n for n in doc.get("nodes", []) if n.get("node") == name), None)
         if node is None:
