@@ -159,10 +159,27 @@ def cross_step(opts: FleetOptions, here: FleetOptions, spec: NodeSpec, inputs: l
     if not (opts.cross and with_record):
         return inputs, [], []
     if st.get("rc") is None:
-        run.wait_cross(here.results, say)  # a step an earlier collector started, still running: its end
+        wait_cross(here.results, say)  # a step an earlier collector started, still running: its end
         rc = run.cross_phase(here, with_record, info, spec.gpu.count, say)
         runstate.save(here.results, cross={**st, "rc": rc})
     return (inputs, *judge_cross(here, spec, with_record))
+
+
+def wait_cross(run_dir: Path, say: run.Progress) -> None:
+    """Until this run's cross-node step that an earlier collector started (its srun outlives it) has left
+    Slurm's queue: one squeue a POLL_MAX_S apart."""
+    import time
+
+    said = False
+    while True:
+        rows = [r.split("|", 1) for r in slurm.call(["squeue", "-h", "-n", "trainready-cross", "-o", "%i|%k"]).splitlines()]
+        ids = [r[0] for r in rows if len(r) == 2 and r[1] == run.cross_comment(run_dir)]
+        if not ids:
+            return
+        if not said:
+            say(f"cross-node step {', '.join(ids)}, started by an earlier collector, still running; waiting for its end")
+            said = True
+        time.sleep(run.POLL_MAX_S)
 
 
 def run_fleet(opts: FleetOptions, say: run.Progress, kind: str = "run",

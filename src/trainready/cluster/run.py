@@ -350,17 +350,3 @@ def cross_comment(run_dir: Path) -> str:
     """The cross-node step's --comment: names the run, so that a later collector finds the step (wait_cross)."""
     return f"trainready cross {run_dir}"
 
-
-def wait_cross(run_dir: Path, say: Progress) -> None:
-    """Until this run's cross-node step that an earlier collector started (its srun outlives it) has left
-    Slurm's queue: one squeue a POLL_MAX_S apart."""
-    said = False
-    while True:
-        rows = [r.split("|", 1) for r in slurm.call(["squeue", "-h", "-n", "trainready-cross", "-o", "%i|%k"]).splitlines()]
-        ids = [r[0] for r in rows if len(r) == 2 and r[1] == cross_comment(run_dir)]
-        if not ids:
-            return
-        if not said:
-            say(f"cross-node step {', '.join(ids)}, started by an earlier collector, still running; waiting for its end")
-            said = True
-        time.sleep(POLL_MAX_S)

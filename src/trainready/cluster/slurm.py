@@ -201,9 +201,8 @@ KV = re.compile(r"(\w+)=(\S*)")
 
 def task_states(job: str, known: dict[int, str] | None = None) -> dict[int, TaskState]:
     """Each array task's state from slurmctld (`scontrol show job -o`; records live MinJobAge s after the end),
-    else, where the cluster keeps them, from accounting (`sacct`) or the job-completion log (`sacct -c`, whose
-    records carry each task's own job id, mapped back through `known` = {task index: its job id}); {} when
-    Slurm no longer knows the job.  A silent controller is waited for (outage.py), never read as "no job"."""
+    else from what the cluster keeps (_from_accounting; `known` = {task index: its job id}); {} when Slurm no
+    longer knows the job.  A silent controller is waited for (outage.py), never read as "no job"."""
     try:
         text = call(["scontrol", "--local", "show", "job", "-o", job])  # --local: no REQUEST_FED_INFO first
     except ControllerDown:
@@ -235,8 +234,7 @@ def _seconds(text: str) -> float:
 _CONFIG: dict[str, dict[str, str]] = {}  # SLURM_CONF → slurmctld's configuration, read once
 
 
-def config() -> dict[str, str]:
-    """slurmctld's configuration (`scontrol show config`: 'Key = Value' lines)."""
+def config() -> dict[str, str]:  # `scontrol show config`: 'Key = Value' lines
     key = os.environ.get("SLURM_CONF", "")
     if key not in _CONFIG:
         lines = (line.partition("=") for line in call(["scontrol", "show", "config"]).splitlines())
@@ -245,8 +243,8 @@ def config() -> dict[str, str]:
 
 
 def _from_accounting(job: str, known: dict[int, str]) -> dict[int, TaskState]:
-    """The tasks' ends from accounting (AccountingStorageType) or the job-completion log (JobCompType
-    jobcomp/filetxt, which `sacct -c` reads); {} where the cluster keeps neither: absent is not an error."""
+    """The tasks' ends from accounting (AccountingStorageType: `sacct`) or the job-completion log (JobCompType
+    jobcomp/filetxt: `sacct -c`, each task under its own job id); {} where the cluster keeps neither."""
     fields = ["-n", "-P", "-o", "JobID,State,ExitCode,NodeList"]
     conf = config()
     if conf.get("AccountingStorageType", "accounting_storage/none") != "accounting_storage/none":
