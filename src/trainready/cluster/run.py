@@ -119,10 +119,10 @@ def submit(opts: FleetOptions, nodes: list[str], gpus: int = 0, on_job: Callable
     job = slurm.submit(slurm.sbatch_argv(str(script), len(nodes), opts.concurrency, opts.time_limit,
                                          str(opts.results / "logs" / "accept_%A_%a.out"), opts.partition,
                                          reservation=opts.reservation, gpus=gpus))
-    slurm.pin(job, nodes)
-    return job
     if on_job is not None:
         on_job(job)
+    slurm.pin(job, nodes)
+    return job
 
 
 @dataclass
@@ -206,10 +206,10 @@ def wait(job: str, nodes: list[str], limit_s: float, waves: int, say: Progress, 
         if line != last:
             say(line)
             last = line
-        if done >= len(nodes):
-            return w
             if heard is not None:
                 heard(w, line)
+        if done >= len(nodes):
+            return w
         if time.monotonic() - t0 > deadline_s:
             say(f"job {job}: deadline {deadline_s:.0f} s passed; cancelling the {len(nodes) - done} unfinished task(s)")
             slurm.cancel(job)
@@ -253,11 +253,11 @@ def never_started(s: slurm.TaskState | None, stuck: str = "") -> str:
 
 def no_result_reason(s: slurm.TaskState, why: str) -> tuple[str, str]:
     """(cause, reason) of a task that ran but left no record (OVERTIME/TIMEOUT are judged with progress.py)."""
-    code = exit_words(s)
-    if s.state == "COMPLETED":
     if s.state == GONE:
         return ("no result: ended unwatched", f"task {s.job_id} wrote no record ({why}) and Slurm no longer knows "
                 "it (it ended more than MinJobAge ago; the cluster keeps no accounting)")
+    code = exit_words(s)
+    if s.state == "COMPLETED":
         return ("no result: wrote no record",
                 f"task {s.job_id} COMPLETED ({code}) but wrote no record ({why}); is --results shared?")
     extra = f"; {s.reason}" if s.reason not in ("", "None") else ""
