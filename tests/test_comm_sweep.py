@@ -215,3 +215,12 @@ def test_planted_slow_collectives_fail_a_floor_from_this_machine(healthy: dict) 
     assert res.ok, res.describe()
     (v,) = [x for n, _, x in outcomes(res.values[0], o, spec, "spec") if n == "comm.all_reduce"]
     assert v.status == Status.FAIL and "busbw" in v.message, v.message
+
+
+def test_a_link_slow_in_the_matrix_only_is_cleared_when_its_pair_is_measured_alone() -> None:
+    res, _ = sweep_local(opts(ops=["all_reduce"], transient_link=(0, 2), slow_ms=20.0))
+    assert res.ok, res.describe()
+    o = dict((n, o) for n, _, o in outcomes(res.values[0], opts(ops=["all_reduce"]), SPEC, "spec"))["comm.pairs"]
+    assert o.details["nominated"]["links"] == [[0, 2]]  # the matrix saw it: 20 ms per exchange in every pass
+    assert o.status == Status.PASS and o.details["slow_links"] == [], o.message
+    assert "link 0<->2 was" in o.message and "not a fault" in o.message

@@ -27,3 +27,14 @@ def test_a_rejected_transient_is_missed_an_accepted_one_with_its_warning_detecte
     cleared = _run(tmp_path, {"node": "node2", "accepted": True, "warnings": [WARN]})
     assert judge_case("cleared:node2", EXPECT, cleared).outcome == "detected"
     assert judge_control("cleared:node2", cleared).outcome == "passed"
+
+
+def test_a_check_that_clears_a_planted_transient_is_detected_one_that_fails_it_missed(tmp_path: Path) -> None:
+    rec = tmp_path / "comm.json"
+    said = "pairwise send/recv of 1M B: no slow rank or link; link 0<->3 was 9.1x the median in the matrix, 1.02x"
+    rec.write_text(json.dumps({"results": [{"name": "comm.pairs", "status": "pass", "message": said}]}))
+    run = Finished(("comm",), 3, "", rec, 1.0)
+    assert judge_case("cleared:comm.pairs", r"link 0<->3 was .* 1.02x", run).outcome == "detected"
+    assert judge_control("cleared:comm.pairs", run).outcome == "passed"
+    rec.write_text(json.dumps({"results": [{"name": "comm.pairs", "status": "fail", "message": "straggler: " + said}]}))
+    assert judge_case("cleared:comm.pairs", r"link 0<->3 was .* 1.02x", run).outcome == "missed"

@@ -44,6 +44,8 @@ COMM_PLANTS: dict[str, str] = {
     "comm.slow_rank": "RANK: this rank sleeps before every collective (a straggler)",
     "comm.slow_link": "PAIR: I-J: ranks I and J sleep comm.slow_ms before every pairwise exchange with each other "
                       "(a slow link)",
+    "comm.transient_link": "PAIR: I-J: as comm.slow_link in the pairwise matrix only; measured alone the pair is as "
+                           "fast as any (a burst of other work, not a fault: the straggler must not be named)",
     "comm.slow_ms": "MS: how long the slow rank (or each end of the slow link) sleeps per op (default 20 ms; > 0)",
     "comm.slow_pct": "PCT: every rank's timed collectives take PCT% longer, the point-to-point reference of "
                      "comm.efficiency does not (slow collectives; > 0)",

@@ -30,6 +30,8 @@ class SweepFaults:
     """Milliseconds the slow rank (or each end of the slow link) sleeps per op."""
     slow_link: tuple[int, int] = (-1, -1)
     """These two ranks sleep `slow_ms` before every pairwise exchange with each other (a slow link)."""
+    transient_link: tuple[int, int] = (-1, -1)
+    """As slow_link, in the pairwise matrix only: measured alone the pair is as fast as any (not a fault)."""
     slow_pct: float = 0.0
     """Every rank's timed collective loops take this % longer; the ring reference does not."""
     hang_rank: int = -1

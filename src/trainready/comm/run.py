@@ -23,7 +23,7 @@ from trainready.spec.model import NodeSpec
 # Planted faults of the sweep (rankdata.SweepFaults) with their types: `--plant comm.NAME=VALUE`, for
 # planted-fault tests only (names and values are checked first, against checks/plants.py).
 SWEEP_FAULTS: dict[str, Callable[[str], Any]] = {
-    "slow_rank": int, "slow_ms": float, "slow_link": rank_pair, "slow_pct": float, "hang_rank": int,
+    "slow_rank": int, "slow_ms": float, "slow_link": rank_pair, "transient_link": rank_pair, "slow_pct": float, "hang_rank": int,
     "wrong_rank": int, "die_rank": int, "fault_step": int}
 STARTUP_S = 60.0  # launch's start-up allowance (process start + rendezvous on a loaded host), as launch's default
 SLOW_MS_DEFAULT = 20.0  # how long a planted slow rank sleeps per op when comm.slow_ms is not given
@@ -36,7 +36,7 @@ def sweep_faults(plants: Mapping[str, str]) -> dict[str, Any]:
         name = key.removeprefix("comm.")
         if name in SWEEP_FAULTS:
             out[name] = SWEEP_FAULTS[name](value)
-    if "slow_rank" in out or "slow_link" in out:
+    if {"slow_rank", "slow_link", "transient_link"} & set(out):
         out.setdefault("slow_ms", SLOW_MS_DEFAULT)
     return out
 

@@ -58,10 +58,12 @@ def best_of(passes: list[list[list[float]]]) -> list[list[float]]:
 
 
 def pair_matrix_rank(ctx: Any, group: Any, nbytes: int, iters: int, floor: float,
-                     delay: Callable[[int], float] = lambda peer: 0.0, passes: int = PASSES) -> dict[str, Any] | None:
+                     delay: Callable[[int], float] = lambda peer: 0.0, passes: int = PASSES,
+                     alone_delay: Callable[[int], float] | None = None) -> dict[str, Any] | None:
     """Runs in every rank: the n x n matrix of seconds per exchange (diagonal 0), each entry the best of
     `passes` runs of the whole schedule; then every suspect it nominates is measured again alone (confirm.py).
-    Rank 0 returns {"matrix", "probes"}; `delay(peer)` is a planted sleep per exchange with `peer` (tests)."""
+    Rank 0 returns {"matrix", "probes"}; `delay(peer)` is a planted sleep per exchange with `peer` (tests), in the
+    solo re-measurement `alone_delay(peer)` (default: the same; a planted transient sleeps in the matrix only)."""
     import torch
     import torch.distributed as dist
 
@@ -93,7 +95,7 @@ def pair_matrix_rank(ctx: Any, group: Any, nbytes: int, iters: int, floor: float
     matrix = best_of([[[max(m[i][k][j], m[j][k][i]) for j in range(n)] for i in range(n)] for k in range(passes)])
     nominated = analyse(matrix, floor)  # the same on every rank: so is the plan of the probes
     probes = plan_probes(matrix, nominated["slow_ranks"], nominated["slow_links"])
-    times = run_probes(ctx, group, probes, matrix, iters, exchange, delay) if probes else []
+    times = run_probes(ctx, group, probes, matrix, iters, exchange, alone_delay or delay) if probes else []
     if r != 0:
         return None
     return {"matrix": matrix, "probes": [asdict(p) for p in probes], "times": times}

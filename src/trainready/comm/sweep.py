@@ -190,7 +190,8 @@ def sweep_rank(ctx: RankContext, plan: SweepPlan) -> dict[str, Any]:
     t_pairs = time.perf_counter()
     # pair_iters 0: no pairwise matrix (a fleet-wide collective: n-1 rounds over thousands of ranks is too long)
     pairs = (pair_matrix_rank(ctx, group, plan.pair_bytes, plan.pair_iters, ratio_floor(dist.get_backend(group)),
-                              planted_delay(faults, r)) if plan.pair_iters > 0 else None)
+                              planted_delay(faults, r), alone_delay=planted_delay(faults, r, alone=True))
+             if plan.pair_iters > 0 else None)
     out: dict[str, Any] = {"rank": r, "host": socket.gethostname(), "device": str(ctx.device)}
     if r == 0:
         out["entries"] = [entry(op, dt, size, [rows[k][i] for k in range(n)])
@@ -199,13 +200,14 @@ def sweep_rank(ctx: RankContext, plan: SweepPlan) -> dict[str, Any]:
     return out
 
 
-def planted_delay(faults: SweepFaults, rank: int) -> Callable[[int], float]:
+def planted_delay(faults: SweepFaults, rank: int, alone: bool = False) -> Callable[[int], float]:
     """Planted faults only: seconds this rank sleeps before each pairwise exchange with `peer` (the slow rank
-    with everyone, the two ends of a slow link with each other)."""
-    link = faults.slow_link
+    with everyone, the two ends of a slow link with each other; the two ends of a transient link only in the
+    matrix, not when their pair is measured `alone`)."""
+    links = [faults.slow_link] + ([] if alone else [faults.transient_link])
 
     def delay(peer: int) -> float:
-        slow = rank == faults.slow_rank or (rank in link and peer in link and rank != peer)
+        slow = rank == faults.slow_rank or any(rank in ln and peer in ln and rank != peer for ln in links)
         return faults.slow_ms / 1e3 if slow else 0.0
     return delay
 

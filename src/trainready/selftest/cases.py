@@ -194,6 +194,11 @@ CASES: tuple[Case, ...] = (
          "exchange with the other)", _comm("comm.slow_link=0-{rank}", "comm.slow_ms=20"), "comm.pairs",
          r"link 0<->{rank} slow \([\d.]+x the median in the matrix; alone [\d.]+x pair \d+<->\d+\)",
          needs="multirank"),
+    Case("comm.transient_link", "the link between rank 0 and another rank is slow in the pairwise matrix only (a "
+         "burst of other work: told apart from a fault when its pair measured alone is as fast as any)",
+         _comm("comm.transient_link=0-{rank}", "comm.slow_ms=20"), "cleared:comm.pairs",
+         r"link 0<->{rank} was [\d.]+x the median in the matrix, [\d.]+x a healthy pair when measured alone: "
+         r"not a fault", needs="multirank"),
     # --- training resumes
     Case("resume.skip_rng", "the resumed run does not restore any RNG state", _resume("resume.skip_rng=1"), "resume",
          r"RNG \w+ was restored: no"),

@@ -99,8 +99,15 @@ def _judge_node(doc: dict[str, Any], name: str, expect: str) -> Verdict:
 
 
 def _judge_cleared(doc: dict[str, Any], name: str, expect: str) -> Verdict:
-    """A node slow only in its first measurement: told apart from a fault when it is accepted and a warning
-    says why (rejecting it would be the false alarm)."""
+    """A planted transient (slow in one measurement only): told apart from a fault when the node is accepted, or
+    the check `name` passes, with a message that says why (failing it would be the false alarm)."""
+    if "nodes" not in doc:
+        res = _result(doc, name)
+        if res is None:
+            return Verdict("broke", "no result", f"the record has no '{name}' result")
+        status, msg = str(res.get("status")), str(res.get("message", ""))
+        found = status in ("pass", "warn") and re.search(expect, msg) is not None
+        return Verdict("detected" if found else "missed", status, msg)
     node = next((n for n in doc.get("nodes", []) if n.get("node") == name), None)
     if node is None:
         return Verdict("broke", "no node", f"the fleet record has no node {name}")
@@ -121,6 +128,8 @@ def judge_control(check: str, run: Finished) -> Verdict:
     doc = _record(run)
     if doc is None:
         return _broke(run, f"exit {run.returncode}, no record")
+    if check.startswith("cleared:") and "nodes" not in doc:
+        check = check.split(":", 1)[1]
     if check.startswith(("node:", "cleared:")):
         name = check.split(":", 1)[1]
         node = next((n for n in doc.get("nodes", []) if n.get("node") == name), None)
