@@ -217,3 +217,36 @@ def test_rollout_survives_a_controller_restart_inside_a_wave(outage, tmp_path) -
     for wave in ("wave-1", "wave-2"):
         assert len(list(res.glob(f"waves/{wave}/runs/*"))) == 1  # one run per wave: nothing submitted again
         assert len(tasks_of(res / "waves" / wave)) == (1 if wave == "wave-1" else 2)
+
+
+def test_resume_collector_killed_then_attached(outage, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """`cluster resume` of two nodes trainready drained (outage3 planted to die: no result), its collector
+    SIGKILLed while they are accepted again inside its reservation, then `cluster attach`: what an undisturbed
+    resume does (outage2 back in service, outage3 drained again for its missing record), the reservation
+    deleted, one task per node."""
+    from conftest import undrain
+
+    monkeypatch.setenv("SLURM_CONF", CONF)
+    res, good, bad = tmp_path / "r", f"{CLUSTER}2", f"{CLUSTER}3"
+    for n in (good, bad):
+        slurm("scontrol", "update", f"nodename={n}", "state=drain", "reason=trainready: drained by the test")
+    try:
+        env = {**os.environ, **ENV, "PYTHONPATH": str(SRC), "COLUMNS": "160"}
+        p = subprocess.Popen([sys.executable, "-m", "trainready", "cluster", "resume", good, bad, "--results", str(res),
+                              *RUN[2:], "--plant", f"cluster.kill={bad}"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env)
+        task_running()
+        p.send_signal(signal.SIGKILL)
+        p.communicate()
+        assert "trainready-revalidate" in slurm("scontrol", "show", "reservation")
+        a = run_cli("cluster", "attach", "--results", str(res), "--json", f"{res}.json", env=ENV)
+        assert a.returncode == 3, a.stderr[-3000:]  # records.PLANTED_EXIT: judged, and a planted run
+        v, _ = verdicts(res)
+        assert v[good][0] == "accept" and v[bad][0] == "reject", v
+        state = {n: slurm("sinfo", "-h", "-N", "-n", n, "-o", "%T|%E").strip() for n in (good, bad)}
+        assert "drain" not in state[good] and state[bad].startswith("drain") and "|trainready:" in state[bad], state
+        assert "trainready-revalidate" not in slurm("scontrol", "show", "reservation")
+        tasks = tasks_of(res)
+        assert sorted(t.split()[1] for t in tasks) == [good, bad] and len({t.split("_")[0] for t in tasks}) == 1
+    finally:
+        undrain(good, bad)

@@ -223,48 +223,6 @@ def write_verdict(verdict: FleetVerdict, results: Path) -> Path:
     return latest
 
 
-def resume_fleet(opts: FleetOptions, nodes: list[str] | None, say: run.Progress,
-                 runs_in: tuple[Path, ...] = ()) -> tuple[FleetVerdict | None, ledger.ResumePlan]:
-    """Re-validate the nodes trainready drained; resume those that pass, drain again those that fail.  They are
-    judged against the run that rejected them, looked for under `runs_in` (default: --results)."""
-    import dataclasses
-
-    plan = ledger.plan_resume(nodes, opts.partition)
-    for node, why in plan.left:
-        say(f"{node}: {why}")
-    if not plan.revalidate:
-        return None, plan
-    base = history.baseline(runs_in or (opts.results,), plan.revalidate)
-    resv = ledger.reserve(plan.revalidate, max(10, time_seconds(opts.time_limit) // 60 * 2 + 10))
-    before = slurm.nodes(list(plan.revalidate))
-    try:
-        for node in plan.revalidate:
-            slurm.undrain(node)
-            ledger.append(opts.results, {"action": "revalidate", "node": node,
-                                         "why": [before[node].reason] if node in before else [], "reservation": resv})
-        settle(plan.revalidate, say)
-        sub = dataclasses.replace(opts, nodelist=",".join(plan.revalidate), count=None, reservation=resv, drain=False)
-        verdict = run_fleet(sub, say, "resume", base)
-        for nv in verdict.nodes:
-            if nv.accepted:
-                ledger.append(opts.results, {"action": "resume", "node": nv.node, "why": ["passed acceptance again"],
-                                             "record": nv.record, "planted": dict(verdict.planted)})
-                say(f"{nv.node}: passed acceptance again; back in service")
-        ledger.drain_rejected(opts.results, verdict, say)
-        for nv in verdict.nodes:  # untested again: back to the drain it had, never left in service unjudged
-            if nv.not_tested:
-                slurm.drain(nv.node, before[nv.node].reason if nv.node in before else f"{slurm.PREFIX} not re-validated")
-                ledger.append(opts.results, {"action": "drain", "node": nv.node, "why": [f"not tested: {nv.not_tested}"]})
-                say(f"{nv.node}: not tested again ({nv.not_tested}); drained as before")
-    except BaseException:
-        for node in plan.revalidate:  # never leave a node we undrained in service without a verdict
-            slurm.drain(node, before[node].reason if node in before else f"{slurm.PREFIX} re-validation interrupted")
-        raise
-    finally:
-        ledger.unreserve(resv)
-    return verdict, plan
-
-
 SETTLE_S = 30.0  # seconds: slurmctld pings a node it just returned to service; slurm.conf's SlurmdTimeout is longer
 
 

@@ -165,8 +165,9 @@ def canary_of(results: Path, doc: dict[str, Any]) -> tuple[str, dict[str, str]] 
 
 
 def revalidate(opts: RolloutOptions, doc: dict[str, Any], say: Say) -> None:
-    from trainready.cluster.fleet import resume_fleet, write_verdict
+    from trainready.cluster.fleet import write_verdict
     from trainready.cluster.ledger import plan_resume
+    from trainready.cluster.revalidate import resume_fleet
 
     ours = list(plan_resume(doc["plan"]["nodes"], opts.fleet.partition).revalidate)
     if not ours:

@@ -143,7 +143,7 @@ def resume_cmd(
       trainready cluster resume gpu017 gpu233 --results /shared/acc \\
         --spec h200.toml
     """
-    from trainready.cluster.fleet import resume_fleet
+    from trainready.cluster.revalidate import resume_fleet
 
     check_out_path(json_path)
     names = [n for v in node_names or [] for n in v.split(",") if n.strip()]

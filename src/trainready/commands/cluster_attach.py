@@ -52,8 +52,9 @@ def detach(fleet: Any, say: Callable[[str], None]) -> Path:
 def attach(results: Path, run_id: str | None, wait_s: float | None, say: Callable[[str], None],
            finish: Callable[[Any, Path], int]) -> int:
     """Pick up a run of RESULTS (RUN_ID, else the newest unfinished one): wait for its tasks, collect the
-    records, run the cross-node step if it has not run, write the verdict (`finish`); a finished run: its
-    verdict said again.  Returns the exit code."""
+    records, run the cross-node step if it has not run, write the verdict (`finish`); a `cluster resume` run
+    also acts on its verdict and deletes its reservation (revalidate.py); a finished run: its verdict said
+    again.  Returns the exit code."""
     from trainready.cluster import runstate
     from trainready.cluster.fleet import attach_command, run_fleet
     from trainready.errors import UsageError
@@ -63,12 +64,19 @@ def attach(results: Path, run_id: str | None, wait_s: float | None, say: Callabl
     if "exit_code" in st:
         say(f"run {run_dir.name} finished at {st.get('finished')}; its verdict: {run_dir / 'fleet.json'}")
         return int(st["exit_code"])
-    if st.get("kind") != "run":
+    if st.get("kind") not in ("run", "resume"):
         raise UsageError(f"{run_dir.name}: a {st.get('kind')} is picked up by running its own command again")
     opts = runstate.options_from(st["options"])
     runstate.claim(run_dir)
     with patient(wait_s, say) as p:
         p.pickup = attach_command(run_dir)
-        say(f"attaching to run {run_dir.name} ({st.get('phase', 'not submitted')})")
-        verdict = run_fleet(opts, say, "run", attach=run_dir)
+        say(f"attaching to {st['kind']} {run_dir.name} ({st.get('phase', 'not submitted')})")
+        if st["kind"] == "resume":
+            from trainready.cluster.revalidate import attach_resume
+
+            verdict = attach_resume(run_dir, st, say)
+            if verdict is None:
+                return 1
+        else:
+            verdict = run_fleet(opts, say, "run", attach=run_dir)
         return finish(verdict, opts.results)
