@@ -17,6 +17,9 @@
 #                                           LOCAL_SLURM_NO_INSTALL=1: install nothing (the test suite's fixture
 #                                           sets it: tests never change the host's packages); missing
 #                                           slurm-wlm/munge is then a "cannot start" line
+#                                           --pyxis[=SRC]: Pyxis + enroot too, built by scripts/local-pyxis.sh from SRC
+#                                           (default ../shared/thirdparty) into $STATE/pyxis (reused), registered
+#                                           in the cluster's plugstack.conf, enroot's paths private to it
 #   scripts/local-slurm.sh down [--cluster NAME]    stop the daemons this script started, remove its state and logs
 #   scripts/local-slurm.sh status [--cluster NAME]  exit 0 when sinfo shows the nodes up, else 1 (with the reason)
 #
@@ -43,6 +46,7 @@ NODES=${LOCAL_SLURM_NODES:-3}
 CPUS= CPUS_SET=0  # --cpus C (default 2)
 PLAIN=0  # --plain: 1 = no OverSubscribe in the partition
 OWN_MUNGE=0  # --own-munge: 1 = this cluster's own munged
+PYXIS= PYXIS_SCRIPT="$(dirname "$0")/local-pyxis.sh"  # --pyxis[=SRC]: the sources' folder
 # --cpus at most this host's CPUs: every slurmd here reports the host's, and a node that registers with fewer
 # CPUs than slurm.conf gives it is set DRAIN (slurm.conf(5), SlurmdParameters=config_overrides)
 MAX_CPUS=$(nproc 2>/dev/null || echo 1)
@@ -61,6 +65,7 @@ instance() {  # every name and port of cluster $1 ("local": the default cluster,
         # ephemeral ports (32768.., where a client socket could hold one first) and outside 20000..29999, where
         # `cluster run` picks its all_reduce rendezvous port (cluster/run.py)
         local k=$(( $(printf %s "$NAME" | cksum | cut -d' ' -f1) % 6 + 1 ))
+        [ "$NAME" = pyxis ] && k=9  # a seventh slot: slurmctld 16826, slurmd 18001..18999 (free of the others)
         CONF_DIR=/etc/slurm-$NAME CLUSTER=trainready-$NAME PREFIX=$NAME CTLD_PORT=$((16817 + k)) BASE=$((9000 + 1000 * k))
         STATE=/var/lib/trainready-$NAME-slurm LOG=/var/log/trainready-$NAME-slurm
         CTLD_PID=/var/run/slurmctld-trainready-$NAME.pid
@@ -131,6 +136,8 @@ write_conf() {  # the config for these options, as $CONF.tmp (up() compares it w
     [ "$PLAIN" = 1 ] && share=""
     [ "$OWN_MUNGE" = 1 ] && auth="
 AuthInfo=socket=$MUNGE_DIR/munge.socket"
+    [ -n "$PYXIS" ] && auth="$auth
+PlugStackConfig=$CONF_DIR/plugstack.conf"
     cat >"$CONF.tmp" <<EOF
 $MARK
 ClusterName=$CLUSTER
@@ -179,7 +186,8 @@ start_daemons() {
     local k
     for k in $(seq 1 "$NODES"); do
         mkdir -p "/var/spool/slurmd/$PREFIX$k"
-        pid_alive "/var/run/slurmd-$PREFIX$k.pid" || detached slurmd -f "$CONF" -N "$PREFIX$k" \
+        # --pyxis: pyxis runs the enroot on slurmd's PATH (../shared/thirdparty/README.md)
+        pid_alive "/var/run/slurmd-$PREFIX$k.pid" || PATH=${PYXIS:+$STATE/pyxis/bin:}$PATH detached slurmd -f "$CONF" -N "$PREFIX$k" \
             || cannot "slurmd -N $PREFIX$k does not start (see $LOG/slurmd-$PREFIX$k.log)"
     done
 }
@@ -211,6 +219,9 @@ up() {
     mv "$CONF.tmp" "$CONF"
     mkdir -p "$STATE/ctld" "$LOG" /var/spool/slurmd
     [ "$OWN_MUNGE" = 1 ] && own_munge
+    if [ -n "$PYXIS" ]; then
+        bash "$PYXIS_SCRIPT" build "$PYXIS" "$STATE/pyxis" && bash "$PYXIS_SCRIPT" register "$CONF_DIR" "$STATE/pyxis" || exit 3
+    fi
     start_daemons
     wait_idle
     # A node left drained by an earlier test run (trainready: reason) comes back clean.
@@ -238,6 +249,7 @@ down() {
     for f in /var/run/slurmd-"$PREFIX"[0-9]*.pid; do stop_pidfile "$f"; done
     stop_pidfile "$CTLD_PID"
     stop_pidfile "$MUNGE_DIR/munged.pid"
+    bash "$PYXIS_SCRIPT" unregister "$CONF_DIR"
     rm -rf "$STATE" /var/spool/slurmd/"$PREFIX"[0-9]* "$LOG"
     if [ -f "$CONF" ] && grep -qF "$MARK" "$CONF"; then rm -f "$CONF"; fi
     if [ -f "$CONF_DIR/cgroup.conf" ] && grep -qF "$MARK" "$CONF_DIR/cgroup.conf"; then rm -f "$CONF_DIR/cgroup.conf"; fi
@@ -266,9 +278,10 @@ parse_opts() {  # $1: the command; then --nodes N, --cpus C, --plain (up only) a
             --cluster=*) name=${1#--cluster=}; shift ;;
             --plain) up_only "$cmd" --plain; PLAIN=1; shift ;;
             --own-munge) up_only "$cmd" --own-munge; OWN_MUNGE=1; shift ;;
+            --pyxis|--pyxis=*) up_only "$cmd" --pyxis; PYXIS=${1#--pyxis=}; [ "$PYXIS" = --pyxis ] && PYXIS=$(dirname "$0")/../../shared/thirdparty; shift ;;
             --cpus) up_only "$cmd" "--cpus C"; [ $# -ge 2 ] || { echo "local-slurm: --cpus: expected a number" >&2; exit 2; }; CPUS=$2 CPUS_SET=1; shift 2 ;;
             --cpus=*) up_only "$cmd" "--cpus C"; CPUS=${1#--cpus=} CPUS_SET=1; shift ;;
-            *) echo "local-slurm: $cmd: unknown option '$1' (expected --nodes N, --cluster NAME, --plain, --cpus C, --own-munge)" >&2; exit 2 ;;
+            *) echo "local-slurm: $cmd: unknown option '$1' (expected --nodes N, --cluster NAME, --plain, --cpus C, --own-munge, --pyxis[=SRC])" >&2; exit 2 ;;
         esac
     done
     if [ "$CPUS_SET" = 1 ]; then
@@ -294,5 +307,5 @@ cmd=${1:-}
 [ $# -gt 0 ] && shift
 case "$cmd" in
     up|down|status) parse_opts "$cmd" "$@"; "$cmd" ;;
-    *) echo "usage: $0 up [--nodes N] [--cluster NAME] [--plain] [--cpus C] [--own-munge] | down [--cluster NAME] | status [--cluster NAME]" >&2; exit 2 ;;
+    *) echo "usage: $0 up [--nodes N] [--cluster NAME] [--plain] [--cpus C] [--own-munge] [--pyxis[=SRC]] | down [--cluster NAME] | status [--cluster NAME]" >&2; exit 2 ;;
 esac
