@@ -250,3 +250,44 @@ def test_resume_collector_killed_then_attached(outage, tmp_path, monkeypatch) ->
         assert sorted(t.split()[1] for t in tasks) == [good, bad] and len({t.split("_")[0] for t in tasks}) == 1
     finally:
         undrain(good, bad)
+
+
+def pair_steps(res: Path) -> list[str]:
+    """'round-R NODES' of every pair step Slurm ran for this search (its --comment names the round's folder)."""
+    out, steps = slurm("scontrol", "show", "jobs", "-o"), []
+    for line in out.splitlines():
+        m = re.search(rf"Comment=trainready-pairs {re.escape(str(res))}/pairs/(round-\d+)", line)
+        n = re.search(r" NodeList=(\S+)", line)
+        if "JobName=trainready-pair" in line and m and n:
+            steps.append(f"{m.group(1)} {n.group(1)}")
+    return sorted(steps)
+
+
+def test_pairs_controller_stopped_then_attached(outage, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`cluster pairs` over the three nodes (outage2 planted slow; 3 round-robin rounds of one pair): slurmctld
+    stopped QUIET_S as round 2's step ends, then the collector SIGKILLed in round 3 and `cluster attach --results R pairs`: outage2 named
+    as in an undisturbed search, no finished pair run again."""
+    res = tmp_path / "p"
+    argv = ["cluster", "pairs", "--nodelist", f"{CLUSTER}[1-3]", "--results", str(res), "--spec", "example:local-slurm",
+            "--time", "3:00", "--plant", f"cluster.slow={CLUSTER}2"]
+    env = {**os.environ, **ENV, "PYTHONPATH": str(SRC), "COLUMNS": "160"}
+    p = subprocess.Popen([sys.executable, "-m", "trainready", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=env)
+    end = time.monotonic() + 300
+    while not list(res.glob("pairs/round-2/*.json")):  # round 2's step done: round 3's srun starts next
+        assert p.poll() is None and time.monotonic() < end, p.communicate()[1][-3000:]
+        time.sleep(0.1)
+    stop(CTLD_PID)
+    time.sleep(QUIET_S)
+    subprocess.run(["slurmctld", "-f", CONF], check=True, env=env)
+    while not any(s.startswith("round-3") for s in pair_steps(res)):
+        assert p.poll() is None and time.monotonic() < end, p.communicate()[1][-3000:]
+        time.sleep(0.5)
+    p.send_signal(signal.SIGKILL)
+    p.communicate()
+    a = run_cli("cluster", "attach", "--results", str(res), "pairs", "--json", f"{res}.json", env=ENV)
+    assert a.returncode == 1, a.stderr[-3000:]
+    assert json.loads(Path(f"{res}.json").read_text())["culprits"] == [f"{CLUSTER}2"]
+    assert "round 1: measured earlier" in a.stderr and "round 2: measured earlier" in a.stderr, a.stderr[-3000:]
+    steps = pair_steps(res)
+    assert len(steps) == len(set(steps)) == 3, steps  # one step per pair: none run twice

@@ -100,22 +100,30 @@ def run_cmd(
 @app.command("attach")
 def attach_cmd(
     results: str = typer.Option(..., "--results", "-r", help="The --results of the run."),
-    run_id: str = typer.Argument(None, help="RESULTS/runs/RUN_ID (default: the newest unfinished run)."),
+    run_id: str = typer.Argument(None, help="RESULTS/runs/RUN_ID (default: the newest unfinished run); `pairs`: "
+                                 "the `cluster pairs` search under RESULTS."),
     json_path: str = typer.Option(None, "--json", help=JSON_HELP),
     controller_wait: float = wait_option(),
 ) -> None:
     """Pick up a run in flight or finished: wait for its tasks, collect the records, run the cross-node step
     if it has not run, write the verdict.  Nothing is submitted again: a node with a record from the run
     is never run twice.  A finished run: its verdict file and exit code.  Exit codes as `cluster run`.
+    `cluster resume`'s runs too (their nodes resumed or drained again, the reservation deleted), and with
+    RUN_ID `pairs` the `cluster pairs` search at the round it reached.
 
     Examples:
 
     \b
       trainready cluster attach --results /lustre/acc
       trainready cluster attach --results /lustre/acc 20261203T210512Z-run
+      trainready cluster attach --results /lustre/acc pairs
     """
     check_out_path(json_path)
     console = Console(stderr=True)
+    if run_id == "pairs":  # `cluster pairs`' search (RESULTS/pairs/state.json), as `cluster pairs --attach`
+        from trainready.commands.pairs_search import attach_pairs
+
+        raise typer.Exit(attach_pairs(Path(results).resolve(), controller_wait, json_path, console))
     raise typer.Exit(ca.attach(Path(results).resolve(), run_id, controller_wait,
                                lambda s: console.print(f"[dim]{s}[/]", highlight=False),
                                lambda v, r: _finish(v, r, json_path)))

@@ -11,9 +11,10 @@ from rich.console import Console
 
 from trainready.cluster.options import FleetOptions
 from trainready.commands.cluster import app
-from trainready.commands.cluster_attach import patient, wait_option
+from trainready.commands.cluster_attach import wait_option
 from trainready.commands.cluster_options import JOB, NODES, fleet_options
-from trainready.commands.common import JSON_HELP, check_out_path, parse_plants, write_json_doc
+from trainready.commands.common import JSON_HELP, check_out_path, parse_plants
+from trainready.commands.pairs_search import attach_pairs, search
 from trainready.errors import UsageError
 
 # Default pair floors (x the reference busbw): NCCL pairs of healthy nodes vary ~5% (nccl-tests repeats), so 0.9
@@ -36,6 +37,8 @@ def pairs_cmd(
     max_rounds: int = typer.Option(8, "--max-rounds", help="Give up after this many rounds (the rest: undecided)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the round-1 random matching (same seed, same pairs)."),
     json_path: str = typer.Option(None, "--json", help=JSON_HELP),
+    attach: bool = typer.Option(False, "--attach", help="Pick up the unfinished search under --results at the "
+                                "round it reached (its own options apply): finished pairs are not run again."),
     controller_wait: float = wait_option(),
 ) -> None:
     """Name the slow nodes: all_reduce busbw in rounds of disjoint node pairs, each pair its own Slurm step.
@@ -44,7 +47,8 @@ def pairs_cmd(
     round re-pairs every suspect with a node already proven good, so the slow node fails again and its
     partner is cleared.  Two failures against distinct good partners name a node; a result that flips,
     or a suspect with no good partner left, is "undecided", never guessed.  Fewer than 6 nodes are
-    first measured round-robin.  Writes RESULTS/pairs/pairs.json.  Exit 0 nobody named, 1 culprits or
+    first measured round-robin.  Writes RESULTS/pairs/pairs.json; --attach picks a stopped search up at
+    the round it reached.  Exit 0 nobody named, 1 culprits or
     undecided nodes, 2 usage.
 
     Examples:
@@ -55,32 +59,30 @@ def pairs_cmd(
       trainready cluster pairs -w node[1-3] --results /tmp/acc \\
           --spec example:local-slurm
     """
-    from trainready.cluster import pairs as pr
+    from trainready.cluster import pairs_state
     from trainready.cluster.pairing import PairingOptions
+
+    check_out_path(json_path)
+    console = Console(stderr=True)
+    if attach:
+        raise typer.Exit(attach_pairs(fleet.results, controller_wait, json_path, console))
+    check_pairing(confirm, max_rounds, floor_fraction, expected)
+    from trainready.cluster import pairs as pr
     from trainready.cluster.run import select_nodes
     from trainready.spec import load_spec
 
-    check_out_path(json_path)
-    check_pairing(confirm, max_rounds, floor_fraction, expected)
     gpus = load_spec(fleet.spec)[0].gpu.count
     frac = floor_fraction if floor_fraction is not None else (GPU_FLOOR if gpus else CPU_FLOOR)
     opts = pr.PairsOptions(fleet, PairingOptions(frac, expected, confirm, max_rounds, seed), gpus)
-    console = Console(stderr=True)
     sel = select_nodes(fleet)
     sel.say_not_tested(lambda line: console.print(line, highlight=False))  # no pair, never blamed
     names = list(sel.nodes)
     if len(names) < 2:
         raise UsageError(f"cluster pairs: {len(names)} node(s) selected; a pair needs two")
-    (fleet.results / "pairs").mkdir(parents=True, exist_ok=True)
-    with patient(controller_wait, say := lambda s: console.print(f"[dim]{s}[/]", highlight=False)):
-        out, why = pr.run_pairs(opts, names, say)
-    doc = pr.to_json(out, opts, names, why)
-    path = pr.write(doc, fleet.results)
-    print_pairs(doc, Console(stderr=json_path == "-"))
-    console.print(f"pairs record written to {path}")
-    if json_path:
-        write_json_doc(doc, json_path, console, "pairs record")
-    raise typer.Exit(1 if out.culprits or out.undecided else 0)
+    pairs_state.start(fleet, opts.pairing, gpus, names)
+    console.print(f"[dim]if this command stops, `trainready cluster pairs --attach --results {fleet.results}` picks "
+                  "the search up at the round it reached[/]", highlight=False)
+    raise typer.Exit(search(opts, names, controller_wait, json_path, console))
 
 
 def check_pairing(confirm: int, max_rounds: int, floor_fraction: float | None, expected: float | None) -> None:
@@ -91,23 +93,6 @@ def check_pairing(confirm: int, max_rounds: int, floor_fraction: float | None, e
         raise UsageError(f"--floor-fraction {floor_fraction}: expected 0 < x <= 1")
     if expected is not None and not expected > 0:
         raise UsageError(f"--expected-gbps {expected}: expected GB/s > 0")
-
-
-def print_pairs(doc: dict, console: Console) -> None:
-    from rich.table import Table
-
-    t = Table(title=f"cluster pairs: {doc['nodes_tested']} nodes, {doc['rounds']} round(s) "
-                    f"(round-robin: {doc['round_robin_rounds']}); floor {doc['floor_gbps']:.3g} GB/s")
-    for col in ("node", "status", "passed/pairs", "evidence"):
-        t.add_column(col, overflow="fold")
-    style = {"bad": "bold red", "undecided": "yellow", "good": "green"}
-    for n in doc["nodes"]:
-        t.add_row(n["node"], f"[{style.get(n['status'], '')}]{n['status']}[/]", f"{n['passes']}/{n['passes'] + n['fails']}",
-                  n["reason"])
-    console.print(t)
-    culprits = ", ".join(doc["culprits"]) or "none"
-    undecided = f"; undecided: {', '.join(doc['undecided'])}" if doc["undecided"] else ""
-    console.print(f"culprits: {culprits}{undecided}", highlight=False)
 
 
 @app.command("pair-task", hidden=True)
