@@ -45,8 +45,11 @@ unpack() {  # $1: archive or folder, $2: destination folder (emptied)
     if [ -d "$1" ]; then cp -a "$1"/. "$2"/; else tar xzf "$1" -C "$2" --strip-components=1; fi
 }
 
-stamp_of() {  # what a build depends on: the sources' checksums and the Slurm it is built for
-    { sha256sum "$@" 2>/dev/null || find "$@" -type f -exec sha256sum {} + | sort; dpkg-query -W libslurm-dev; } | sha256sum | cut -c1-16
+stamp_of() {  # what a build depends on: the sources' contents (not their paths) and the Slurm it is built for
+    local f
+    { for f in "$@"; do
+          if [ -d "$f" ]; then (cd "$f" && find . -type f -exec sha256sum {} + | sort); else sha256sum <"$f"; fi
+      done; dpkg-query -W libslurm-dev; } | sha256sum | cut -c1-16
 }
 
 build_enroot() {  # $1: source, $2: PREFIX, $3: build dir
@@ -73,7 +76,8 @@ build() {  # $1: SRC, $2: PREFIX
     local src=$1 prefix=$2 m s
     m=$(missing_deps)
     [ -z "$m" ] || cannot "pyxis/enroot build deps missing: $m (apt-get install $m; .ci/run installs them)"
-    mapfile -t s < <(sources "$src")
+    local list; list=$(sources "$src") || { echo "$list"; exit 3; }  # its "cannot start" line
+    mapfile -t s <<<"$list"
     local stamp; stamp=$(stamp_of "${s[@]}")
     if [ -x "$prefix/bin/enroot" ] && [ -f "$prefix/lib/slurm/spank_pyxis.so" ] && [ "$(cat "$prefix/.stamp" 2>/dev/null)" = "$stamp" ]; then
         say "reusing the build in $prefix"; return 0
