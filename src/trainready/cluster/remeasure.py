@@ -24,6 +24,9 @@ from trainready.spec.model import NodeSpec
 # The check that measures each figure the fleet compares (cluster/task.THROUGHPUT).
 CHECK_OF: dict[str, str] = {"gemm_bf16": "throughput", "hbm_copy": "throughput", "train_tokens_per_s": "train_step",
                             "pcie_h2d": "pcie", "pcie_d2h": "pcie"}
+# Figures that are not measured again: the burn-in's sustained figures are each already a median over the whole
+# --duration (checks/burnin.py), so a second run would repeat minutes of load to learn nothing new.
+NOT_AGAIN = ("burnin_gemm_sustained", "burnin_hbm_sustained")
 ONCE_PLANT = "cluster.slow_once"  # planted: slow in the acceptance array only (a transient, not a fault)
 SUBDIR = "remeasure"  # RESULTS/runs/ID/remeasure/nodes/NODE.json: the second records
 
