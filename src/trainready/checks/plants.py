@@ -81,6 +81,7 @@ CLUSTER_PLANTS: dict[str, str] = {
     "cluster.nofile": "NODE:N: that node lowers its open-files limit to N before the limits check",
     "cluster.silent": "NODE: that node's rank joins the cross-node all_reduce, then stops before the first collective",
     "cluster.vanish": "NODE: that node's cross-node task exits at once: no cross record, its rank never joins",
+    "cluster.image": "NODE:PATH[,NODE:PATH...]: each NODE is given the squashfs PATH instead of --container-image (Pyxis runs it)",
 }
 
 # Read by `trainready resume --save-only` (resume/compat.py): a checkpoint "from another environment".

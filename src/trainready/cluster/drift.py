@@ -18,6 +18,10 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "nccl": ("software", "nccl"),
     "cudnn": ("software", "cudnn"),
     "image_digest": ("container", "image_digest"),
+    "image_sha256": ("container", "image_sha256"),  # the squashfs the node ran (cluster/image.py)
+    "slurmd": ("launcher", "slurmd"),
+    "pyxis": ("launcher", "pyxis"),
+    "enroot": ("launcher", "enroot"),
     "packages_sha256": ("software", "package_set_sha256"),
     "kernel": ("host", "kernel"),
     "os": ("host", "os_version"),
@@ -49,7 +53,9 @@ def spec_reference(software: Any) -> dict[str, str]:
     """The pins a spec makes (software.torch/cuda/nccl/cudnn/image_digest) as a partial reference: only
     pinned keys are compared, by prefix (as the versions check does)."""
     pins = {"torch": software.torch, "cuda": software.cuda, "nccl": software.nccl, "cudnn": software.cudnn,
-            "image_digest": software.image_digest}
+            "image_digest": software.image_digest, "image_sha256": getattr(software, "image_sha256", None),
+            "slurmd": getattr(software, "slurm", None), "pyxis": getattr(software, "pyxis", None),
+            "enroot": getattr(software, "enroot", None)}
     return {k: v for k, v in pins.items() if v}
 
 

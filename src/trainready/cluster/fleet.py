@@ -201,6 +201,10 @@ def run_fleet(opts: FleetOptions, say: run.Progress, kind: str = "run",
     context = {"job_id": job, "remeasure_job_id": again_job or None, "spec_source": source, "results": str(opts.results), "run": str(here.results),
                "kind": kind, "started": started, "finished": history.now(), "reference_option": reference,
                "image": opts.container.image if opts.container else None}
+    if opts.container:  # the launcher's versions and the Pyxis plugin's Slurm (cluster/launcher.py)
+        from trainready.cluster.launcher import chain
+
+        context["launcher"] = chain([ni.record for ni in inputs])
     if base is not None:
         context.update(baseline=base.record, baseline_nodes=[p.node for p in base.peers])
     verdict = decide(inputs, spec, cross_results, findings, reference, opts.plants, context,

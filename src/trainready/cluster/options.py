@@ -90,5 +90,10 @@ class FleetOptions:
     max_drain: MaxDrain = field(default_factory=lambda: parse_max_drain(DEFAULT_MAX_DRAIN))  # --drain's bound (guard.py)
 
     def remote(self) -> list[str]:
-        """How a node starts trainready: the image's entry point, or this interpreter (shared install)."""
-        return ["trainready"] if self.container else [sys.executable, "-m", "trainready"]
+        """How a node starts trainready: in a container, the image's own python3 on this trainready staged onto the
+        results path that Pyxis mounts (cluster/stage.py: the image is not changed); else this interpreter."""
+        if self.container:
+            from trainready.cluster.stage import boot
+
+            return ["python3", str(boot(self.results.resolve()))]
+        return [sys.executable, "-m", "trainready"]

@@ -40,6 +40,9 @@ def print_verdict(v: FleetVerdict, console: Console) -> None:
         judged = f"floor {s.floor:.4g}, robust bound {s.bound:.4g}" if s.judged else "too few figures to judge"
         judged = f"{judged}; {s.flags_nothing}" if s.flags_nothing else judged
         console.print(f"{s.metric}: {s.n} figure(s), median {s.median:.4g} {s.unit}, MAD {s.mad:.3g}; {judged}")
+    mismatch = (v.context.get("launcher") or {}).get("pyxis_mismatch")  # cluster/launcher.py: Pyxis's own rule
+    if mismatch:
+        console.print(f"[bold red]{mismatch}[/]", highlight=False)
     if v.guard.get("fleet_wide"):  # with or without --drain: the one line that says the cause is not the nodes'
         console.print(f"[bold yellow]{v.guard['why']}[/]")
     drain = ", ".join(v.rejected) or "none"

@@ -24,6 +24,7 @@ from typing import Any, Callable, Mapping
 
 from trainready.cluster import avail, progress, slurm
 from trainready.cluster.layout import NODE_SCHEMA, node_record, read_json
+from trainready.cluster.image import log_fault
 from trainready.cluster.options import FleetOptions, time_seconds
 from trainready.cluster.verdict import NodeInput
 from trainready.errors import SlurmError, UsageError
@@ -100,9 +101,14 @@ def batch_script(opts: FleetOptions, gpus: int = 0) -> str:
             "# ReqNodeList); it writes RESULTS/nodes/$SLURMD_NODENAME.json.\n")
     if not opts.container:
         return head + f"exec {shlex.join(task_command(opts))}\n"
-    flags = opts.container.srun_flags(opts.results)
+    from trainready.cluster.image import prelude
+
+    # the image as $IMAGE: its sha256 and the slurmd version read on the node first (cluster/image.py)
+    flags = [f for f in opts.container.srun_flags(opts.results) if not f.startswith("--container-image=")]
     srun = ["srun", "--ntasks=1", "--nodes=1"] + ([f"--gpus-per-node={gpus}"] if gpus else [])
-    return head + f'exec {shlex.join(srun)} --cpus-per-task="$SLURM_CPUS_ON_NODE" {shlex.join(flags + task_command(opts))}\n'
+    return head + prelude(opts.container.image, opts.plants) + (
+        f'exec {shlex.join(srun)} --cpus-per-task="$SLURM_CPUS_ON_NODE" --container-image="$IMAGE" '
+        f'{shlex.join(flags + task_command(opts))}\n')
 
 
 def submit(opts: FleetOptions, nodes: list[str], gpus: int = 0, on_job: Callable[[str], None] | None = None) -> str:
@@ -298,6 +304,9 @@ def gather(opts: FleetOptions, nodes: list[str], w: Watch) -> list[NodeInput]:
             out.append(NodeInput(node, doc, "", str(path), info))
         elif s is None or never_started(s, w.stuck.get(i, "")):
             out.append(NodeInput(node, None, "", str(path), info, not_tested=never_started(s, w.stuck.get(i, ""))))
+        elif opts.container and (cf := log_fault(opts.results, i)) is not None:  # Pyxis/enroot said why
+            out.append(NodeInput(node, None, cf.text, str(path), info, cause=cf.cause,
+                                 not_tested=cf.text if cf.not_tested else ""))
         else:
             if s.state in (OVERTIME, "TIMEOUT"):
                 progs = progs if progs is not None else read_progress(opts.results)

@@ -88,8 +88,11 @@ def record(node: str, report: dict[str, Any], manifest: dict[str, Any], opts: Ta
     from trainready.cluster.drift import versions
     from trainready.probe.envvars import scrub
 
+    from trainready.cluster.image import annotate
+
     if nf.slow_factor is not None:
         scale_throughput(report, nf.slow_factor)
+    container = annotate(manifest, opts.image)  # image checksum + slurmd/pyxis/enroot (cluster/image.py)
     vers = versions(manifest)
     if nf.drift:
         vers["torch"] = "0.0.0+planted"
@@ -98,6 +101,7 @@ def record(node: str, report: dict[str, Any], manifest: dict[str, Any], opts: Ta
         "node": node,
         "slurm": {k: os.environ[k] for k in SLURM_VARS if k in os.environ},
         "image": opts.image,
+        "container": container or None,  # the image's ref, digest, sha256 and the python/torch judged in it
         "versions": vers,
         "report": report,
         "manifest": manifest,

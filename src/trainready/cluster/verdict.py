@@ -189,6 +189,10 @@ def record_reasons(ni: NodeInput, ref: tuple[str, dict[str, str], bool]) -> list
            and not (r.get("name") == "host" and r.get("status") == "fail")]
     mine = dict(ni.record.get("versions") or {})
     rows = drift.diff_pins(versions, mine) if by_prefix else (drift.diff(versions, mine) if versions else [])
+    image = [r for r in rows if r[0] == "image_sha256"]
+    if image and ni.node != ref_name:  # another squashfs than the reference's: a cause of its own
+        out.append(("image differs", f"image differs: {image[0][2] or '(none)'} vs {image[0][1]} ({ref_name})"))
+        rows = [r for r in rows if r[0] != "image_sha256"]
     if rows and ni.node != ref_name:
         out.append((f"drift {rows[0][0]}", f"drift: {drift.describe(rows, ref_name)}"))
     return out

@@ -36,6 +36,13 @@ class SoftwareSpec:
     image_digest: str | None = doc_field(
         None, "Container image digest the node must run (sha256:...), compared with --image-digest / TRAINREADY_IMAGE_DIGEST."
     )
+    image_sha256: str | None = doc_field(
+        None, "sha256:... of the squashfs every node must run under Pyxis (cluster run --container-image FILE.sqsh; "
+        "the batch script reads it on each node).",
+    )
+    slurm: str | None = doc_field(None, "Expected slurmd version prefix on every node (`slurmd -V`), e.g. '22.05'.")
+    pyxis: str | None = doc_field(None, "Expected Pyxis version prefix (the version string of the plugin plugstack.conf loads), e.g. '0.24'.")
+    enroot: str | None = doc_field(None, "Expected enroot version prefix (`enroot version` on the node), e.g. '4.1'.")
     os: str = doc_field(
         "", "OS the image's userspace must be, as os-release NAME + VERSION_ID, e.g. 'Ubuntu 24.04' ('' = not checked)."
     )

@@ -1,0 +1,183 @@
+"""The production path: `cluster run --container-image` through real Slurm + Pyxis + enroot, on a local cluster of
+its own (`scripts/local-slurm.sh up --cluster pyxis --pyxis`: enroot and pyxis built from the upstream sources
+in ../shared/thirdparty/, registered in that cluster's plugstack.conf) and a test image without trainready
+(scripts/test-image.sh: Debian 12 minbase, python3, torch CPU, numpy; cached by its recipe's sha256).
+
+Skipped with the script's own one-line reason where either cannot be had (not root, the build deps or
+debootstrap not installed: the tests install nothing, .ci/run does)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import BASH, REPO, local_slurm_script, run_cli
+
+pytestmark = pytest.mark.slow
+
+CLUSTER = "pyxis"  # its own slurmctld and ports beside the suite's other clusters (tests/test_local_slurm_script.py)
+CONF = f"/etc/slurm-{CLUSTER}/slurm.conf"
+NODES = [f"{CLUSTER}{k}" for k in (1, 2, 3)]
+SPEC = "example:local-slurm"
+CHECKS = "gpus,versions,matmul,allreduce,resume"  # GPUs (a CPU spec: skip), compute, communication, resume
+
+
+def test_a_pyxis_that_cannot_be_built_is_one_cannot_start_line(tmp_path: Path) -> None:
+    """No sources where --pyxis points: the one line the fixtures skip with (exit 3); no cluster needed."""
+    p = subprocess.run([BASH, str(REPO / "scripts" / "local-pyxis.sh"), "build", str(tmp_path), str(tmp_path / "p")],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 3 and p.stdout.startswith("local-slurm: cannot start: "), p
+    assert str(tmp_path) in p.stdout and not (tmp_path / "p").exists(), p
+    q = local_slurm_script("status", "--pyxis", timeout=30)
+    assert q.returncode == 2 and "--pyxis is an option of up" in q.stderr, q
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():  # type: ignore[no-untyped-def]
+    with pytest.MonkeyPatch.context() as mp:
+        yield mp
+
+
+@pytest.fixture(scope="module")
+def image() -> Path:
+    """The test image (built once per recipe, then taken from its cache)."""
+    p = subprocess.run([BASH, str(REPO / "scripts" / "test-image.sh")], capture_output=True, text=True, timeout=1500)
+    if p.returncode == 3:  # "test-image: cannot build: <why>"
+        pytest.skip(p.stdout.strip().splitlines()[-1])
+    assert p.returncode == 0, p.stderr[-2000:]
+    return Path(p.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def pyxis(image: Path, monkeypatch_module: pytest.MonkeyPatch) -> list[str]:  # type: ignore[misc]
+    """The Pyxis cluster, up for this module; every Slurm command here reaches it through SLURM_CONF."""
+    was_up = local_slurm_script("status", "--cluster", CLUSTER, timeout=60).returncode == 0
+    p = local_slurm_script("up", "--cluster", CLUSTER, "--pyxis")
+    if p.returncode == 3:  # "local-slurm: cannot start: <what is missing>"
+        pytest.skip((p.stdout.strip() or p.stderr.strip()).splitlines()[-1])
+    assert p.returncode == 0, (p.stdout + p.stderr)[-2000:]
+    monkeypatch_module.setenv("SLURM_CONF", CONF)
+    yield NODES
+    if not was_up:
+        local_slurm_script("down", "--cluster", CLUSTER, timeout=120)
+
+
+def cluster_run(results: Path, image: str, *extra: str, checks: str = CHECKS) -> tuple[subprocess.CompletedProcess, dict]:
+    p = run_cli("cluster", "run", "--nodelist", f"{CLUSTER}[1-3]", "--results", str(results), "--spec", SPEC,
+                "--only", checks, "--time", "8:00", "--container-image", image, "--json", f"{results}.json", *extra,
+                timeout=900)
+    assert p.returncode in (0, 1, 3), (p.stdout + p.stderr)[-3000:]
+    return p, json.loads(Path(f"{results}.json").read_text())
+
+
+def by_node(doc: dict) -> dict[str, dict]:
+    return {n["node"]: n for n in doc["nodes"]}
+
+
+@pytest.fixture(scope="module")
+def healthy(pyxis, image, tmp_path_factory):  # type: ignore[no-untyped-def]
+    res = tmp_path_factory.mktemp("pyxis-healthy") / "r"
+    return res, *cluster_run(res, str(image))
+
+
+def test_three_nodes_accepted_inside_the_image(healthy, image: Path) -> None:
+    """Every node's acceptance (compute, communication, resume's fresh process C) and the cross-node step ran in
+    the image on its own python and torch; trainready came from the results path, the image unchanged."""
+    res, p, doc = healthy
+    assert all(n["accepted"] for n in doc["nodes"]), (p.stdout + p.stderr)[-3000:]
+    sha = "sha256:" + subprocess.run(["sha256sum", str(image)], capture_output=True, text=True).stdout.split()[0]
+    run = Path(by_node(doc)[NODES[0]]["record"]).parents[1]  # RESULTS/runs/ID
+    for node in NODES:
+        rec = json.loads(Path(by_node(doc)[node]["record"]).read_text())
+        c = rec["container"]
+        assert c["image"] == str(image) and c["image_sha256"] == sha and c["file"] == str(image), c
+        assert c["python"] == "/usr/bin/python3" and c["torch_path"] == "/usr/local/lib/python3.11/dist-packages/torch", c
+        assert rec["manifest"]["launcher"]["pyxis"] == "0.24.0" and rec["manifest"]["launcher"]["enroot"] == "4.1.2"
+        assert rec["manifest"]["launcher"]["slurmd"].startswith("22.05"), rec["manifest"]["launcher"]
+        status = {r["name"]: r["status"] for r in rec["report"]["results"]}
+        assert status["resume"] == "pass" and status["allreduce"] == "pass", status
+    assert "error" not in (run / "logs" / "cross.out").read_text()
+    coll = next(c for c in doc["cross"] if c["name"] == "cluster.collective")
+    assert coll["status"] in ("pass", "warn") and coll["details"], coll  # warn: figures only, on shared cores
+    script = (run / "job" / "accept.sbatch").read_text()
+    assert f"python3 {run}/.trainready/boot.py cluster node-task" in script and str(REPO) not in script, script
+    chain = doc["context"]["launcher"]
+    assert chain["slurmctld"].startswith("22.05") and chain["pyxis_built_for"] == chain["slurmctld"], chain
+    assert chain["pyxis_mismatch"] is None, chain
+
+
+def test_a_node_given_another_squashfs_is_rejected_and_a_missing_image_is_not_tested(pyxis, image, tmp_path):
+    """pyxis2 runs a changed copy of the image (one file more): 'image differs'; pyxis3's image file is not
+    there: not tested, in Pyxis's and enroot's words, never a hardware fault."""
+    other = tmp_path / "other.sqsh"
+    shutil.copyfile(image, other)
+    (tmp_path / "extra").mkdir()
+    (tmp_path / "extra" / "note").write_text("one file more\n")
+    subprocess.run(["mksquashfs", str(tmp_path / "extra"), str(other), "-quiet"], check=True, capture_output=True)
+    missing = tmp_path / "nowhere" / "image.sqsh"
+    res = tmp_path / "r"
+    p, doc = cluster_run(res, str(image), "--plant", f"cluster.image={CLUSTER}2:{other},{CLUSTER}3:{missing}",
+                         "--reference", f"{CLUSTER}1", checks="versions,matmul")
+    n = by_node(doc)
+    assert n[f"{CLUSTER}1"]["accepted"], n
+    assert not n[f"{CLUSTER}2"]["accepted"] and n[f"{CLUSTER}2"]["causes"] == ["image differs"], n[f"{CLUSTER}2"]
+    assert n[f"{CLUSTER}2"]["reasons"][0].startswith("image differs: sha256:"), n[f"{CLUSTER}2"]
+    n3 = n[f"{CLUSTER}3"]
+    assert n3["not_tested"] and "No such file or directory" in n3["not_tested"] and str(missing) in n3["not_tested"], n3
+
+
+def test_an_image_broken_for_every_node_is_a_fleet_wide_cause_and_drains_nothing(pyxis, tmp_path) -> None:
+    """Every node is given a file that is no squashfs: enroot's 'Invalid image format' on each, one cause, and
+    --drain drains none of them (the guard: a cause this wide is the run's, not the nodes')."""
+    broken = tmp_path / "broken.sqsh"
+    broken.write_bytes(b"not a squashfs\n" * 64)
+    p, doc = cluster_run(tmp_path / "r", str(broken), "--drain", checks="versions")
+    for n in doc["nodes"]:
+        assert not n["accepted"] and n["causes"] == ["container did not start"], n
+        assert "Invalid image format" in n["reasons"][0] and "its container did not start: " in n["reasons"][0], n
+    assert doc["guard"]["fleet_wide"]["cause"] == "container did not start" and not doc["guard"]["drain"], doc["guard"]
+    states = subprocess.run(["sinfo", "-h", "-N", "-n", ",".join(NODES), "-o", "%N %T"], capture_output=True,
+                            text=True).stdout
+    assert "drain" not in states, states
+
+
+def test_a_container_that_cannot_start_names_the_node_in_pyxiss_words(pyxis, image, tmp_path) -> None:
+    """A mount whose source is not there: Pyxis's own line on each node, the node named, rejected."""
+    p, doc = cluster_run(tmp_path / "r", str(image), "--container-mounts", f"{tmp_path}/absent:/mnt",
+                         checks="versions")
+    for n in doc["nodes"]:
+        assert n["causes"] == ["container did not start"], n
+        assert f"--container-mounts: source path does not exist: {tmp_path}/absent" in n["reasons"][0], n
+    assert all(f"{n}:" in p.stdout or n in p.stdout for n in NODES), p.stdout[-2000:]
+
+
+def test_a_spec_pins_the_image_checksum_and_the_launchers_versions() -> None:
+    """software.image_sha256 / slurm / pyxis / enroot: a node that differs is rejected, naming the pin; the image
+    first, as its own cause ('image differs'), the launcher as drift."""
+    import dataclasses
+
+    from trainready.cluster.drift import versions
+    from trainready.cluster.verdict import NodeInput, decide
+    from trainready.spec import load_spec
+
+    spec, _ = load_spec(SPEC)
+    pinned = dataclasses.replace(spec, software=dataclasses.replace(
+        spec.software, image_sha256="sha256:" + "a" * 64, slurm="22.05", pyxis="0.24", enroot="4.1"))
+
+    def node(name: str, sha: str, slurmd: str) -> NodeInput:
+        manifest = {"container": {"image_sha256": sha},
+                    "launcher": {"slurmctld": "22.05.8", "slurmd": slurmd, "pyxis": "0.24.0", "enroot": "4.1.2"}}
+        rec = {"node": name, "report": {"results": []}, "manifest": manifest, "versions": versions(manifest)}
+        return NodeInput(name, rec)
+
+    v = {n.node: n for n in decide([node("a", "sha256:" + "a" * 64, "22.05.8"), node("b", "sha256:" + "b" * 64,
+                                    "22.05.8"), node("c", "sha256:" + "a" * 64, "23.02.1")], pinned, [], []).nodes}
+    assert v["a"].accepted, v["a"]
+    assert v["b"].causes == ("image differs",) and v["b"].reasons[0] == (
+        f"image differs: sha256:{'b' * 64} vs sha256:{'a' * 64} (spec)"), v["b"]
+    assert v["c"].causes == ("drift slurmd",) and "slurmd 22.05 (spec) ≠ 23.02.1" in v["c"].reasons[0], v["c"]
+
