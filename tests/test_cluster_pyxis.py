@@ -9,6 +9,8 @@ debootstrap not installed: the tests install nothing, .ci/run does)."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -181,3 +183,35 @@ def test_a_spec_pins_the_image_checksum_and_the_launchers_versions() -> None:
         f"image differs: sha256:{'b' * 64} vs sha256:{'a' * 64} (spec)"), v["b"]
     assert v["c"].causes == ("drift slurmd",) and "slurmd 22.05 (spec) ≠ 23.02.1" in v["c"].reasons[0], v["c"]
 
+
+def test_a_pyxis_built_for_another_slurm_is_named_with_pyxiss_rule(pyxis, image, tmp_path) -> None:
+    """pyxis compiled against another release's slurm_version.h (23.02.1) in this cluster's plugstack.conf: Slurm's
+    sbatch refuses it ('Incompatible plugin version'); `cluster run` says so first, in one line naming the plugin's
+    Slurm, the running one and Pyxis's rule (exit 2), and submits nothing.  plugstack.conf is put back afterwards."""
+    src = sorted((REPO.parent / "shared" / "thirdparty").glob("pyxis-*-src.tar.gz"))
+    if not src:
+        pytest.skip("no pyxis-*-src.tar.gz in ../shared/thirdparty to build the mismatched plugin from")
+    hdr = tmp_path / "inc" / "slurm"
+    hdr.mkdir(parents=True)
+    text = Path("/usr/include/slurm/slurm_version.h").read_text()
+    (hdr / "slurm_version.h").write_text(re.sub(r"(#define SLURM_VERSION_NUMBER) 0x\w+", r"\1 0x170201", text))
+    build = tmp_path / "pyxis"
+    build.mkdir()
+    subprocess.run(["tar", "xzf", str(src[-1]), "-C", str(build), "--strip-components=1"], check=True)
+    subprocess.run(["make", "-s"], cwd=build, env={**os.environ, "CPPFLAGS": f"-I{tmp_path / 'inc'}"}, check=True,
+                   capture_output=True, timeout=300)
+    plugstack = Path(CONF).with_name("plugstack.conf")
+    kept = plugstack.read_text()
+    plugstack.write_text(re.sub(r"\S*spank_pyxis\.so", str(build / "spank_pyxis.so"), kept))
+    try:
+        p = run_cli("cluster", "run", "--nodelist", f"{CLUSTER}[1-3]", "--results", str(tmp_path / "r"), "--spec",
+                    SPEC, "--only", "versions", "--time", "3:00", "--container-image", str(image), timeout=300)
+        sb = subprocess.run(["sbatch", "--parsable", "--wrap", "true", "-o", "/dev/null"], capture_output=True,
+                            text=True, timeout=60)
+    finally:
+        plugstack.write_text(kept)
+    last = p.stderr.strip().splitlines()[-1]  # the progress lines before it, then the one error line
+    assert p.returncode == 2 and f"{build / 'spank_pyxis.so'} was built for Slurm 23.02.1 while Slurm 22.05.8 runs" \
+        in last and "must be compiled against the Slurm release deployed" in last, p.stderr
+    assert not list((tmp_path / "r").glob("runs/*/job/accept.sbatch")), "nothing is submitted"
+    assert sb.returncode != 0 and "Incompatible plugin version" in sb.stderr, sb  # Slurm's own refusal

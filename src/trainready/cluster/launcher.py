@@ -79,3 +79,14 @@ def chain(records: Sequence[Mapping[str, Any] | None]) -> dict[str, Any]:
         out["pyxis_mismatch"] = (f"pyxis {so} was built for Slurm {bf} while Slurm {', '.join(sorted(running))} "
                                  f"runs: {PYXIS_RULE}")
     return out
+
+
+def preflight() -> None:
+    """Before a container run is submitted: a Pyxis plugin built for another Slurm release than the controller's is
+    one line naming both and Pyxis's rule (exit 2); Slurm itself would refuse it in sbatch, 'Incompatible plugin
+    version', without saying why."""
+    cfg = config()
+    so = pyxis_plugin(cfg.get("PlugStackConfig"))
+    bf, ctld = (built_for(so), cfg.get("SLURM_VERSION")) if so else (None, None)
+    if bf and ctld and bf.split(".")[:2] != ctld.split(".")[:2]:
+        raise SlurmError(f"pyxis {so} was built for Slurm {bf} while Slurm {ctld} runs: {PYXIS_RULE}")

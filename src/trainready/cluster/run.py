@@ -120,6 +120,10 @@ def submit(opts: FleetOptions, nodes: list[str], gpus: int = 0, on_job: Callable
     for n in nodes:  # an earlier run's record (or progress) must never stand in for this run's
         node_record(opts.results, n).unlink(missing_ok=True)
         progress.path(opts.results, n).unlink(missing_ok=True)
+    if opts.container:  # a Pyxis built for another Slurm: named with Pyxis's rule, before sbatch refuses it
+        from trainready.cluster.launcher import preflight
+
+        preflight()
     script = opts.results / "job" / "accept.sbatch"
     atomic_write_text(script, batch_script(opts, gpus))
     job = slurm.submit(slurm.sbatch_argv(str(script), len(nodes), opts.concurrency, opts.time_limit,
