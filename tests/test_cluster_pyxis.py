@@ -215,3 +215,23 @@ def test_a_pyxis_built_for_another_slurm_is_named_with_pyxiss_rule(pyxis, image,
         in last and "must be compiled against the Slurm release deployed" in last, p.stderr
     assert not list((tmp_path / "r").glob("runs/*/job/accept.sbatch")), "nothing is submitted"
     assert sb.returncode != 0 and "Incompatible plugin version" in sb.stderr, sb  # Slurm's own refusal
+
+
+@pytest.mark.parametrize("ref", ["nvcr.io#nvidia/pytorch:25.01-py3", "docker://ubuntu:24.04",
+                                 "nvcr.io#nvidia/pytorch@sha256:" + "c" * 64])
+def test_registry_references_pass_to_pyxis_unchanged(ref: str, tmp_path: Path) -> None:
+    """The batch script hands Pyxis the reference as given (no file to checksum: none is read), runs the staged
+    trainready on the image's python3, and a pinned digest is recorded as the image's digest."""
+    import shlex
+
+    from trainready.cluster import image, run
+    from trainready.cluster.options import Container, FleetOptions
+
+    opts = FleetOptions(results=tmp_path, container=Container(ref))
+    script = run.batch_script(opts)
+    assert f"IMAGE={shlex.quote(ref)}\n" in script and '--container-image="$IMAGE"' in script, script
+    assert f"python3 {tmp_path}/.trainready/boot.py cluster node-task" in script, script
+    assert f"--image {shlex.quote(ref)}" in script, script
+    facts = image.node_facts(ref, env={})
+    assert facts["image"] == ref and facts["image_sha256"] is None
+    assert facts["digest"] == ("sha256:" + "c" * 64 if "@sha256:" in ref else None), facts
