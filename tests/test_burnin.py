@@ -179,3 +179,19 @@ def test_nvml_readings_and_not_available_reasons_through_a_fake_module() -> None
     assert c["power_violation_s"] == 89.8 and c["energy_j"] == 63000.0
     assert nvml.sample(FakeNvml(), object()) == {"temp_c": 60, "mem_temp_c": 71, "sm_mhz": 1485, "power_w": 699.5,
                                                  "reasons": 4}
+
+
+def test_on_a_cpu_a_fall_every_rank_shares_is_the_hosts_load_a_fall_alone_is_the_ranks() -> None:
+    import dataclasses
+
+    m = lambda ranks: Measured(T0, ranks, {"start": T0, "hz": 1.0, "block_s": 10.0, "amplify": 10}, [])  # noqa: E731
+    spec = dataclasses.replace(SPEC, drop_max=0.9, median_min_fraction=0.1)  # the CPU profile's bounds
+    steady = _rank(lambda t: 1.0)
+    alone = _rank(lambda t: 1.0 if t < 300 else 0.02)  # a fiftieth of its speed after 5 min: the planted slowdown
+    host = _rank(lambda t: 1.0 if t < 300 else 0.08)  # 92% below, as a loaded host took a healthy rank once
+    shared = _rank(lambda t: 1.0 if t < 300 else 0.2)  # the other rank lost 80% at the same time
+    names = ["rank 0 (CPU)", "rank 1 (CPU)"]
+    fault = judge(Inputs(names, m({0: alone, 1: steady}), 900.0), spec)
+    assert fault.status == Status.FAIL and "rank 0 (CPU): 1 → 0.02 TFLOP/s" in fault.message
+    load = judge(Inputs(names, m({0: host, 1: shared}), 900.0), spec)
+    assert load.status == Status.WARN and "the host's load" in load.message, load.message

@@ -77,6 +77,9 @@ def test_ci_installs_what_the_readme_names_then_runs_its_test_command() -> None:
     readme, ci = (REPO / "README.md").read_text(), (REPO / ".ci" / "run").read_text()
     commands = re.findall(r"```sh\n(.*?)\n\s*```", readme.split("## Two commands", 1)[1], re.S)
     assert ci.rstrip().splitlines()[-1] == commands[1].strip()  # exactly the README's test command, last
-    installs = re.findall(r"need\+=\((\S+)\)", ci)
+    installs = re.findall(r"need\+=\((\w[\w-]*)\)", ci)
     assert sorted(installs) == ["chromium", "munge", "slurm-wlm"], installs  # what CI opts in to, before it
+    # and the Pyxis build's and test image's packages (local-slurm.sh up --pyxis, scripts/test-image.sh)
+    pyxis = re.search(r"for p in ([\w -]+); do", ci)
+    assert pyxis is not None and {"libslurm-dev", "debootstrap", "squashfs-tools"} <= set(pyxis.group(1).split())
     assert "`apt-get install chromium slurm-wlm munge`" in readme and "never installs or upgrades a system" in readme

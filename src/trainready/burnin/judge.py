@@ -96,8 +96,10 @@ def _over_time(f: _Found, i: int, name: str, m: series.Measured, w: float, spec:
                       Metric.of(f"{metric}_drop", drop, "1", thr, gpu=i)]
         if d.fell:
             why = overtime.said(overtime.reason_seconds(series.gpu_samples(m, i)))
-            f.fails.append(f"{name}: {d.first:.4g} → {d.low:.4g} {unit} {when(d.fell_at)} "
-                           f"(more than {spec.drop_max:.0%} below its first {w:.0f} s); {why}")
+            said = (f"{name}: {d.first:.4g} → {d.low:.4g} {unit} {when(d.fell_at)} "
+                    f"(more than {spec.drop_max:.0%} below its first {w:.0f} s); {why}")
+            host = _host_wide(m, i, key, w, d.low / d.first if d.first > 0 else 1.0) if "(CPU)" in name else ""
+            (f.warns if host else f.fails).append(said + host)
 
 
 def _temps_and_slowdown(f: _Found, i: int, name: str, smp: list[tuple[float, dict[str, Any]]], seconds: float,
@@ -189,3 +191,21 @@ def _outcome(inp: Inputs, f: _Found, details: dict[str, Any]) -> Outcome:
     status = Status.WARN if (f.warns or inp.partial) else Status.PASS
     msg = head + "; ".join([summary, *f.warns])
     return Outcome(status, msg, tuple(f.metrics), REMEDY if f.warns else "", details)
+
+
+HOST_SHARE = 5.0  # a CPU rank is named only when it kept less than 1/5 of what the other ranks kept (planted: 1/50)
+
+
+def _host_wide(m: series.Measured, i: int, key: str, w: float, kept: float) -> str:
+    """On a CPU the ranks share the host's cores with everything else on it: a fall that the other ranks share
+    (each kept more than HOST_SHARE x this rank's fraction of its first window) is the host's load, not this
+    rank's fault; '' when this rank fell alone (or there is no other rank to tell)."""
+    others = []
+    for j in m.ranks:
+        d = overtime.drift(_spans(m, j, key), w, 0.0) if j != i else None
+        if d is not None and d.first > 0:
+            others.append(d.low / d.first)
+    if not others or kept * HOST_SHARE < statistics.median(others):
+        return ""
+    return (f" (the other ranks kept {statistics.median(others):.0%} of theirs: the host's load, shared by every "
+            "rank on its cores, not this rank's fault; judged a warning)")

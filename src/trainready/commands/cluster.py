@@ -9,7 +9,7 @@ from rich.console import Console
 
 from trainready.cluster.options import FleetOptions
 from trainready.commands import cluster_attach as ca
-from trainready.commands.cluster_attach import wait_option
+from trainready.commands.cluster_attach import attach_option, wait_option
 from trainready.commands.cluster_options import CHECKS, JOB, NODES, VERDICT, fleet_options
 from trainready.commands.common import (JSON_HELP, check_out_path, evidence_outputs, parse_plants, split_names,
                                         write_evidence_outputs, write_json_doc)
@@ -49,8 +49,7 @@ def _finish(verdict, results: Path, json_path: str | None) -> int:  # type: igno
 def run_cmd(
     fleet: FleetOptions,
     json_path: str = typer.Option(None, "--json", help=JSON_HELP),
-    attach: bool = typer.Option(False, "--attach", help="Pick up the newest unfinished run under --results (as "
-                                "`cluster attach`): nothing submitted again; the run's own options apply."),
+    attach: bool = attach_option(),
     detach: bool = typer.Option(False, "--detach", help="Submit the run, print its id and return; `cluster "
                                 "attach` collects it later."),
     controller_wait: float = wait_option(),

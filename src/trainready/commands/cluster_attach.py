@@ -21,6 +21,14 @@ def wait_option() -> Any:
     return typer.Option(None, "--controller-wait", min=0.0, help=WAIT_HELP)
 
 
+ATTACH_HELP = ("Pick up the newest unfinished run under --results where it stopped (as `cluster attach`): nothing "
+               "already submitted or measured runs again; the run's own options apply.")
+
+
+def attach_option() -> Any:
+    return typer.Option(False, "--attach", help=ATTACH_HELP)
+
+
 @contextlib.contextmanager
 def patient(wait_s: float | None, say: Callable[[str], None]) -> Iterator[outage.Patience]:
     """Every Slurm call of the command inside waits for a silent controller: up to `wait_s`, else the bound

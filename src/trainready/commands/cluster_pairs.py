@@ -11,7 +11,7 @@ from rich.console import Console
 
 from trainready.cluster.options import FleetOptions
 from trainready.commands.cluster import app
-from trainready.commands.cluster_attach import wait_option
+from trainready.commands.cluster_attach import attach_option, wait_option
 from trainready.commands.cluster_options import JOB, NODES, fleet_options
 from trainready.commands.common import JSON_HELP, check_out_path, parse_plants
 from trainready.commands.pairs_search import attach_pairs, search
@@ -37,8 +37,7 @@ def pairs_cmd(
     max_rounds: int = typer.Option(8, "--max-rounds", help="Give up after this many rounds (the rest: undecided)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the round-1 random matching (same seed, same pairs)."),
     json_path: str = typer.Option(None, "--json", help=JSON_HELP),
-    attach: bool = typer.Option(False, "--attach", help="Pick up the unfinished search under --results at the "
-                                "round it reached (its own options apply): finished pairs are not run again."),
+    attach: bool = attach_option(),
     controller_wait: float = wait_option(),
 ) -> None:
     """Name the slow nodes: all_reduce busbw in rounds of disjoint node pairs, each pair its own Slurm step.
