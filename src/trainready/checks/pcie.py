@@ -103,11 +103,9 @@ class PcieCheck(Check):
 
     def skip_reason(self, ctx: CheckContext) -> str | None:
         """Skips only on a CPU spec: under a GPU spec a machine without usable GPUs fails (GpuUnusable)."""
-        from trainready.util.devices import cuda_count
+        from trainready.util.devices import gpu_only_skip
 
-        if ctx.spec.gpu.count <= 0 and cuda_count() == 0:
-            return "no GPU: the host↔device copy over PCIe is GPU-only"
-        return None
+        return gpu_only_skip(ctx.spec.gpu.count, "the host↔device copy over PCIe is GPU-only")
 
     def run(self, ctx: CheckContext) -> Outcome:
         from trainready.hardware.parallel import local_devices

@@ -145,12 +145,10 @@ class ThroughputCheck(Check):
     timeout_s = 300.0
 
     def skip_reason(self, ctx: CheckContext) -> str | None:
-        """Skips only on a CPU spec: under a GPU spec a machine without usable GPUs fails (run → GpuUnusable)."""
-        from trainready.util.devices import cuda_count
+        """Skips only on a CPU spec: under a GPU spec a machine without usable GPUs fails (GpuUnusable)."""
+        from trainready.util.devices import gpu_only_skip
 
-        if ctx.spec.gpu.count <= 0 and cuda_count() == 0:
-            return "no GPU: throughput probes are GPU-only"
-        return None
+        return gpu_only_skip(ctx.spec.gpu.count, "throughput probes are GPU-only")
 
     def run(self, ctx: CheckContext) -> Outcome:
         first = self._measure(ctx)

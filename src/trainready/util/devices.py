@@ -128,3 +128,9 @@ def local_world(spec: NodeSpec, backend: str = "auto", world_size: int | None = 
     if be == "nccl":
         return min(ws or gpus, gpus), "nccl"
     return ws or CPU_DEFAULT_RANKS, "gloo"
+
+
+def gpu_only_skip(spec_gpus: int, what: str) -> str | None:
+    """The skip reason of a GPU-only check: only on a CPU spec with no GPU visible (under a GPU spec a machine
+    without usable GPUs fails instead, GpuUnusable); None where it runs."""
+    return f"no GPU: {what}" if spec_gpus <= 0 and cuda_count() == 0 else None
