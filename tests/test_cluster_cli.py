@@ -27,12 +27,15 @@ def test_pyxis_flags_and_the_batch_script_are_exact():
                                  "--no-container-mount-home"]
     opts = FleetOptions(results=RES, count=640, partition="gpu", spec="example:h200-8x", level=Level.STANDARD,
                         time_limit="45:00", concurrency=64, container=c)
-    assert run.batch_script(opts, gpus=8).splitlines()[-1] == (
+    script = run.batch_script(opts, gpus=8).splitlines()
+    assert "IMAGE='nvcr.io#nvidia/pytorch:25.01-py3'" in script  # the registry reference, unchanged ('#' quoted)
+    assert script[-1] == (
         "exec srun --ntasks=1 --nodes=1 --gpus-per-node=8 --cpus-per-task=\"$SLURM_CPUS_ON_NODE\" "
-        "'--container-image=nvcr.io#nvidia/pytorch:25.01-py3' "
+        "--container-image=\"$IMAGE\" "
         "--container-mounts=/lustre/data:/data:ro,/lustre/acc/2026-12-03:/lustre/acc/2026-12-03 "
-        "--no-container-mount-home trainready cluster node-task --results /lustre/acc/2026-12-03 "
-        "--level standard --spec example:h200-8x --image 'nvcr.io#nvidia/pytorch:25.01-py3'")  # '#': quoted for bash
+        "--no-container-mount-home python3 /lustre/acc/2026-12-03/.trainready/boot.py cluster node-task "
+        "--results /lustre/acc/2026-12-03 --level standard --spec example:h200-8x "
+        "--image 'nvcr.io#nvidia/pytorch:25.01-py3'")  # the image's own python3 runs trainready staged on --results
     plain = FleetOptions(results=RES, level=Level.QUICK)
     assert run.task_command(plain)[:3] == [sys.executable, "-m", "trainready"]  # no image: this interpreter
     # no image: the batch step itself runs it (no srun step: two slurmctld calls fewer per node)
