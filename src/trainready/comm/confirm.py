@@ -110,7 +110,7 @@ def run_probes(ctx: Any, group: Any, probes: list[Probe], matrix: list[list[floa
     import torch
     import torch.distributed as dist
 
-    from trainready.comm.timing import time_loop
+    from trainready.comm.timing import warm_then_time
 
     r = ctx.rank
     rows = torch.zeros((ROUNDS, max(1, len(probes)), 2), dtype=torch.float64, device=ctx.device)
@@ -121,9 +121,8 @@ def run_probes(ctx: Any, group: Any, probes: list[Probe], matrix: list[list[floa
                     continue
                 iters = loop_iters(matrix[pair[0]][pair[1]], floor_iters)
                 peer = pair[1] if r == pair[0] else pair[0] if r == pair[1] else None
-                call = exchange(peer) if peer is not None else (lambda: None)
-                call()  # warm-up
-                t = time_loop(call, iters, ctx.device, group, delay(peer) if peer is not None else 0.0)
+                t = warm_then_time(ctx, group, exchange(peer) if peer is not None else None, iters,
+                                   delay(peer) if peer is not None else 0.0)
                 if peer is not None:
                     rows[k, p, col] = t
                 dist.barrier(group=group)  # nobody starts the next pair while this one still runs

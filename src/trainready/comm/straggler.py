@@ -68,6 +68,7 @@ def pair_matrix_rank(ctx: Any, group: Any, nbytes: int, iters: int, floor: float
     import torch.distributed as dist
 
     from trainready.comm.confirm import plan_probes, run_probes
+    from trainready.comm.timing import warm_then_time
 
     n, r = ctx.world_size, ctx.rank
     rows = torch.zeros((passes, n), dtype=torch.float64, device=ctx.device)  # [pass][peer] seconds
@@ -85,7 +86,7 @@ def pair_matrix_rank(ctx: Any, group: Any, nbytes: int, iters: int, floor: float
     for k in range(passes):
         for pairs in rounds(n):
             peer = next((b if a == r else a for a, b in pairs if r in (a, b)), None)
-            t = _timed(ctx, group, exchange(peer) if peer is not None else None, iters,
+            t = warm_then_time(ctx, group, exchange(peer) if peer is not None else None, iters,
                        delay(peer) if peer is not None else 0.0)
             if peer is not None:
                 rows[k, peer] = t
@@ -99,16 +100,6 @@ def pair_matrix_rank(ctx: Any, group: Any, nbytes: int, iters: int, floor: float
     if r != 0:
         return None
     return {"matrix": matrix, "probes": [asdict(p) for p in probes], "times": times}
-
-
-def _timed(ctx: Any, group: Any, call: Callable[[], None] | None, iters: int, slow_s: float) -> float:
-    """One timed loop of this rank's exchange (a warm-up first, which connects the pair); ranks without a
-    peer this round join the loop's barrier with nothing to do."""
-    from trainready.comm.timing import time_loop
-
-    work = call if call is not None else (lambda: None)
-    work()
-    return time_loop(work, iters, ctx.device, group, slow_s)
 
 
 def ratio_floor(backend: str) -> float:

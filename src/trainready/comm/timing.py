@@ -38,3 +38,11 @@ def time_loop(call: Callable[[], Any], iters: int, device: Any, group: Any, slow
     if slow_frac:
         time.sleep((time.perf_counter() - t0) * slow_frac)  # planted: this collective is slow_frac slower
     return (time.perf_counter() - t0) / iters
+
+
+def warm_then_time(ctx: Any, group: Any, call: Callable[[], None] | None, iters: int, slow_s: float) -> float:
+    """One pairwise timed loop (straggler matrix and its solo re-measurement): a warm-up call first (it connects
+    the pair), then time_loop; a rank without a peer this time joins the loop's barrier with nothing to do."""
+    work = call if call is not None else (lambda: None)
+    work()
+    return time_loop(work, iters, ctx.device, group, slow_s)
