@@ -90,6 +90,20 @@ def test_a_task_still_moving_did_not_finish_and_one_that_stopped_is_hung():
     assert not alone.hung and "~61 s (median of the 3 node(s) that finished)" in alone.text
 
 
+@pytest.mark.parametrize("state", ["idle*", "allocated*", "mixed*"])
+def test_a_node_not_responding_but_in_service_is_waited_for(state):
+    """Seen with slurmctld restarted under a 64-node run (Slurm 22.05, load average 16): every node showed
+    'idle*' until its slurmd registered again, and a task pending on one was called not tested.  Not
+    responding ends by itself: the slurmd registers, or slurmctld sets the node DOWN past SlurmdTimeout."""
+    down = slurm.NodeInfo("node2", "down*", "h", "Not responding")
+    assert avail.stuck_on("ReqNodeNotAvail,_UnavailableNodes:node2", "node2", down).startswith("; the node: down")
+    node = slurm.NodeInfo("node2", state, "h", "")
+    assert not node.usable and avail.why_not(node, None, None).startswith("down or not responding")  # not submitted to
+    assert avail.stuck_on("ReqNodeNotAvail,_UnavailableNodes:node2", "node2", node) == ""
+    note = avail.waiting_note("ReqNodeNotAvail,_UnavailableNodes:node2", "node2", node)
+    assert "not responding" in note and "SlurmdTimeout" in note and "waiting" in note, note
+
+
 @pytest.mark.parametrize("state, reason, words", [
     ("drained", "hw: DIMM ticket 42", "drained by an administrator (Slurm state drained, reason 'hw: DIMM ticket 42')"),
     ("draining", "admin: fan", "drained by an administrator"),
@@ -145,7 +159,8 @@ def test_a_node_named_unavailable_but_usable_now_is_waited_for(state):
 
 @pytest.mark.parametrize("state, reason, words", [
     ("drained", "hw: DIMM", "; the node: drained by an administrator"), ("draining", "admin", "; the node: drained"),
-    ("down*", "", "; the node: down or not responding"), ("allocated*", "", "; the node: down or not responding"),
+    ("down*", "", "; the node: down or not responding"), ("drained*", "hw", "; the node: drained by an administrator"),
+    ("idle$*", "", "; the node: down or not responding"),
     ("reserved", "", "; the node: not available to jobs"), ("idle$", "", "; the node: not available to jobs"),
 ])
 def test_a_node_named_unavailable_that_is_out_of_service_stays_stuck(state, reason, words):

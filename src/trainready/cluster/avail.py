@@ -101,9 +101,18 @@ def stuck_on(reason: str, node: str, info: slurm.NodeInfo | None) -> str:
     if not stuck_reason(reason):
         return ""
     why = "Slurm knows no node of this name" if info is None else why_not(info, None, None)
-    if reason.startswith("ReqNodeNotAvail") and not why:
+    if reason.startswith("ReqNodeNotAvail") and (not why or (info is not None and answering_soon(info))):
         return ""
     return f"; the node: {why}" if why else "."
+
+
+def answering_soon(info: slurm.NodeInfo) -> bool:
+    """Not responding ('*') and otherwise in service (idle, busy; not drained, down or reserved): a state Slurm
+    ends by itself.  Every node shows it after a slurmctld restart until its slurmd registers again (seconds
+    to minutes on a loaded head node), and one slurmd restart shows it for that node; a slurmd that stays
+    silent is set DOWN by slurmctld past SlurmdTimeout (slurm.conf(5), default 300 s), and DOWN is stuck."""
+    flags = info.state[len(info.base):]
+    return info.base in slurm.USABLE and "*" in flags and not any(c in flags for c in "$@")
 
 
 def waiting_note(reason: str, node: str, info: slurm.NodeInfo | None) -> str:
@@ -112,6 +121,10 @@ def waiting_note(reason: str, node: str, info: slurm.NodeInfo | None) -> str:
     if info is None or not reason.startswith("ReqNodeNotAvail") or not names_node(reason, node) \
             or stuck_on(reason, node, info):
         return ""
+    if answering_soon(info):
+        return (f"pending ({reason.replace(',_', ', ')}): the node is {info.state} (not responding: its slurmd has "
+                "not registered since a slurmctld or slurmd restart); Slurm sets it DOWN past SlurmdTimeout if it "
+                "stays silent; waiting (within the run's deadline)")
     return (f"pending ({reason.replace(',_', ', ')}) while the node is {info.state} now: Slurm's word from "
             "when it last tried the task; waiting (within the run's deadline)")
 
