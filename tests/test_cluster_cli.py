@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from trainready.cluster import ledger, run, slurm
+from trainready.cluster import ledger, run, slurm, watch
 from trainready.cluster.options import Container, FleetOptions, parse_mounts, time_seconds
 from trainready.errors import UsageError
 from trainready.records import Level
@@ -79,10 +79,10 @@ def test_no_result_reasons_say_what_slurm_said():
     pending = slurm.TaskState(0, "5", "PENDING", "", "", "Resources")
     assert "never started (PENDING; Resources)" in run.never_started(pending)
     assert run.never_started(killed) == "" and run.never_started(done) == ""  # they ran: tested
-    out = run._at_deadline({0: pending, 1: slurm.TaskState(1, "6", "RUNNING", "", "node2", "None")},
+    out = watch._at_deadline({0: pending, 1: slurm.TaskState(1, "6", "RUNNING", "", "node2", "None")},
                            {0: slurm.TaskState(0, "5", "CANCELLED", "", "", ""),
                             1: slurm.TaskState(1, "6", "CANCELLED", "", "node2", "")})
-    assert out[0].state == "PENDING" and out[1].state == run.OVERTIME
+    assert out[0].state == "PENDING" and out[1].state == watch.OVERTIME
 
 
 def test_drain_reason_has_the_prefix_and_a_bounded_length():

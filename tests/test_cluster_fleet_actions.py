@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainready.cluster import avail, guard, progress, run, slurm, synthetic
+from trainready.cluster import avail, guard, progress, run, slurm, synthetic, watch
 from trainready.cluster.verdict import NodeInput, decide
 from trainready.errors import UsageError
 from trainready.spec import load_spec
@@ -177,11 +177,11 @@ def test_polls_grow_with_the_run_and_the_fleet():
         t, k = 0.0, 0
         while t < run_s:
             k += 1
-            t += run.poll_interval(n, t)
+            t += watch.poll_interval(n, t)
         return k
 
-    assert run.poll_interval(3, 0) == 2.0 and run.poll_interval(640, 0) == 30.0
-    assert max(run.poll_interval(32, t) for t in range(0, 7200, 7)) == 30.0
+    assert watch.poll_interval(3, 0) == 2.0 and watch.poll_interval(640, 0) == 30.0
+    assert max(watch.poll_interval(32, t) for t in range(0, 7200, 7)) == 30.0
     assert polls(32, 120) <= 14  # < 0.5 slurmctld call per node over a 2-minute run of 32 nodes
     assert polls(128, 600) <= 32 and polls(640, 3600) <= 130
 
@@ -274,9 +274,9 @@ def test_gather_names_overtime_stuck_and_finished_tasks(tmp_path):
                                   ("node2", "versions", 100, [("start-up", 2.0)])):
         d = doc(phase, since, done, total=1, now=now)
         (tmp_path / "nodes" / f"{n}.progress.json").write_text(json.dumps(d))
-    w = run.Watch(states={0: slurm.TaskState(0, "10", "COMPLETED", "0:0", "node1", "None"),
-                          1: slurm.TaskState(1, "11", run.OVERTIME, "0:15", "node2", "None", 30.0),
-                          2: slurm.TaskState(2, "12", run.STUCK, "", "", "ReqNodeNotAvail")},
+    w = watch.Watch(states={0: slurm.TaskState(0, "10", "COMPLETED", "0:0", "node1", "None"),
+                          1: slurm.TaskState(1, "11", watch.OVERTIME, "0:15", "node2", "None", 30.0),
+                          2: slurm.TaskState(2, "12", watch.STUCK, "", "", "ReqNodeNotAvail")},
                   over={1: now - 90}, stuck={2: "its task 12 stayed PENDING (ReqNodeNotAvail); the node: drained"})
     opts = FleetOptions(results=tmp_path, time_limit="0:20")
     got = {ni.node: ni for ni in run.gather(opts, ["node1", "node2", "node3"], w)}
@@ -306,8 +306,8 @@ def test_stalled_tasks_are_cancelled_as_array_tasks_never_by_the_arrays_own_id(m
     states = {0: slurm.TaskState(0, "2", "PENDING", "", "", "ReqNodeNotAvail"),
               1: slurm.TaskState(1, "3", "RUNNING", "", "node2", "None", 99.0),
               2: slurm.TaskState(2, "1", "PENDING", "", "", "ReqNodeNotAvail,_UnavailableNodes:node3")}
-    w = run.Watch()
-    run.cancel_stalled("1", states, ["node1", "node2", "node3"], 30.0, w, lambda s: None)
+    w = watch.Watch()
+    watch.cancel_stalled("1", states, ["node1", "node2", "node3"], 30.0, w, lambda s: None)
     assert calls[-1] == ["scancel", "1_1", "1_2"] and set(w.stuck) == {2} and set(w.over) == {1}
 
 
@@ -321,9 +321,9 @@ def test_a_busy_node_named_unavailable_is_waited_for_and_said_once(monkeypatch):
 
     monkeypatch.setattr(slurm, "call", call)
     states = {1: slurm.TaskState(1, "3", "PENDING", "", "", "ReqNodeNotAvail,_UnavailableNodes:node2")}
-    w, said = run.Watch(), []
+    w, said = watch.Watch(), []
     for _ in range(3):
-        run.cancel_stalled("1", states, ["node1", "node2", "node3"], 30.0, w, said.append)
+        watch.cancel_stalled("1", states, ["node1", "node2", "node3"], 30.0, w, said.append)
     assert not w.stuck and not [c for c in calls if c[0] == "scancel"], calls
     assert len(said) == 1 and said[0].startswith("node2: task 3 pending (ReqNodeNotAvail, UnavailableNodes:node2) "
                                                  "while the node is allocated now"), said

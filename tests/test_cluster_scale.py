@@ -1,10 +1,12 @@
 """Faults at scale in ONE `cluster run --drain` on 64 real slurmd (a second local cluster,
 `scripts/local-slurm.sh up --nodes 64 --cluster scale`, beside the 3-node one the other Slurm tests use): four
 nodes drained by an administrator, two DOWN (their slurmd stopped), two tasks SIGKILLed mid-run, one node in
-someone else's reservation, one planted failing check, one planted slow node.  Every node's verdict is exactly
-what it should be (accepted / rejected with its reason / not tested with Slurm's reason), no healthy node and no
-untested node is drained, the administrator's reasons are untouched, and the run ends within 2 minutes of the
-last task that could run.  The cluster is taken down afterwards.
+someone else's reservation, one planted failing check, one planted slow node, and slurmctld stopped mid-run
+for 20 s, then started again (a restart for a config change).  Every node's verdict is exactly what it should be
+(accepted / rejected with its reason / not tested with Slurm's reason), no healthy node and no untested node is
+drained, the administrator's reasons are untouched, the collector said once that the controller was silent and
+when it answered again, Slurm ran one task per tested node (nothing resubmitted), and the run ends within 2
+minutes of the last task that could run.  The cluster is taken down afterwards.
 
 Cost: 197 s and 335 CPU s alone on a quiet 2-core x86 VM (54 tasks of versions+train_step, 4 at a time,
 one intra-op thread each; the cross-node step without the all_reduce; up and down included); 64 nodes is the
@@ -42,6 +44,9 @@ KILL = ("scale40", "scale50")
 CHECKS = "versions,train_step"  # train_step: the tokens/s figure of the slow rule, and the planted failure
 SLOW_FRACTION, PLANTED = 0.05, 0.005  # the fleet floor of the slow rule, the slow node's planted factor (below)
 GRACE_S = 120.0  # the run ends within 2 minutes of the last task that could run
+CTLD_PID = Path(f"/var/run/slurmctld-trainready-{CLUSTER}.pid")  # scripts/local-slurm.sh's pid file for the cluster
+QUIET_S = 20.0  # slurmctld stopped this long (the collector polls every N/16 = 4 s), once RESTART_AFTER are done
+RESTART_AFTER = 8  # node records written before the stop: the run is well under way, most tasks still to run
 
 
 def sinfo(node: str) -> tuple[str, str]:
@@ -103,6 +108,40 @@ def kill_mid_run(nodes: tuple[str, ...], stop: threading.Event, killed: dict[str
         time.sleep(0.25)
 
 
+def restart_controller(res: Path, stop: threading.Event, when: dict[str, float]) -> None:
+    """Once RESTART_AFTER node records are written: SIGTERM slurmctld, QUIET_S of silence, start it again (the
+    tasks run on in slurmd meanwhile, as in a restart for a config change)."""
+    while not stop.is_set():
+        if sum(1 for p in res.glob("runs/*/nodes/*.json") if not p.name.endswith(".progress.json")) >= RESTART_AFTER:
+            break
+        time.sleep(0.5)
+    else:
+        return
+    pid = int(CTLD_PID.read_text())
+    when["stopped"] = time.time()
+    os.kill(pid, signal.SIGTERM)
+    while Path(f"/proc/{pid}").exists():
+        time.sleep(0.1)
+    time.sleep(QUIET_S)
+    subprocess.run(["slurmctld", "-f", ENV["SLURM_CONF"]], check=True, env={**os.environ, **ENV})
+    when["started"] = time.time()
+
+
+def first_array_tasks() -> dict[str, int]:
+    """Node → how many tasks Slurm ran for it in the run's first array (the re-measurement of a slow suspect is
+    a second array, over the suspects only)."""
+    out = subprocess.run(["scontrol", "show", "jobs", "-o"], capture_output=True, text=True,
+                         env={**os.environ, **ENV}).stdout
+    tasks = [(int(m.group(1)), m.group(3)) for line in out.splitlines() if "JobName=trainready-accept" in line
+             and (m := re.search(r"ArrayJobId=(\d+) ArrayTaskId=(\d+)\b.* NodeList=(\S+)", line))]
+    first = min(a for a, _ in tasks)
+    counts: dict[str, int] = {}
+    for a, node in tasks:
+        if a == first:
+            counts[node] = counts.get(node, 0) + 1
+    return counts
+
+
 def last_task_end(since: float) -> float:
     out = subprocess.run(["scontrol", "show", "jobs", "-o"], capture_output=True, text=True,
                          env={**os.environ, **ENV}).stdout
@@ -125,9 +164,11 @@ def spec(folder: Path) -> Path:
 @pytest.fixture(scope="module")
 def run(sixty_four, tmp_path_factory):  # type: ignore[no-untyped-def]
     res = tmp_path_factory.mktemp("scale") / "r"
-    stop, killed = threading.Event(), {}
+    stop, killed, ctld = threading.Event(), {}, {}
     th = threading.Thread(target=kill_mid_run, args=(KILL, stop, killed), daemon=True)
     th.start()
+    restart = threading.Thread(target=restart_controller, args=(res, stop, ctld), daemon=True)
+    restart.start()
     t0 = time.time()
     p = run_cli("cluster", "run", "--nodelist", f"{CLUSTER}[1-{N}]", "--results", str(res), "--spec", str(spec(res.parent)),
                 "--only", CHECKS, "--max-parallel", "4", "--time", "10:00", "--drain", "--no-collective",
@@ -136,9 +177,18 @@ def run(sixty_four, tmp_path_factory):  # type: ignore[no-untyped-def]
     t1 = time.time()
     stop.set()
     th.join()
+    restart.join()
+    assert "started" in ctld, f"slurmctld was not restarted mid-run ({ctld}): {p.stderr[-2000:]}"
     doc = json.loads(Path(str(res) + ".json").read_text()) if p.returncode in (0, 1, 3) else None
     assert doc is not None, p.stderr[-3000:]
     return p, {n["node"]: n for n in doc["nodes"]}, doc, killed, last_task_end(t0), t1
+
+
+def test_the_collector_waited_for_the_restarted_controller_and_resubmitted_nothing(run) -> None:  # type: ignore[no-untyped-def]
+    p, v, _, _, _, _ = run
+    assert p.stderr.count("slurmctld not answering since") == 1 and "answering again" in p.stderr, p.stderr[-3000:]
+    tested = sorted(n for n, e in v.items() if e["verdict"] != "not tested")
+    assert first_array_tasks() == {n: 1 for n in tested}  # one task per tested node, none for an untested one
 
 
 def test_every_verdict_exact_at_64_nodes(run) -> None:  # type: ignore[no-untyped-def]

@@ -22,7 +22,7 @@ import pytest
 
 from conftest import local_slurm_script
 
-from trainready.cluster import avail, run, slurm
+from trainready.cluster import avail, slurm, watch
 from trainready.selftest import prepare, schedule
 
 pytestmark = pytest.mark.slow
@@ -112,7 +112,7 @@ def test_a_task_slurm_named_unavailable_while_its_node_is_busy_is_waited_for(sit
         assert STALE in reason and state in ("allocated", "mixed"), (reason, state)  # the moment, for real
         threading.Timer(5.0, slurm.cancel, (blocker,)).start()  # the other job ends a few seconds into the wait
         said: list[str] = []
-        w = run.wait(job, nodes, 60.0, 1, said.append)
+        w = watch.wait(job, nodes, 60.0, 1, said.append)
         assert not w.stuck, said
         assert [w.states[i].state for i in (0, 1)] == ["COMPLETED", "COMPLETED"], (w.states, said)
         notes = [s for s in said if "waiting (within the run's deadline)" in s]

@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from trainready.cluster import (avail, collective, crosschecks, guard, history, ledger, outage, run, runstate,
-                                slurm)
-from trainready.cluster.layout import CROSS_SCHEMA, cross_record, read_json
+                                slurm, watch)
+from trainready.cluster.layout import CROSS_SCHEMA, cross_record, node_record, read_json
 from trainready.cluster.options import FleetOptions, time_seconds
 from trainready.cluster.remeasure import remeasure
 from trainready.cluster.verdict import FleetVerdict, NodeInput, decide
@@ -65,7 +65,7 @@ def submit_array(here: FleetOptions, nodes: list[str], gpus: int) -> str:
     return job
 
 
-def heard(here: FleetOptions, w: run.Watch, line: str) -> None:
+def heard(here: FleetOptions, w: watch.Watch, line: str) -> None:
     """A new progress line: kept in the run's state, and what a silent controller's wait says when it gives up."""
     runstate.save(here.results, watch=runstate.watch_doc(w))
     p = outage.current()
@@ -90,7 +90,8 @@ def accept_nodes(here: FleetOptions, sel: avail.Selection, gpus: int, say: run.P
         w = runstate.watch_from(st.get("watch"))
         if st.get("phase") != "accepted":
             waves = -(-len(nodes) // max(1, here.concurrency))  # ceil: K tasks run at a time
-            w = run.wait(job, nodes, time_seconds(here.time_limit), waves, say, w, lambda w_, line: heard(here, w_, line))
+            w = watch.wait(job, nodes, time_seconds(here.time_limit), waves, say, w, lambda w_, line: heard(here, w_, line),
+                         node_record(here.results, nodes[0]).parent)
             runstate.save(here.results, phase="accepted", watch=runstate.watch_doc(w))
         inputs = run.gather(here, nodes, w)
     inputs += [NodeInput(n, None, not_tested=why) for n, why in sel.not_tested.items()]
@@ -179,7 +180,7 @@ def wait_cross(run_dir: Path, say: run.Progress) -> None:
         if not said:
             say(f"cross-node step {', '.join(ids)}, started by an earlier collector, still running; waiting for its end")
             said = True
-        time.sleep(run.POLL_MAX_S)
+        time.sleep(watch.POLL_MAX_S)
 
 
 def run_fleet(opts: FleetOptions, say: run.Progress, kind: str = "run",

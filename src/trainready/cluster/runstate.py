@@ -96,14 +96,14 @@ def selection_from(doc: dict[str, Any]) -> avail.Selection:
 
 
 def watch_doc(w: Any) -> dict[str, Any]:
-    """run.Watch as JSON (keys are task indexes)."""
+    """watch.Watch as JSON (keys are task indexes)."""
     return {"states": {str(i): dataclasses.asdict(s) for i, s in w.states.items()},
             "over": {str(i): t for i, t in w.over.items()}, "stuck": {str(i): t for i, t in w.stuck.items()},
             "waiting": sorted(w.waiting)}
 
 
 def watch_from(doc: dict[str, Any] | None) -> Any:
-    from trainready.cluster.run import Watch
+    from trainready.cluster.watch import Watch
 
     doc = doc or {}
     return Watch({int(i): slurm.TaskState(**s) for i, s in (doc.get("states") or {}).items()},

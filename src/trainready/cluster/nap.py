@@ -1,0 +1,45 @@
+"""The collector's sleep between two polls of Slurm, cut short when a node writes its record.
+
+A node task writes its record (RESULTS/runs/ID/nodes/NODE.json, atomically) as its last act, so a new record
+means a task is about to end: the collector asks Slurm again about SETTLE_S later rather than after the rest of
+its poll interval, which grows to POLL_MAX_S over a run.  A 3-node run then ends seconds after its last task,
+not up to half a minute after.  Each record wakes the collector at most once (a task that lingers after its
+record, in a container's teardown, is seen at the next regular poll), and never sooner than `floor_s` after the
+last poll: the fleet-size floor that keeps a 640-node run at one slurmctld RPC per 30 s still holds.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+STEP_S = 0.5  # seconds between two looks at the records folder (one readdir)
+SETTLE_S = 1.0  # after a new record: its task's exit and slurmstepd's report to slurmctld (sub-second here)
+
+
+def records(folder: Path | None) -> int:
+    """Node records in `folder` (NODE.json; NODE.progress.json and temporary files are not records); 0 when
+    there is no folder yet."""
+    if folder is None:
+        return 0
+    try:
+        with os.scandir(folder) as it:
+            return sum(1 for e in it if e.name.endswith(".json") and not e.name.endswith(".progress.json")
+                       and not e.name.startswith("."))
+    except OSError:
+        return 0
+
+
+def nap(seconds: float, floor_s: float, folder: Path | None, seen: int) -> int:
+    """Sleep `seconds`, or less: from `floor_s` on, a record beyond the `seen` ones ends the nap SETTLE_S later.
+    Returns the records counted when it woke (the next nap's `seen`)."""
+    start = time.monotonic()
+    end = start + seconds
+    while (left := end - time.monotonic()) > 0:
+        time.sleep(min(STEP_S, left))
+        now = records(folder)
+        if now > seen and time.monotonic() - start + SETTLE_S >= floor_s:
+            time.sleep(min(SETTLE_S, max(0.0, end - time.monotonic())))
+            return now
+    return max(seen, records(folder))

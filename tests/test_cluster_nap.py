@@ -1,0 +1,45 @@
+"""The collector's sleep between two polls ends soon after a node writes its record (cluster/nap.py), and only
+then: a progress file, a temporary file or no new record leave it to its full length."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from trainready.cluster import nap
+
+
+def write_later(path: Path, after_s: float) -> threading.Thread:
+    th = threading.Thread(target=lambda: (time.sleep(after_s), path.write_text("{}")), daemon=True)
+    th.start()
+    return th
+
+
+def test_records_count_only_node_records(tmp_path: Path) -> None:
+    assert nap.records(tmp_path / "absent") == 0 and nap.records(None) == 0
+    for name in ("node1.progress.json", ".node1.json.tmp", ".node2.json", "notes.txt"):
+        (tmp_path / name).write_text("{}")
+    assert nap.records(tmp_path) == 0
+    (tmp_path / "node1.json").write_text("{}")
+    assert nap.records(tmp_path) == 1
+
+
+def test_no_new_record_sleeps_the_whole_interval_a_new_one_wakes_it(tmp_path: Path) -> None:
+    (tmp_path / "node1.json").write_text("{}")
+    write_later(tmp_path / "node2.progress.json", 0.2)  # progress, not a record
+    t0 = time.monotonic()
+    assert nap.nap(2.0, 0.0, tmp_path, seen=1) == 1
+    assert time.monotonic() - t0 >= 2.0
+    th = write_later(tmp_path / "node2.json", 0.3)
+    t0 = time.monotonic()
+    assert nap.nap(60.0, 0.0, tmp_path, seen=1) == 2
+    assert time.monotonic() - t0 < 30.0  # woken by the record, not the 60 s interval
+    th.join()
+
+
+def test_a_record_never_wakes_it_before_the_fleet_floor(tmp_path: Path) -> None:
+    write_later(tmp_path / "node1.json", 0.1)
+    t0 = time.monotonic()
+    assert nap.nap(60.0, 3.0, tmp_path, seen=0) == 1
+    assert 3.0 <= time.monotonic() - t0 < 30.0
