@@ -53,6 +53,8 @@ COMM_PLANTS: dict[str, str] = {
     "comm.wrong_rank": "RANK: this rank sends wrong elements",
     "comm.die_rank": "RANK: this rank's process exits at step comm.fault_step",
     "comm.fault_step": "N: the sweep step (op x size, from 0) at which hang/die happen (default 0)",
+    "comm.once": "1: comm.slow_rank and comm.slow_pct hold in the first sweep only; measured again the sweep is "
+                 "healthy (a burst of other work on the fabric: its timing must not fail)",
 }
 
 # Read by the resume protocol (check `resume` and `trainready resume`); VALUE 1 plants it (0 is rejected).

@@ -7,7 +7,7 @@ A StepRow crosses ranks as one float64 vector (one all_gather for the whole swee
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 
@@ -42,6 +42,12 @@ class SweepFaults:
     """This rank's process exits at step `fault_step`."""
     fault_step: int = 0
     """The sweep step (op x size, from 0) at which hang/die happen."""
+    once: bool = False
+    """slow_rank and slow_pct hold in the first sweep only: a sweep measured again is healthy (a transient)."""
+
+    def after_first(self) -> "SweepFaults":
+        """The faults of a sweep measured again: a planted transient (`once`) is over."""
+        return replace(self, slow_rank=-1, slow_pct=0.0) if self.once else self
 
 
 @dataclass(frozen=True)

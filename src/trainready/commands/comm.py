@@ -192,10 +192,9 @@ def _avg_floor(avg_from: str | None, sizes: list[int], node_spec: NodeSpec) -> i
 
 def _sweep_here(run: CommRun) -> Swept:
     """Spawn the local ranks and judge rank 0's data."""
-    from trainready.comm.run import build_report, launch_failure, sweep_local
+    from trainready.comm.run import build_report, launch_failure, sweep_local_again
 
-    res, secs = sweep_local(run.opts)
-    data = res.values[0] if res.ok else None
+    res, secs, data = sweep_local_again(run.opts, run.spec, run.source)  # a timing below its floor: measured again
     fail = None if res.ok else launch_failure(res, run.opts)
     return Swept(build_report(run.opts, run.spec, run.source, data, fail, secs, run.context), data)
 
@@ -204,7 +203,7 @@ def _sweep_as_rank(run: CommRun) -> Swept:
     """Be one rank of torchrun/srun.  Rank 0 judges and returns the record; any other rank exits here (0, or
     PLANTED_EXIT for a planted run); a failed sweep exits every rank, rank 0 after writing the FAIL record."""
     from trainready.comm.external import leave
-    from trainready.comm.run import build_report, sweep_external
+    from trainready.comm.run import build_report, sweep_external, timing_only
 
     ext = run.ext
     assert ext is not None
@@ -218,7 +217,7 @@ def _sweep_as_rank(run: CommRun) -> Swept:
         rep = build_report(run.opts, run.spec, run.source, None, fail, time.perf_counter() - t0, run.context)
         return emit(rep, run.json_path)
 
-    data, fail = sweep_external(run.opts, ext, report_failure)
+    data, fail = sweep_external(run.opts, ext, report_failure, timing_only(run.opts, run.spec, run.source))
     if fail is not None:
         try:
             code = report_failure(fail)

@@ -102,23 +102,40 @@ def child_env(tmp: Path) -> dict[str, str]:
             "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH", "")) if p)}
 
 
-def spec_busbw(root: Path, gpus: int, argv: list[str]) -> str:
-    """A spec holding this machine's own all_reduce busbw as the expectation: measured by one clean run of
-    the case's own command (`argv`, the plant left out), so a uniformly slower fabric is judged like
-    for like.  Made only when a case asks for it (one more comm run)."""
+def _own_busbw(root: Path, argv: list[str]) -> float:
+    """This machine's own all_reduce busbw, GB/s: one clean run of the case's own command (`argv`, the plant
+    left out), made once per self-test (kept in busbw-calibration.json)."""
     import sys
 
-    base = root / "spec.toml"
     cal = root / "busbw-calibration.json"
-    plain = [a for i, a in enumerate(argv) if a != "--plant" and (i == 0 or argv[i - 1] != "--plant")]
-    plain = [str(base) if a == "{spec_busbw}" else a for a in plain]
-    subprocess.run([sys.executable, "-m", "trainready", *plain, "--json", str(cal)], capture_output=True, text=True,
-                   timeout=300, cwd=root, env=child_env(root))
+    if not cal.is_file():
+        plain = [a for i, a in enumerate(argv) if a != "--plant" and (i == 0 or argv[i - 1] != "--plant")]
+        plain = [str(root / "spec.toml") if a.startswith("{spec_busbw") else a for a in plain]
+        subprocess.run([sys.executable, "-m", "trainready", *plain, "--json", str(cal)], capture_output=True,
+                       text=True, timeout=300, cwd=root, env=child_env(root))
     doc = json.loads(cal.read_text())
-    busbw = next(m["value"] for r in doc["results"] for m in r["metrics"]
-                 if m["name"] == "comm_busbw_avg" and m["labels"].get("op") == "all_reduce")
+    return float(next(m["value"] for r in doc["results"] for m in r["metrics"]
+                      if m["name"] == "comm_busbw_avg" and m["labels"].get("op") == "all_reduce"))
+
+
+def spec_busbw(root: Path, gpus: int, argv: list[str]) -> str:
+    """A spec holding this machine's own all_reduce busbw as the expectation, so a uniformly slower fabric is
+    judged like for like.  Made only when a case asks for it (one more comm run)."""
     path = root / "spec_busbw.toml"
-    path.write_text(spec_text(gpus, comm=f"expected_busbw_gbps = {{ all_reduce = {float(busbw)!r} }}\n"))
+    path.write_text(spec_text(gpus, comm=f"expected_busbw_gbps = {{ all_reduce = {_own_busbw(root, argv)!r} }}\n"))
+    return str(path)
+
+
+# The loose bound of a planted transient's case: a healthy measurement of the self-test's short sweep ranged
+# 0.69-1.0x its calibration run on a loaded 2-core VM, a 10x slower one 0.1x; 0.3 leaves 2-3x either side.
+LOOSE_FRACTION = 0.3
+
+
+def spec_busbw_loose(root: Path, gpus: int, argv: list[str]) -> str:
+    """spec_busbw with comm.min_fraction LOOSE_FRACTION: the bound a healthy measurement clears on a loaded host."""
+    path = root / "spec_busbw_loose.toml"
+    path.write_text(spec_text(gpus, comm=f"expected_busbw_gbps = {{ all_reduce = {_own_busbw(root, argv)!r} }}\n"
+                                         f"min_fraction = {LOOSE_FRACTION}\n"))
     return str(path)
 
 
@@ -184,7 +201,7 @@ def _fleet_node(k: int) -> Callable[[Path, int, list[str]], str]:
 
 
 # Placeholders made only when a case that runs needs them: name -> maker(root, gpus, the case's argv).
-LAZY = {"spec_busbw": spec_busbw, "small_disk": small_disk,
+LAZY = {"spec_busbw": spec_busbw, "spec_busbw_loose": spec_busbw_loose, "small_disk": small_disk,
         **{f"node{k + 1}": _fleet_node(k) for k in range(FLEET)}}
 
 
