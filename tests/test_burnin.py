@@ -195,3 +195,19 @@ def test_on_a_cpu_a_fall_every_rank_shares_is_the_hosts_load_a_fall_alone_is_the
     assert fault.status == Status.FAIL and "rank 0 (CPU): 1 → 0.02 TFLOP/s" in fault.message
     load = judge(Inputs(names, m({0: host, 1: shared}), 900.0), spec)
     assert load.status == Status.WARN and "the host's load" in load.message, load.message
+
+
+def test_an_interval_longer_than_the_window_says_a_fall_cannot_be_judged() -> None:
+    """Seen on a 2-core VM at load average 8: an 8 s CPU burn-in whose second GEMM interval lasted 10.5 s against
+    a 2.8 s window; its first window then held the slow figure and a planted fall could not show.  Said, never
+    a silent pass."""
+    row = {"copy_gbps": 0.25, "busbw_gbps": 0.1, "sum_ok": True}
+    m = Measured(T0, {0: [{"t0": T0, "t": T0 + 1.0, "gemm_tflops": 0.07, **row},
+                          {"t0": T0 + 1.0, "t": T0 + 11.5, "gemm_tflops": 0.0012, **row}]},
+                 {"start": T0, "hz": 1.0, "block_s": 1.0, "amplify": 10}, [])
+    out = judge(Inputs(["rank 0 (CPU)"], m, 8.0), SPEC)
+    assert out.status == Status.WARN, out.message
+    assert "rank 0 (CPU): burnin_gemm: one interval lasted 10.5 s, longer than the" in out.message
+    assert "a fall cannot be judged" in out.message
+    steady = judge(_inputs({0: _rank(lambda t: 700.0), 1: _rank(lambda t: 700.0)}, _samples(2)), SPEC)
+    assert steady.status == Status.PASS and "cannot be judged" not in steady.message, steady.message

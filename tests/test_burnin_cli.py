@@ -29,7 +29,12 @@ def test_planted_slowdown_and_counter_fail_and_the_plain_run_passes(cli, tmp_pat
     res = json.loads((tmp_path / "bad.json").read_text())["results"][0]
     assert res["status"] == "fail", res["message"]
     found = res["details"]["findings"]
-    assert any(f.startswith("rank 0 (CPU): ") and "TFLOP/s after" in f for f in found), found
+    # rank 0's fall is named; only where the host's load stretched one interval past the comparison window (seen
+    # once at load average 8 on 2 cores: one GEMM interval of 10.5 s against a 2.8 s window) does the record
+    # say instead that a fall could not be judged, and why
+    named = any(f.startswith("rank 0 (CPU): ") and "TFLOP/s after" in f for f in found)
+    unjudged = "a fall cannot be judged" in res["message"] and "rank 0 (CPU): burnin_gemm" in res["message"]
+    assert named or unjudged, (found, res["message"])
     assert "rank 1 (CPU): volatile ECC uncorrectable errors 0 → 1 (+1)" in found
     assert not any(f.startswith("rank 1") and "TFLOP/s" in f for f in found), found
     assert bad.returncode == 3  # a planted run is never evidence

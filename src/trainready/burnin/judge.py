@@ -85,6 +85,11 @@ def _over_time(f: _Found, i: int, name: str, m: series.Measured, w: float, spec:
         d = overtime.drift(spans, w, spec.drop_max)
         if d is None:
             continue
+        longest = max(b - a for a, b, _ in spans)
+        if longest > w:  # one interval outlasts the comparison window: no window can show a fall within it
+            f.warns.append(f"{name}: {metric}: one interval lasted {longest:.1f} s, longer than the {w:.1f} s window "
+                           f"a fall is judged over ({len(spans)} interval(s) in {m.seconds:.0f} s): a fall cannot be "
+                           "judged (a host this loaded stretches every interval); run longer or on a quieter host")
         sustained = overtime.weighted_median(spans, -math.inf, math.inf)
         f.gpus[i][key] = {"first": d.first, "last": d.last, "low": d.low, "sustained": sustained,
                           "fell_at_s": None if not d.fell else round(d.fell_at, 1)}
