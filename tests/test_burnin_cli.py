@@ -43,7 +43,8 @@ def test_planted_slowdown_and_counter_fail_and_the_plain_run_passes(cli, tmp_pat
     doc = json.loads((tmp_path / "ok.json").read_text())
     res = doc["results"][0]
     # a healthy run passes; on a loaded 2-core host the ranks' shared fall is a warning that says so (never a fail)
-    host_load = res["status"] == "warn" and "the host's load, shared by every rank" in res["message"]
+    host_load = res["status"] == "warn" and ("the host's load, shared by every rank" in res["message"]
+                                             or "a fall cannot be judged (a host this loaded" in res["message"])
     assert ok.returncode == 0 and (res["status"] == "pass" or host_load), res["message"]
     assert "GPU counters not available: no GPU here" in res["message"]
     series = res["details"]["gpus"]["0"]["series"]
