@@ -32,7 +32,9 @@ def test_planted_slowdown_and_counter_fail_and_the_plain_run_passes(cli, tmp_pat
     # rank 0's fall is named; only where the host's load stretched one interval past the comparison window (seen
     # once at load average 8 on 2 cores: one GEMM interval of 10.5 s against a 2.8 s window) does the record
     # say instead that a fall could not be judged, and why
-    named = any(f.startswith("rank 0 (CPU): ") and "TFLOP/s after" in f for f in found)
+    # named by its fall against its own first window, or (when the host's load slowed its first window too) by
+    # its sustained figure below the node's median: both are the planted slowdown
+    named = any(f.startswith("rank 0 (CPU): ") and ("TFLOP/s after" in f or "burnin_gemm_sustained" in f) for f in found)
     unjudged = "a fall cannot be judged" in res["message"] and "rank 0 (CPU): burnin_gemm" in res["message"]
     assert named or unjudged, (found, res["message"])
     assert "rank 1 (CPU): volatile ECC uncorrectable errors 0 → 1 (+1)" in found
