@@ -9,13 +9,11 @@ named straggler fails it; no expectation → warn.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, replace
 
 from trainready.checks.base import Check, CheckContext, register
 from trainready.comm.ops import OPS
 from trainready.comm.defaults import sweep_defaults
 from trainready.comm.remeasure import merge, needs_remeasure
-from trainready.comm.rankdata import SweepFaults
 from trainready.comm.run import SWEEP_FAULTS, CommOptions, launch_failure, outcomes, sweep_faults, sweep_local
 from trainready.records import SEVERITY, Level, Outcome, Status
 from trainready.util.devices import local_world
@@ -64,8 +62,7 @@ class CommSweepCheck(Check):
             if ctx.progress is not None:
                 ctx.progress("a timing below its floor: measuring again")
             left = sweep_deadline_s(self.timeout_for(ctx)) - (time.monotonic() - t0)
-            after = asdict(SweepFaults(**opts.faults).after_first())  # a planted transient (comm.once) is over
-            again, _ = sweep_local(replace(opts, deadline_s=max(1.0, left), faults=after))
+            again, _ = sweep_local(opts.measured_again(deadline_s=max(1.0, left)))  # a planted comm.once is over
             if not again.ok:
                 return launch_failure(again, opts)
             verdicts = merge(verdicts, outcomes(again.values[0], opts, ctx.spec, "spec"))

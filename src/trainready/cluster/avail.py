@@ -111,8 +111,8 @@ def answering_soon(info: slurm.NodeInfo) -> bool:
     ends by itself.  Every node shows it after a slurmctld restart until its slurmd registers again (seconds
     to minutes on a loaded head node), and one slurmd restart shows it for that node; a slurmd that stays
     silent is set DOWN by slurmctld past SlurmdTimeout (slurm.conf(5), default 300 s), and DOWN is stuck."""
-    flags = info.state[len(info.base):]
-    return info.base in slurm.USABLE and "*" in flags and not any(c in flags for c in "$@")
+    others = slurm.SUFFIX_DOWN.replace("*", "")  # in a maintenance reservation, pending reboot: not by itself
+    return info.base in slurm.USABLE and "*" in info.flags and not any(c in info.flags for c in others)
 
 
 def waiting_note(reason: str, node: str, info: slurm.NodeInfo | None) -> str:

@@ -89,10 +89,14 @@ class NodeInfo:
         return self.base.startswith(("drain", "drained", "draining"))
 
     @property
+    def flags(self) -> str:
+        """The state's suffix flags ('idle*' → '*')."""
+        return self.state[len(self.base):]
+
+    @property
     def usable(self) -> bool:
         """A pinned task can start on it by itself (idle or busy, not drained/down/reserved/not responding)."""
-        flags = self.state[len(self.base):]
-        return self.base in USABLE and not any(c in flags for c in SUFFIX_DOWN)
+        return self.base in USABLE and not any(c in self.flags for c in SUFFIX_DOWN)
 
     @property
     def ours(self) -> bool:

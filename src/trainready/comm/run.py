@@ -25,7 +25,7 @@ from trainready.spec.model import NodeSpec
 # planted-fault tests only (names and values are checked first, against checks/plants.py).
 SWEEP_FAULTS: dict[str, Callable[[str], Any]] = {
     "slow_rank": int, "slow_ms": float, "slow_link": rank_pair, "transient_link": rank_pair, "slow_pct": float, "hang_rank": int,
-    "wrong_rank": int, "die_rank": int, "fault_step": int, "once": lambda v: v.lower() in ("1", "true", "yes")}
+    "wrong_rank": int, "die_rank": int, "fault_step": int, "once": lambda v: True}  # once: a flag, present = on (plants.validate_values refuses "off")
 STARTUP_S = 60.0  # launch's start-up allowance (process start + rendezvous on a loaded host), as launch's default
 SLOW_MS_DEFAULT = 20.0  # how long a planted slow rank sleeps per op when comm.slow_ms is not given
 
@@ -72,6 +72,10 @@ class CommOptions:
     @property
     def floor(self) -> int:
         return self.avg_floor if self.avg_floor is not None else max(min(self.sizes), max(self.sizes) // 8)
+
+    def measured_again(self, **changes: Any) -> CommOptions:
+        """These options for a sweep measured again: a planted transient (SweepFaults.once) is over."""
+        return replace(self, faults=asdict(SweepFaults(**self.faults).after_first()), **changes)
 
     def rank_plan(self, group_timeout_s: float) -> SweepPlan:
         """What every rank runs (comm/sweep.sweep_rank)."""
@@ -207,7 +211,7 @@ def sweep_local_again(opts: CommOptions, spec: NodeSpec, source: str) -> tuple[L
         return res, secs, None
     data = res.values[0]
     if timing_only(opts, spec, source)(data):
-        again, more = sweep_local(replace(opts, faults=asdict(SweepFaults(**opts.faults).after_first())))
+        again, more = sweep_local(opts.measured_again())
         if not again.ok:
             return again, secs + more, None
         data, secs = {**data, "again": again.values[0]}, secs + more

@@ -118,12 +118,17 @@ def _own_busbw(root: Path, argv: list[str]) -> float:
                       if m["name"] == "comm_busbw_avg" and m["labels"].get("op") == "all_reduce"))
 
 
-def spec_busbw(root: Path, gpus: int, argv: list[str]) -> str:
-    """A spec holding this machine's own all_reduce busbw as the expectation, so a uniformly slower fabric is
-    judged like for like.  Made only when a case asks for it (one more comm run)."""
-    path = root / "spec_busbw.toml"
-    path.write_text(spec_text(gpus, comm=f"expected_busbw_gbps = {{ all_reduce = {_own_busbw(root, argv)!r} }}\n"))
+def _busbw_spec(root: Path, gpus: int, argv: list[str], name: str, comm: str = "") -> str:
+    """A spec holding this machine's own all_reduce busbw as the expectation (plus `comm` lines), as NAME."""
+    path = root / name
+    path.write_text(spec_text(gpus, comm=f"expected_busbw_gbps = {{ all_reduce = {_own_busbw(root, argv)!r} }}\n{comm}"))
     return str(path)
+
+
+def spec_busbw(root: Path, gpus: int, argv: list[str]) -> str:
+    """This machine's own busbw as the expectation, so a uniformly slower fabric is judged like for like.  Made
+    only when a case asks for it (one more comm run)."""
+    return _busbw_spec(root, gpus, argv, "spec_busbw.toml")
 
 
 # The loose bound of a planted transient's case: a healthy measurement of the self-test's short sweep ranged
@@ -133,10 +138,7 @@ LOOSE_FRACTION = 0.3
 
 def spec_busbw_loose(root: Path, gpus: int, argv: list[str]) -> str:
     """spec_busbw with comm.min_fraction LOOSE_FRACTION: the bound a healthy measurement clears on a loaded host."""
-    path = root / "spec_busbw_loose.toml"
-    path.write_text(spec_text(gpus, comm=f"expected_busbw_gbps = {{ all_reduce = {_own_busbw(root, argv)!r} }}\n"
-                                         f"min_fraction = {LOOSE_FRACTION}\n"))
-    return str(path)
+    return _busbw_spec(root, gpus, argv, "spec_busbw_loose.toml", f"min_fraction = {LOOSE_FRACTION}\n")
 
 
 class Unmet(Exception):
