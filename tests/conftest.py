@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,6 +50,18 @@ def _share_the_cores() -> None:
 
 _share_the_cores()
 
+
+def _preload_resume_ranks() -> None:
+    """This test process's own forkserver (started by the first in-process launch) also imports the resume ranks'
+    module: one test process runs comm, collective and resume ranks in any order, where a CLI run knows its checks
+    before its first launch (commands/node.py)."""
+    from trainready.ranks.forkserver import RESUME_RANKS, mp_context
+
+    mp_context((RESUME_RANKS,))
+
+
+_preload_resume_ranks()
+
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # pytest-xdist's workers start with COLUMNS=80 LINES=24 (execnet); a serial run has neither, so rich
     # output (and run_cli's COLUMNS=160 default) would differ between the two: keep the serial run's view.
@@ -57,16 +71,40 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 cpu_machine_only = pytest.mark.skipif(HAS_GPU, reason="asserts the behaviour of a machine without GPUs")
 
 
+_zygote: Any = None  # this test process's Zygote, started by the first run_cli
+
+
+def _cli_zygote() -> Any:
+    """One interpreter per test process with torch and the CLI imported, that forks every run_cli command
+    (trainready.selftest.zygote, as the self-test runs its commands): each command is still its own process with
+    its own environment, files and exit status, running `python -m trainready ARGS`, but `import torch` (~1.8 CPU
+    s on a 2-core x86 VM) is paid once per test process instead of once per command."""
+    global _zygote
+    if _zygote is None:
+        from trainready.selftest.zygote import Zygote
+
+        _zygote = Zygote({**os.environ, "PYTHONPATH": str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", "")}, REPO)
+        atexit.register(_zygote.close)
+    return _zygote
+
+
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """Run `python -m trainready ARGS` in a subprocess (the real CLI, real exit codes)."""
+    """Run `python -m trainready ARGS` as its own process (the real CLI, real exit codes), forked from this test
+    process's zygote; TRAINREADY_TEST_FRESH_CLI=1: a new interpreter for each instead."""
     e = dict(os.environ)
     e["PYTHONPATH"] = str(SRC) + os.pathsep + e.get("PYTHONPATH", "")
     e.setdefault("COLUMNS", "160")
     if env:
         e.update(env)
-    return subprocess.run(
-        [sys.executable, "-m", "trainready", *args], capture_output=True, text=True, env=e, timeout=timeout
-    )
+    argv = [sys.executable, "-m", "trainready", *args]
+    if os.environ.get("TRAINREADY_TEST_FRESH_CLI") == "1":
+        return subprocess.run(argv, capture_output=True, text=True, env=e, timeout=timeout)
+    with tempfile.TemporaryDirectory(prefix="run-cli-") as d:
+        out, err = Path(d) / "out", Path(d) / "err"
+        rc = _cli_zygote().run(list(args), e, Path.cwd(), out, err, timeout)
+        if rc is None:
+            raise subprocess.TimeoutExpired(argv, timeout, out.read_bytes(), err.read_bytes())
+        return subprocess.CompletedProcess(argv, rc, out.read_text(errors="replace"), err.read_text(errors="replace"))
 
 
 def undrain(*nodes: str) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SRC, run_cli
+from conftest import SRC, cpu_machine_only, run_cli
 from trainready.checks import REGISTRY, CheckContext
 from trainready.records import Status
 from trainready.spec import default_spec
@@ -122,6 +122,7 @@ def test_deadline_stops_a_hung_checks_ranks_and_the_next_check_runs_on_a_quiet_m
 
 
 @pytest.mark.slow
+@cpu_machine_only  # asserts the CPU default (8 gloo ranks, gloo's sweep table)
 def test_comm_sweep_ends_itself_before_the_checks_limit(tmp_path: Path) -> None:
     """A hang that the per-step stall (60 s) would catch only after the limit: the sweep's own
     deadline (from the same limit) ends it first, naming the hung rank, never the bare 'timed out'."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import HAS_GPU, cpu_machine_only
 from trainready.checks.base import CheckContext
 from trainready.checks.pcie import PcieCheck
 from trainready.cluster.verdict import NodeInput, decide
@@ -65,10 +66,27 @@ def test_read_link_asks_nvml_each_field_on_its_own():
     assert link.error == "nvmlDeviceGetMaxPcieLinkWidth: Not Supported" and not link.trained_down
 
 
+@cpu_machine_only
 def test_the_check_skips_on_a_cpu_node_with_its_reason(tmp_path):
     spec, _ = load_spec(None)
     r = PcieCheck().execute(CheckContext(spec, tmp_path))
     assert (r.status, r.message) == (Status.SKIP, "no GPU: the host↔device copy over PCIe is GPU-only")
+
+
+@pytest.mark.skipif(not HAS_GPU, reason="the copies need a GPU")
+def test_on_a_gpu_the_copies_are_measured_and_an_nvml_that_cannot_start_leaves_the_link_unread(tmp_path, monkeypatch):
+    import pynvml
+
+    spec, _ = load_spec(None)
+    r = PcieCheck().execute(CheckContext(spec, tmp_path))
+    assert r.status in (Status.PASS, Status.WARN) and "links under load" in r.message, r.message
+
+    def refuse() -> None:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
+
+    monkeypatch.setattr(pynvml, "nvmlInit", refuse)
+    r = PcieCheck().execute(CheckContext(spec, tmp_path))  # the reason outlives the except block that bound it
+    assert r.status is Status.WARN and "link not read for GPU 0: NVML: Driver Not Loaded" in r.message, r.message
 
 
 def _record(node_gbps: list[float]) -> dict[str, object]:

@@ -38,6 +38,8 @@ def test_identical_fresh_state_is_flagged_as_vacuous() -> None:
     fresh = _state(scale=2.0)
     fresh.update(step=0, lr={"last_epoch": 0, "last_lr": [1e-4]}, data={"seed": 1, "epoch": 0, "position": 0})
     torch.rand(3), random.random(), np.random.random()
+    if torch.cuda.is_available():  # the CUDA generators are part of the captured state there
+        torch.rand(3, device="cuda")
     fresh["rng"] = rng.capture()
     assert all(differs_before_load(fresh, a, Tolerance()).values())
 

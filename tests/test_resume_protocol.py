@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import cpu_machine_only
 from trainready.checks.base import CheckContext
 from trainready.checks.options import CheckOptions
 from trainready.resume.options import ResumeOptions
@@ -75,6 +76,7 @@ def test_flipped_byte_fails_as_corrupted_checkpoint(tmp_path: Path) -> None:
     assert ".distcp: sha256" in res.message
 
 
+@cpu_machine_only  # asserts the CPU default (8 gloo ranks, gloo's sweep table)
 def test_short_run_passes(tmp_path: Path) -> None:
     res = _run(tmp_path)
     assert res.status == Status.PASS, res.message

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, cpu_machine_only
 
 PKG = REPO / "src" / "trainready"
 SWEEP_KEYS = {"warmup", "iters", "pair_iters", "pair_bytes", "step_budget_s", "loops", "eff_loops", "eff_min_loop_s"}
@@ -71,6 +71,7 @@ def test_h100_peak_is_the_whitepaper_figure() -> None:
     assert lookup("H100").bf16_tflops == pytest.approx(528 * 1024 * 1.83e9 / 1e12, abs=0.05) == 989.4
 
 
+@cpu_machine_only  # asserts the CPU default (8 gloo ranks, gloo's sweep table)
 def test_every_use_of_the_sweep_reads_the_table() -> None:
     from trainready.cluster.collective import cross_node_options
     from trainready.comm.defaults import SWEEP_DEFAULTS

@@ -35,7 +35,11 @@ def nvml_handles() -> Iterator[Callable[[int], tuple[Any, Any] | str]]:
 
         nv.nvmlInit()
     except Exception as exc:  # noqa: BLE001 - the copies are still measured; the link is 'not read'
-        yield lambda i: f"NVML: {exc}"
+        reason = f"NVML: {exc}"  # bound here: `exc` is unbound once the except block ends
+    else:
+        reason = ""
+    if reason:
+        yield lambda i: reason
         return
 
     def handle(i: int) -> tuple[Any, Any] | str:

@@ -161,9 +161,10 @@ def _accept(checks: list[type[Check]], ctx: CheckContext, source: str, json_path
     """Run the checks in `ctx.workdir` and report (table, --json, --junit, --prometheus): the exit code."""
     timeouts = dict(ctx.timeouts)
     if any(c.launches_ranks for c in checks):  # the forkserver imports torch while in-process checks run
+        from trainready.ranks.forkserver import RESUME_RANKS
         from trainready.ranks.launch import warm_up
 
-        warm_up()
+        warm_up((RESUME_RANKS,) if any(c.name == "resume" for c in checks) else ())
     limits = {c.name: c().timeout_for(ctx) for c in checks}  # recorded: every check's limit, flags applied
     report = _run(checks, ctx, {"spec_source": source, "workdir": str(ctx.workdir), "timeouts_s": limits,
                                 **({"timeouts_given": timeouts} if timeouts else {})})

@@ -37,25 +37,35 @@ def _short_socket_dir() -> None:
 
 
 # Imported once by the forkserver, in this order, inherited by every rank it forks.  ranks/omp.py first: it
-# sets the ranks' OpenMP wait policy before torch loads libgomp.  The resume ranks' modules are here because
-# torch.distributed.checkpoint pulls in torch.distributed.tensor and sympy: ~3 s per rank process on a 1x H200
-# VM when each rank imported them itself.  None of them initialises CUDA.
-PRELOAD = ["trainready.ranks.omp", "torch", "torch.distributed", "trainready.ranks.launch", "trainready.resume.worker"]
+# sets the ranks' OpenMP wait policy before torch loads libgomp.  None of them initialises CUDA.
+PRELOAD = ["trainready.ranks.omp", "torch", "torch.distributed", "trainready.ranks.launch"]
+# The rank modules of the checks that launch ranks, preloaded too when their check will run: the resume ranks'
+# module pulls in torch.distributed.checkpoint, torch.distributed.tensor and sympy: ~3 s per rank process on a 1x
+# H200 VM when each rank imported them itself, and +0.8 CPU s in a forkserver that never runs a resume rank
+# (2-core x86 VM), so it is loaded only where resume runs.
+RESUME_RANKS = "trainready.resume.worker"
 
 
-def mp_context() -> Any:
-    """The forkserver context ranks are started from (PRELOAD set, sockets where they fit)."""
+_preload = list(PRELOAD)  # this process's: PRELOAD, then every `also` asked for so far
+
+
+def mp_context(also: tuple[str, ...] = ()) -> Any:
+    """The forkserver context ranks are started from (PRELOAD and every `also` asked for in this process set,
+    sockets where they fit).  A module asked for once the forkserver runs (warm_up or this process's first launch)
+    is imported by each rank that needs it instead."""
     _short_socket_dir()
+    _preload.extend(m for m in also if m not in _preload)
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD)
+    ctx.set_forkserver_preload(list(_preload))
     return ctx
 
 
-def warm_up() -> None:
-    """Start the forkserver now, so that it imports PRELOAD while this process does other work (the
-    in-process checks): the first launch then costs a fork, not an interpreter and torch's import."""
+def warm_up(also: tuple[str, ...] = ()) -> None:
+    """Start the forkserver now, so that it imports PRELOAD (and `also`: the rank modules of the checks that will
+    run) while this process does other work (the in-process checks): the first launch then costs a fork, not an
+    interpreter and torch's import."""
     from multiprocessing import forkserver
 
-    mp_context()
+    mp_context(also)
     with live.quiet_starts():  # as in launch: the forkserver inherits the blocked SIGTERM (see there)
         forkserver.ensure_running()

@@ -216,7 +216,7 @@ def _launch_once(
     """
     if world_size < 1:
         raise ValueError("world_size must be >= 1")
-    ctx = mp_context()
+    ctx = mp_context((fn.split(":", 1)[0],))
     # Intra-op threads: the cores this process may use (its affinity set), shared out among the ranks: 8 gloo
     # ranks get 1 each on 2 cores, 8 each on 64.  torch's default, one per core in every rank, would queue
     # ranks x cores threads on the cores; their waits are passive (ranks/omp.py).
