@@ -38,6 +38,9 @@ def main(argv: list[str]) -> int:
     start = next((i for i, line in enumerate(out) if "slowest 10 durations" in line), None)
     if start is not None:
         print("\n".join(out[start:start + 11]))
+    for line in out:  # what failed, as pytest's short summary names it (-ra)
+        if line.startswith(("FAILED ", "ERROR ")):
+            print(line)
     summary = next((line for line in reversed(out) if re.search(r"\d+ (passed|failed)", line)), "(no summary)")
     print(f"suite_time: {summary.strip('= ')}; wall {wall:.1f} s, {cpu:.0f} CPU s on {os.cpu_count()} cores; "
           f"load average before {load[0]:.2f}; target <= {TARGET_S:.0f} s: ratio {wall / TARGET_S:.2f}")

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from conftest import run_cli
 from trainready.checks.base import CheckContext
 from trainready.checks.comm_sweep import CommSweepCheck
 from trainready.comm.evaluate import judge_op, op_table
@@ -20,16 +19,13 @@ from trainready.comm.run import CommOptions, outcomes, sweep_local
 from trainready.records import Status
 from trainready.spec import load_spec
 
-SRC = str(Path(__file__).resolve().parents[1] / "src")
 SPEC, _ = load_spec(None)
 
 
 def cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": SRC}
     if "--backend" not in args:
         args = (*args, "--backend", "gloo")  # these tests are about the CPU (gloo) path
-    return subprocess.run([sys.executable, "-m", "trainready", "comm", *args], capture_output=True, text=True,
-                          env=env, timeout=timeout)
+    return run_cli("comm", *args, timeout=timeout)
 
 
 def opts(n: int = 4, ops: list[str] | None = None, **faults: object) -> CommOptions:
