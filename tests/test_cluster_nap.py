@@ -1,5 +1,6 @@
 """The collector's sleep between two polls ends soon after a node writes its record (cluster/nap.py), and only
-then: a progress file, a temporary file or no new record leave it to its full length."""
+then: a progress file, a temporary file or no new record leave it to its full length; a task that outlives its
+record is asked about again 2, 4, 8 ... s later, within the fleet floor and the regular interval."""
 
 from __future__ import annotations
 
@@ -43,3 +44,14 @@ def test_a_record_never_wakes_it_before_the_fleet_floor(tmp_path: Path) -> None:
     t0 = time.monotonic()
     assert nap.nap(60.0, 3.0, tmp_path, seen=0) == 1
     assert 3.0 <= time.monotonic() - t0 < 30.0
+
+
+def test_a_task_that_outlives_its_record_is_followed_up_sooner_each_time_doubled() -> None:
+    assert nap.follow_up(30.0, 2.0, False, 0.0) == (30.0, 0.0)  # none lingering: the regular interval
+    steps, step = [], 0.0
+    for _ in range(5):
+        sleep_s, step = nap.follow_up(30.0, 2.0, True, step)
+        steps.append(sleep_s)
+    assert steps == [2.0, 4.0, 8.0, 16.0, 30.0]  # never past the regular interval
+    assert nap.follow_up(30.0, 2.0, False, step) == (30.0, 0.0)  # it ended: the next one starts again from 2 s
+    assert nap.follow_up(40.0, 25.0, True, 0.0) == (25.0, 2.0)  # a 400-node fleet: never under its floor

@@ -3,9 +3,11 @@
 A node task writes its record (RESULTS/runs/ID/nodes/NODE.json, atomically) as its last act, so a new record
 means a task is about to end: the collector asks Slurm again about SETTLE_S later rather than after the rest of
 its poll interval, which grows to POLL_MAX_S over a run.  A 3-node run then ends seconds after its last task,
-not up to half a minute after.  Each record wakes the collector at most once (a task that lingers after its
-record, in a container's teardown, is seen at the next regular poll), and never sooner than `floor_s` after the
-last poll: the fleet-size floor that keeps a 640-node run at one slurmctld RPC per 30 s still holds.
+not up to half a minute after.  Each record wakes the collector at most once, never sooner than `floor_s` after
+the last poll: the fleet-size floor that keeps a 640-node run at one slurmctld RPC per 30 s still holds.  A task
+that lingers after its record (a container's teardown: enroot removes the unpacked image, ~30k files) is asked
+about again FOLLOW_S, then 2x, 4x ... later (`follow_up`), not at the next regular poll up to 30 s away: a 3-node
+Pyxis run had sat 30 s between its last record and its cross-node step.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 
 STEP_S = 0.5  # seconds between two looks at the records folder (one readdir)
 SETTLE_S = 1.0  # after a new record: its task's exit and slurmstepd's report to slurmctld (sub-second here)
+FOLLOW_S = 2.0  # the first follow-up poll of a task that outlived its record; each next one waits twice as long
 
 
 def records(folder: Path | None) -> int:
@@ -43,3 +46,13 @@ def nap(seconds: float, floor_s: float, folder: Path | None, seen: int) -> int:
             time.sleep(min(SETTLE_S, max(0.0, end - time.monotonic())))
             return now
     return max(seen, records(folder))
+
+
+def follow_up(interval_s: float, floor_s: float, lingering: bool, previous_s: float) -> tuple[float, float]:
+    """The next nap's length, and the follow-up step to remember: while a task has written its record but not
+    ended (`lingering`), FOLLOW_S, then twice the previous step, never under `floor_s` nor over the regular
+    `interval_s`; otherwise `interval_s` (and the step starts again from FOLLOW_S)."""
+    if not lingering:
+        return interval_s, 0.0
+    step = FOLLOW_S if previous_s <= 0 else 2 * previous_s
+    return min(interval_s, max(floor_s, step)), step

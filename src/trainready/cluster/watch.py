@@ -104,7 +104,7 @@ def wait(job: str, nodes: list[str], limit_s: float, waves: int, say: Progress, 
     is cancelled at once (STUCK); after waves x limit_s + GRACE_S (K tasks at a time) the rest is cancelled.
     `w`: what an earlier collector of this array saw and did (attach); `heard`: told each new progress line;
     `records`: the folder the tasks write their records to (a new one ends the sleep between polls: nap.py)."""
-    t0, last, w, seen = time.monotonic(), "", w or Watch(), nap.records(records)
+    t0, last, w, seen, step = time.monotonic(), "", w or Watch(), nap.records(records), 0.0
     deadline_s = waves * limit_s + GRACE_S
     while True:
         states = slurm.task_states(job, {i: s.job_id for i, s in w.states.items()})
@@ -129,7 +129,10 @@ def wait(job: str, nodes: list[str], limit_s: float, waves: int, say: Progress, 
             w.states = _at_deadline(w.states, slurm.task_states(job, {i: s.job_id for i, s in w.states.items()}))
             return w
         floor_s = max(POLL_MIN_S, len(nodes) * POLL_PER_NODE_S)
-        seen = nap.nap(poll_interval(len(nodes), time.monotonic() - t0), floor_s, records, seen)
+        lingering = records is not None and any(not s.done and (records / f"{nodes[i]}.json").exists()
+                                                for i, s in w.states.items() if i < len(nodes))
+        sleep_s, step = nap.follow_up(poll_interval(len(nodes), time.monotonic() - t0), floor_s, lingering, step)
+        seen = nap.nap(sleep_s, floor_s, records, seen)
 
 
 def _at_deadline(before: dict[int, slurm.TaskState], after: dict[int, slurm.TaskState]) -> dict[int, slurm.TaskState]:
