@@ -8,6 +8,8 @@ import inspect
 import shutil
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -92,8 +94,21 @@ def on_interrupt(exc: Interrupted, scratch: Path | None, given: bool, json_path:
     if scratch is not None and given:
         exc.notes.append(f"scratch kept in {scratch} (given)")
     elif scratch is not None:
+        _join_checks(SCRATCH_JOIN_S)  # a check's own thread can still be writing there (resume's last files)
         shutil.rmtree(scratch, ignore_errors=True)
         exc.notes.append(f"scratch {scratch} removed" if not scratch.exists() else f"scratch left in {scratch}")
+
+
+SCRATCH_JOIN_S = 10.0  # at most this long for the interrupted check's thread to end before its scratch goes
+
+
+def _join_checks(wait_s: float) -> None:
+    """Wait, at most `wait_s` in all, for the checks' threads (checks/base.py: check-NAME) to end: their ranks are
+    stopped, so they return once they have noted it."""
+    end = time.monotonic() + wait_s
+    for t in threading.enumerate():
+        if t.name.startswith("check-") and t is not threading.current_thread():
+            t.join(max(0.0, end - time.monotonic()))
 
 
 def split_names(values: list[str] | None) -> list[str] | None:

@@ -158,9 +158,9 @@ def _run_all(pc: ProtocolConfig, job: RankJob, go: Path, say: Callable[[str], No
             done["A"] = a_run.result()
             ok["A"] = _ran(done["A"])
             atomic_write_text(go_a, "run" if ok["A"] and ok["B"] else "stop")  # C compares with A's files
-        finally:  # C never waits on a parent that broke off
-            for path in (go, go_a):
-                if not path.exists():
+        finally:  # C never waits on a parent that broke off; a run torn down on an interrupt (its scratch
+            for path in (go, go_a):  # folder already removed) is not given its folder back
+                if not path.exists() and path.parent.is_dir():
                     atomic_write_text(path, "stop")
         done["C"] = c_run.result()
     if not (ok["A"] and ok["B"]):
