@@ -235,8 +235,11 @@ CASES: tuple[Case, ...] = (
          r"collective: rank\(s\) \[\d+\] at fault in the all_reduce", needs="slurm"),
     Case("cluster.fail", "a check fails on the second node (a corrupted matmul element)",
          _cluster("fail", "cluster.fail={node2}", TRAINING), "node:{node2}", r"check matmul: FAIL", needs="slurm"),
-    Case("cluster.slow", "the third node's throughput at 2% (a slow node)",
-         _cluster("slow", "cluster.slow={node3}:0.02", TRAINING), "node:{node3}",
+    # 0.1%: the local cluster's nodes share the host's cores, so the node measured again alone runs up to ~12x
+    # faster than in the acceptance array beside the others (370 -> ~4300 tokens/s on a 2-core x86 VM); at 2% it
+    # was once cleared by that alone.  A real fleet's nodes do not share cores.
+    Case("cluster.slow", "the third node's throughput at 0.1% (a slow node)",
+         _cluster("slow", "cluster.slow={node3}:0.001", TRAINING), "node:{node3}",
          r"slow: .*train_tokens_per_s", needs="slurm", judge_only=True),
     Case("cluster.slow_once", "the second node's throughput at 2% in its first measurement only (a transient: "
          "told apart from a fault when it is measured again and accepted)",
