@@ -35,10 +35,7 @@ def nvml_handles() -> Iterator[Callable[[int], tuple[Any, Any] | str]]:
 
         nv.nvmlInit()
     except Exception as exc:  # noqa: BLE001 - the copies are still measured; the link is 'not read'
-        reason = f"NVML: {exc}"  # bound here: `exc` is unbound once the except block ends
-    else:
-        reason = ""
-    if reason:
+        reason = f"NVML: {exc}"  # the lambda keeps this, not `exc` (unbound once the except block ends)
         yield lambda i: reason
         return
 
