@@ -24,8 +24,10 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 # What every command imports anyway (checked: none starts a CUDA context or NVML, none reads the environment
-# that a command sets): the CLI, every check, the collectives, the resume protocol with DCP.
-PRELOAD = ("torch", "torch.distributed", "torch.distributed.checkpoint", "numpy.random", "trainready.cli",
+# that a command sets): the CLI, every check, the collectives, the resume protocol with DCP, and torch._dynamo,
+# which the first optimizer a process builds imports (train_step's AdamW, in-process: ~1 CPU s each time).
+PRELOAD = ("torch", "torch.distributed", "torch.distributed.checkpoint", "torch._dynamo", "numpy.random",
+           "trainready.cli",
            "trainready.checks.registry_all", "trainready.comm.run", "trainready.resume.protocol",
            "trainready.cluster.run")
 POLL_S = 0.05  # the server's select timeout: how soon an exited command is reported
