@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import resource
+from pathlib import Path
 
 import pytest
 
@@ -108,7 +109,11 @@ def _probe_all(root, planted: str | None, wait_s: float):
 
 
 def test_storage_judge_names_the_node_on_another_filesystem(tmp_path):
+    shm = Path("/dev/shm")
+    before = set(shm.glob("trainready-private-*")) if shm.is_dir() else set()
     res, found = crosschecks.storage(_probe_all(tmp_path / "a", "n2", 2.0))
+    after = set(shm.glob("trainready-private-*")) if shm.is_dir() else set()
+    assert after == before, f"the planted private folder was left behind: {sorted(after - before)}"
     assert res.status == Status.FAIL and {f.node for f in found if f.status == Status.FAIL} == {"n2"}
     assert "another filesystem" in next(f.text for f in found if f.node == "n2")
     assert crosschecks.storage(_probe_all(tmp_path / "b", None, 10.0))[0].status == Status.PASS

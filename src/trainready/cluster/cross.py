@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import socket
 import tempfile
 import time
@@ -78,9 +79,17 @@ def hosts_facts(etc_hosts: str = "/etc/hosts") -> dict[str, Any]:
 
 def storage_facts(results: Path, node: str, peers: list[str], wait_s: float, nf: fl.NodeFaults) -> dict[str, Any]:
     """Write RESULTS/cross/storage/NODE (node, st_dev, time), then read every peer's within wait_s."""
-    base = results
-    if nf.storage:  # planted: a private directory on another filesystem (/dev/shm is tmpfs) stands in for --results
-        base = Path(tempfile.mkdtemp(prefix="trainready-private-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None))
+    if not nf.storage:
+        return _storage_facts(results, node, peers, wait_s)
+    # planted: a private directory on another filesystem (/dev/shm is tmpfs) stands in for --results; removed after
+    base = Path(tempfile.mkdtemp(prefix="trainready-private-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None))
+    try:
+        return _storage_facts(base, node, peers, wait_s)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _storage_facts(base: Path, node: str, peers: list[str], wait_s: float) -> dict[str, Any]:
     mine = storage_probe(base, node)
     try:
         mine.parent.mkdir(parents=True, exist_ok=True)
