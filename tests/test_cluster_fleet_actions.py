@@ -104,6 +104,21 @@ def test_a_node_not_responding_but_in_service_is_waited_for(state):
     assert "not responding" in note and "SlurmdTimeout" in note and "waiting" in note, note
 
 
+@pytest.mark.parametrize("state", ["unknown", "unknown*"])
+def test_a_node_whose_state_slurmctld_has_not_yet_determined_is_waited_for(state):
+    """Seen with slurmctld restarted under the 64-node run (Slurm 22.05, a loaded 2-core host): 48 nodes showed
+    'unknown' (sinfo(1): the controller has just started and the node's state has not yet been determined) and
+    their pending tasks were called not tested.  It ends by itself, as not responding does."""
+    node = slurm.NodeInfo("node2", state, "h", "")
+    assert not node.usable and avail.why_not(node, None, None).startswith(("not available", "down or not"))
+    assert avail.stuck_on("ReqNodeNotAvail,_UnavailableNodes:node2", "node2", node) == ""
+    note = avail.waiting_note("ReqNodeNotAvail,_UnavailableNodes:node2", "node2", node)
+    assert "not yet determined" in note and "SlurmdTimeout" in note and "waiting" in note, note
+    for stuck in ("down", "drained", "unknown$", "unknown@"):  # a state that does not end by itself stays stuck
+        said = avail.stuck_on("ReqNodeNotAvail,_UnavailableNodes:node2", "node2", slurm.NodeInfo("node2", stuck, "h", ""))
+        assert said.startswith("; the node: "), (stuck, said)
+
+
 @pytest.mark.parametrize("state, reason, words", [
     ("drained", "hw: DIMM ticket 42", "drained by an administrator (Slurm state drained, reason 'hw: DIMM ticket 42')"),
     ("draining", "admin: fan", "drained by an administrator"),

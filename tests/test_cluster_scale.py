@@ -91,19 +91,32 @@ def sixty_four():  # type: ignore[no-untyped-def]
         local_slurm_script("down", "--cluster", CLUSTER, timeout=600)
 
 
+def task_node(pid: str) -> str:
+    """The node whose acceptance process `pid` is (its SLURMD_NODENAME), or '' for any other process.  A child
+    the task forks for a probe (`timedatectl`, ...) carries the task's command line and environment until its
+    exec, and may be gone a moment later: it is told apart by its parent, the task itself."""
+    try:  # the command line first: most processes are not a node task, and their environ is not read
+        if b"node-task" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+            return ""
+        ppid = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
+        if b"node-task" in Path(f"/proc/{ppid}/cmdline").read_bytes():
+            return ""
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return ""
+    return next((e[16:].decode() for e in env if e.startswith(b"SLURMD_NODENAME=")), "")
+
+
 def kill_mid_run(nodes: tuple[str, ...], stop: threading.Event, killed: dict[str, float]) -> None:
     """SIGKILL the acceptance process of each node as soon as it runs (found by its SLURMD_NODENAME)."""
     while not stop.is_set() and len(killed) < len(nodes):
         for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:  # the command line first: most processes are not a node task, and their environ is not read
-                if b"node-task" not in Path(f"/proc/{pid}/cmdline").read_bytes():
-                    continue
-                env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            node = next((e[16:].decode() for e in env if e.startswith(b"SLURMD_NODENAME=")), "")
+            node = task_node(pid)
             if node in nodes and node not in killed:
-                os.kill(int(pid), signal.SIGKILL)
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except ProcessLookupError:  # ended between the look and the kill: looked for again
+                    continue
                 killed[node] = time.time()
         time.sleep(0.25)
 

@@ -107,12 +107,16 @@ def stuck_on(reason: str, node: str, info: slurm.NodeInfo | None) -> str:
 
 
 def answering_soon(info: slurm.NodeInfo) -> bool:
-    """Not responding ('*') and otherwise in service (idle, busy; not drained, down or reserved): a state Slurm
-    ends by itself.  Every node shows it after a slurmctld restart until its slurmd registers again (seconds
+    """Not responding ('*') and otherwise in service (idle, busy; not drained, down or reserved), or 'unknown'
+    (not yet heard from since slurmctld started): a state Slurm ends by itself.  Every node shows it after a slurmctld restart until its slurmd registers again (seconds
     to minutes on a loaded head node), and one slurmd restart shows it for that node; a slurmd that stays
     silent is set DOWN by slurmctld past SlurmdTimeout (slurm.conf(5), default 300 s), and DOWN is stuck."""
     others = slurm.SUFFIX_DOWN.replace("*", "")  # in a maintenance reservation, pending reboot: not by itself
-    return info.base in slurm.USABLE and "*" in info.flags and not any(c in info.flags for c in others)
+    if any(c in info.flags for c in others):
+        return False
+    # 'unknown': "the Slurm controller has just started and the node's state has not yet been determined"
+    # (sinfo(1), NODE STATE CODES); seen for 48 of 64 nodes after a slurmctld restart on a loaded 2-core host
+    return info.base == "unknown" or (info.base in slurm.USABLE and "*" in info.flags)
 
 
 def waiting_note(reason: str, node: str, info: slurm.NodeInfo | None) -> str:
@@ -122,9 +126,10 @@ def waiting_note(reason: str, node: str, info: slurm.NodeInfo | None) -> str:
             or stuck_on(reason, node, info):
         return ""
     if answering_soon(info):
-        return (f"pending ({reason.replace(',_', ', ')}): the node is {info.state} (not responding: its slurmd has "
-                "not registered since a slurmctld or slurmd restart); Slurm sets it DOWN past SlurmdTimeout if it "
-                "stays silent; waiting (within the run's deadline)")
+        what = "state not yet determined by a slurmctld that has just started" if info.base == "unknown" else \
+            "not responding: its slurmd has not registered since a slurmctld or slurmd restart"
+        return (f"pending ({reason.replace(',_', ', ')}): the node is {info.state} ({what}); Slurm sets it DOWN "
+                "past SlurmdTimeout if it stays silent; waiting (within the run's deadline)")
     return (f"pending ({reason.replace(',_', ', ')}) while the node is {info.state} now: Slurm's word from "
             "when it last tried the task; waiting (within the run's deadline)")
 
