@@ -101,11 +101,12 @@ build() {  # $1: SRC, $2: PREFIX
 # same on nodes with the memory for it (enroot's docs: ENROOT_DATA_PATH on a tmpfs or local NVMe).
 SHM_MIN_KB=$((8 * 1024 * 1024))  # 3 containers of the 1.1 GB test image, and room to spare
 
+shm_dir() { echo "/dev/shm/trainready-$(basename "$1")"; }  # $1: CONF_DIR -> its folder on /dev/shm
+
 data_root() {  # $1: CONF_DIR, $2: STATE -> where this cluster's unpacked containers go
     local avail
     avail=$(df -k --output=fstype,avail /dev/shm 2>/dev/null | awk 'NR == 2 && $1 == "tmpfs" {print $2}')
-    if [ -n "$avail" ] && [ "$avail" -ge "$SHM_MIN_KB" ]; then echo "/dev/shm/trainready-$(basename "$1")"
-    else echo "$2/data"; fi
+    if [ -n "$avail" ] && [ "$avail" -ge "$SHM_MIN_KB" ]; then shm_dir "$1"; else echo "$2/data"; fi
 }
 
 register() {  # $1: CONF_DIR, $2: PREFIX
@@ -132,7 +133,7 @@ EOF
 
 unregister() {  # $1: CONF_DIR
     [ -f "$1/plugstack.conf" ] && grep -qF "$MARK" "$1/plugstack.conf" && rm -f "$1/plugstack.conf"
-    rm -rf "/dev/shm/trainready-$(basename "$1")"  # data_root's tmpfs folder, where it was used
+    rm -rf "$(shm_dir "$1")"  # data_root's tmpfs folder, where it was used
     return 0
 }
 

@@ -108,9 +108,10 @@ def stuck_on(reason: str, node: str, info: slurm.NodeInfo | None) -> str:
 
 def answering_soon(info: slurm.NodeInfo) -> bool:
     """Not responding ('*') and otherwise in service (idle, busy; not drained, down or reserved), or 'unknown'
-    (not yet heard from since slurmctld started): a state Slurm ends by itself.  Every node shows it after a slurmctld restart until its slurmd registers again (seconds
-    to minutes on a loaded head node), and one slurmd restart shows it for that node; a slurmd that stays
-    silent is set DOWN by slurmctld past SlurmdTimeout (slurm.conf(5), default 300 s), and DOWN is stuck."""
+    (not yet heard from since slurmctld started): a state Slurm ends by itself.  Every node shows one of them
+    after a slurmctld restart until its slurmd registers again (seconds to minutes on a loaded head node), and
+    one slurmd restart shows it for that node; a slurmd that stays silent is set DOWN by slurmctld past
+    SlurmdTimeout (slurm.conf(5), default 300 s), and DOWN is stuck."""
     others = slurm.SUFFIX_DOWN.replace("*", "")  # in a maintenance reservation, pending reboot: not by itself
     if any(c in info.flags for c in others):
         return False

@@ -19,9 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import torch
-import torch._dynamo  # noqa: F401  the first optimizer a process builds imports it (torch/_compile.py
-# `_disable_dynamo` on Optimizer.__init__): ~1 CPU s per rank process on a 2-core x86 VM; imported with this
-# module, it is paid once by the ranks' forkserver that preloads it (ranks/forkserver.py) and inherited by each rank
+import torch._dynamo  # noqa: F401  paid once in the ranks' forkserver, not per rank: see resume/worker.py
 from torch.distributed.checkpoint.state_dict import get_state_dict
 
 from trainready.ckpt.load import load_checkpoint, resolve_latest
