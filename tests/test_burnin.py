@@ -211,3 +211,20 @@ def test_an_interval_longer_than_the_window_says_a_fall_cannot_be_judged() -> No
     assert "a fall cannot be judged" in out.message
     steady = judge(_inputs({0: _rank(lambda t: 700.0), 1: _rank(lambda t: 700.0)}, _samples(2)), SPEC)
     assert steady.status == Status.PASS and "cannot be judged" not in steady.message, steady.message
+
+
+def test_a_fail_still_says_what_could_not_be_judged() -> None:
+    """Seen at load average 9 on 2 cores: an 8 s CPU burn-in with a planted counter (a FAIL) and a planted slowdown
+    whose GEMM interval lasted 25.7 s; the message named the counter alone and the unjudged slowdown was only in
+    the record's details.  A FAIL's message says both, the failure first."""
+    row = {"copy_gbps": 0.25, "busbw_gbps": 0.1, "sum_ok": True}
+    slow = [{"t0": T0, "t": T0 + 1.0, "gemm_tflops": 0.07, **row}, {"t0": T0 + 1.0, "t": T0 + 26.7, "gemm_tflops": 0.0012, **row}]
+    m = Measured(T0, {0: slow, 1: [dict(x) for x in slow]},  # both ranks alike: neither below the node's median
+                 {"start": T0, "hz": 1.0, "block_s": 1.0, "amplify": 10}, [])
+    names = ["rank 0 (CPU)", "rank 1 (CPU)"]
+    grew = judge(Inputs(names, m, 8.0, before={1: {"ecc_uncorrected": 0}}, after={1: {"ecc_uncorrected": 1}}), SPEC)
+    assert grew.status == Status.FAIL, grew.message
+    assert grew.message.startswith("rank 1 (CPU): volatile ECC uncorrectable errors 0 → 1 (+1); also: "), grew.message
+    assert "rank 0 (CPU): burnin_gemm: one interval lasted 25.7 s" in grew.message and "a fall cannot be judged" in grew.message
+    clean = judge(Inputs(names, m, 8.0, before={1: {"ecc_uncorrected": 0}}, after={1: {"ecc_uncorrected": 0}}), SPEC)
+    assert clean.status == Status.WARN and "also:" not in clean.message, clean.message
