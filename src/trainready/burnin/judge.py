@@ -10,6 +10,7 @@ from typing import Any
 from trainready.burnin import clock, counters, overtime, series, when
 from trainready.records import Metric, Outcome, Status, Threshold
 from trainready.spec.burnin import BurnInSpec
+from trainready.util.listing import first_of
 
 REMEDY = ("A GPU that slows, heats or counts errors under sustained load: read its clock-event reasons and "
           "violation times (nvidia-smi -q -d PERFORMANCE), dmesg for Xid, its airflow and power; run "
@@ -181,7 +182,7 @@ def _outcome(inp: Inputs, f: _Found, details: dict[str, Any]) -> Outcome:
     m = inp.measured
     head = f"partial ({inp.partial} after {clock(m.seconds)} of {clock(inp.duration_s)}): " if inp.partial else ""
     if f.fails:  # what failed first, then what this run could not judge or only warns of (a FAIL hides neither)
-        msg = head + _listed(f.fails, 4) + (f"; also: {_listed(f.warns, 2)}" if f.warns else "")
+        msg = head + first_of(f.fails, 4) + (f"; also: {first_of(f.warns, 2)}" if f.warns else "")
         return Outcome(Status.FAIL, msg, tuple(f.metrics), REMEDY, details)
     if not any(m.ranks.values()):
         return Outcome(Status.ERROR, head + "no interval measured", tuple(f.metrics), details=details)
@@ -196,11 +197,6 @@ def _outcome(inp: Inputs, f: _Found, details: dict[str, Any]) -> Outcome:
     status = Status.WARN if (f.warns or inp.partial) else Status.PASS
     msg = head + "; ".join([summary, *f.warns])
     return Outcome(status, msg, tuple(f.metrics), REMEDY if f.warns else "", details)
-
-
-def _listed(found: list[str], most: int) -> str:
-    """The first `most` findings, '; '-joined, and how many more the record's details hold."""
-    return "; ".join(found[:most]) + (f" (+{len(found) - most} more)" if len(found) > most else "")
 
 
 HOST_SHARE = 5.0  # a CPU rank is named only when it kept less than 1/5 of what the other ranks kept (planted: 1/50)

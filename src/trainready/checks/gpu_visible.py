@@ -17,6 +17,7 @@ from trainready.probe.facts import NodeFacts
 from trainready.probe.torch_gpus import norm_uuid
 from trainready.records import Level, Metric, Outcome, Status, Threshold
 from trainready.spec.model import GpuSpec
+from trainready.util.listing import first_of
 
 R_COUNT = ("Compare `nvidia-smi -L` on the host with the container's GPU request (docker --gpus all, "
            "NVIDIA_VISIBLE_DEVICES, Slurm --gpus) and look in dmesg for Xid 79 ('GPU has fallen off the bus').")
@@ -131,7 +132,7 @@ def judge_gpus(spec: GpuSpec, f: NodeFacts) -> Outcome:
     _health(f, v, metrics)
     seen = _uuids(f, v)
     if v.fails:
-        msg = "; ".join(v.fails[:6]) + (f" (+{len(v.fails) - 6} more)" if len(v.fails) > 6 else "")
+        msg = first_of(v.fails, 6)
         return Outcome(Status.FAIL, msg, tuple(metrics), " ".join(v.remedies), details)
     names = sorted({str(g.name) for g in gpus})
     mem = sorted({g.memory_total_mib for g in gpus if isinstance(g.memory_total_mib, int)})

@@ -22,6 +22,7 @@ from trainready.checks.base import Check, CheckContext, register
 from trainready.checks.matmul_bounds import FALSE_ALARM, element_bounds, flip_bit, to_tf32_values, top_bit
 from trainready.hardware.parallel import DeviceRun, local_devices, on_each_device
 from trainready.records import Level, Metric, Outcome, Status, Threshold
+from trainready.util.listing import first_of
 
 K_RANDOM = 1024  # inner dimension of the random product (the bounds scale with it)
 K_EXACT = 64  # inner dimension of the integer product: 64 * 2 * 2 = 256 = 2^8, exact in bf16
@@ -170,7 +171,7 @@ class MatmulCheck(Check):
         if failures:
             return Outcome(
                 Status.FAIL,
-                "; ".join(failures[:6]) + (f" (+{len(failures) - 6} more)" if len(failures) > 6 else ""),
+                first_of(failures, 6),
                 tuple(metrics),
                 remedy="Wrong or unrepeatable arithmetic: drain the named GPU, check `nvidia-smi -q -d ECC,PAGE_RETIREMENT` "
                 "and dmesg for Xid 48/63/64/94/95, then run the vendor's field diagnostic (dcgmi diag -r 3).",

@@ -17,6 +17,7 @@ from trainready.hardware.gpus import GpuPeak, lookup
 from trainready.hardware.parallel import local_devices, on_each_device
 from trainready.records import Level, Metric, Outcome, Status, Threshold
 from trainready.spec.model import ComputeSpec
+from trainready.util.listing import first_of
 
 GEMM_N = 8192  # M = N = K: 2·8192³ = 1.1 TFLOP per product, ~1.5 ms on an H100, large enough to saturate it
 GEMM_ITERS = 50  # products per timed repeat (~0.1 s on an H100)
@@ -119,7 +120,7 @@ def judge(figures: Sequence[GpuFigures], peak: GpuPeak | None, spec: ComputeSpec
     h = min(f.copy_gbps for f in figures) if figures else 0.0
     summary = f"{n} GPU(s): BF16 GEMM ≥ {g:.0f} TFLOP/s, HBM copy ≥ {h:.0f} GB/s"
     if bad:
-        return Outcome(Status.FAIL, "; ".join(bad[:4]) + (f" (+{len(bad) - 4} more)" if len(bad) > 4 else ""), tuple(metrics),
+        return Outcome(Status.FAIL, first_of(bad, 4), tuple(metrics),
                        remedy="A slow GPU: check clocks and throttle reasons (nvidia-smi -q -d PERFORMANCE,CLOCK), power cap, "
                        "temperature and PCIe/NVLink errors; compare with its neighbours and drain it if it stays slow.")
     if peak is None:

@@ -25,6 +25,7 @@ from trainready.checks._sdpa_adamw import adamw_compare, sdpa_compare, sdpa_inpu
 from trainready.checks.base import Check, CheckContext, register
 from trainready.hardware.parallel import DeviceRun, local_devices, on_each_device
 from trainready.records import Level, Metric, Outcome, Status, Threshold
+from trainready.util.listing import first_of
 
 STEPS = 8
 BATCH = 8  # sequences of the model's seq_len (+1 for the shifted targets)
@@ -142,8 +143,8 @@ def throughput(runs: list[DeviceRun[dict[str, Any]]], cfg: Any, preset: str, met
             seen[-1] += f", MFU {value:.1%}"
     if why:
         details["mfu"] = "; ".join(dict.fromkeys(why))
-    details["summary"] = (f"'{preset}' ({spec.total_params:,} params): " + "; ".join(seen[:2])
-                          + (f" (+{len(seen) - 2} more)" if len(seen) > 2 else "") + " (informational)") if seen else ""
+    details["summary"] = (f"'{preset}' ({spec.total_params:,} params): " + first_of(seen, 2)
+                          + " (informational)") if seen else ""
     return details
 
 
@@ -282,7 +283,7 @@ def _outcome(runs: list[DeviceRun[dict[str, Any]]], where: str, summary: str, sp
     if bad:
         return Outcome(
             Status.FAIL,
-            "; ".join(bad[:5]) + (f" (+{len(bad) - 5} more)" if len(bad) > 5 else ""),
+            first_of(bad, 5),
             tuple(metrics),
             remedy="A step that does not learn or kernels that disagree: for one GPU suspect the hardware (dcgmi diag -r 3); "
             "on every GPU suspect the torch/CUDA build (rerun with the image's reference node).",

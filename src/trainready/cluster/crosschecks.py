@@ -20,6 +20,7 @@ from typing import Any, Mapping
 from trainready.cluster.clock import direction
 from trainready.records import CheckResult, Level, Metric, Status, Threshold
 from trainready.spec.model import FleetSpec
+from trainready.util.listing import first_of
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class Finding:
 def _result(name: str, title: str, findings: list[Finding], ok: str, metrics: list[Metric], remedy: str) -> CheckResult:
     worst = Status.FAIL if any(f.status == Status.FAIL for f in findings) else \
         Status.WARN if findings else Status.PASS
-    msg = "; ".join(f"{f.node}: {f.text}" for f in findings[:6]) + (f" (+{len(findings) - 6} more)" if len(findings) > 6 else "")
+    msg = first_of([f"{f.node}: {f.text}" for f in findings], 6)
     return CheckResult(name, title, Level.STANDARD, worst, msg or ok, remedy if findings else "", tuple(metrics), 0.0)
 
 

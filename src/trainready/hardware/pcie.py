@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from trainready.records import Metric, Outcome, Status, Threshold
+from trainready.util.listing import first_of
 
 # generation → (GT/s per lane, encoding efficiency)
 LINK_TABLE: dict[int, tuple[float, float]] = {
@@ -118,7 +119,7 @@ def judge(figures: Sequence[GpuCopy], min_fraction: float | None, spread_max: fl
     summary = (f"{len(figures)} GPU(s): pinned H2D ≥ {h2d:.1f} GB/s, D2H ≥ {d2h:.1f} GB/s; links under load: "
                + ", ".join(sorted({f.link.text() for f in figures})))
     if bad:
-        return Outcome(Status.FAIL, "; ".join(bad[:4]) + (f" (+{len(bad) - 4} more)" if len(bad) > 4 else ""),
+        return Outcome(Status.FAIL, first_of(bad, 4),
                        tuple(metrics), remedy="A slow or trained-down link: `nvidia-smi -q -d PCIE` (link gen/width, "
                        "replays), `lspci -vv` LnkSta against LnkCap; reseat, move or drain the GPU.")
     if unread:

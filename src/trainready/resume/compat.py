@@ -21,6 +21,7 @@ from trainready.records import Metric, Outcome, Status, Threshold
 from trainready.resume.options import CompatOptions
 from trainready.spec.model import NodeSpec
 from trainready.util.atomic import atomic_write_json
+from trainready.util.listing import first_of
 
 SCHEMA = "trainready.compat/1"
 MANIFEST = "compat.json"
@@ -155,9 +156,8 @@ def _verdict(rows: list[dict[str, Any]], man: dict[str, Any], here: dict[str, An
             f"({here['device']})")
     details = {"table": rows, "environment_saved": saved_env, "environment_here": here, "planted_at_save": man.get("planted", {})}
     if bad:
-        named = "; ".join(f"{r['component']}: {r['note'] or 'differs'} ({r['saved']} → {r['here']})" for r in bad[:4])
-        more = f" (+{len(bad) - 4} more)" if len(bad) > 4 else ""
-        return Outcome(Status.FAIL, f"{what}: {named}{more}", tuple(metrics), details=details,
+        named = first_of([f"{r['component']}: {r['note'] or 'differs'} ({r['saved']} → {r['here']})" for r in bad], 4)
+        return Outcome(Status.FAIL, f"{what}: {named}", tuple(metrics), details=details,
                        remedy="The named difference stops this environment resuming the old image's checkpoints: keep "
                        "the old image for this run, convert the checkpoint, or fix the model/optimizer/RNG code.")
     mode = "bitwise" if tol == (0.0, 0.0) else f"within atol={tol[0]:g}, rtol={tol[1]:g}"
