@@ -1,6 +1,6 @@
 """Naming the slow nodes of a simulated fleet with the decision code `trainready cluster pairs` runs.
 
-The code under test is trainready.cluster.pairing.find_culprits itself (not a copy); only the
+The code under test is trainready.cluster.pairs.pairing.find_culprits itself (not a copy); only the
 measurement is simulated.  Fleet model: every pair's busbw is drawn anew at each
 measurement: a healthy pair at nominal x U(0.95, 1.05) (±5%), a pair holding a bad node at
 nominal x U(0.50, 0.90).  Bad nodes are planted at random, 0.1%-2% of the fleet (at least one).
@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from trainready.cluster.pairing import Pair, PairingOptions, find_culprits
+from trainready.cluster.pairs.pairing import Pair, PairingOptions, find_culprits
 
 NOMINAL_GBPS = 100.0
 FRACTIONS = (0.001, 0.005, 0.01, 0.02)

@@ -1,6 +1,6 @@
 """Planner prediction vs measured peak GPU memory for the reference workload.
 
-Trains three configurations of `trainready.train.model.GPT` (bf16 autocast,
+Trains three configurations of `trainready.workload.model.GPT` (bf16 autocast,
 fp32 parameters, fused AdamW, gradients kept between steps, SDPA forced to the
 flash kernel) and prints predicted ÷ measured peak memory, where measured is
 `torch.cuda.max_memory_allocated()` over steady-state steps and predicted is the
@@ -25,7 +25,7 @@ from trainready.plan.inputs import Hardware, Parallel, PlanInput, Training, vali
 from trainready.plan.memory import plan_memory
 from trainready.plan.model import from_reference
 from trainready.plan.quantity import GIB
-from trainready.train.model import GPT, PRESETS, ModelConfig
+from trainready.workload.model import GPT, PRESETS, ModelConfig
 
 # (label, model config, micro-batch): activation-heavy, logits-heavy and state-heavy.
 CONFIGS: list[tuple[str, ModelConfig, int]] = [

@@ -2,7 +2,7 @@
 
 The model's vocabulary is sized from the data (largest id read, rounded up to 64); above the
 preset's vocabulary the CPU preset ties its embedding to the output head and shrinks the rest
-(train/model.py LARGE_VOCAB).  Target: the 50k-vocabulary run takes <= 2x the sample corpus's
+(workload/model.py LARGE_VOCAB).  Target: the 50k-vocabulary run takes <= 2x the sample corpus's
 wall time.  Both runs alternate (sample, gpt2, sample, gpt2, ...) in one process tree so load
 from other work hits both alike; medians are compared.
 

@@ -63,7 +63,7 @@ instance() {  # every name and port of cluster $1 ("local": the default cluster,
     else
         # k = 1..6 from the name: slurmctld on 16818..16823, slurmd on 10001..15999: below Linux's default
         # ephemeral ports (32768.., where a client socket could hold one first) and outside 20000..29999, where
-        # `cluster run` picks its all_reduce rendezvous port (cluster/run.py)
+        # `cluster run` picks its all_reduce rendezvous port (cluster/steps.py)
         local k=$(( $(printf %s "$NAME" | cksum | cut -d' ' -f1) % 6 + 1 ))
         [ "$NAME" = pyxis ] && k=9  # a seventh slot: slurmctld 16826, slurmd 18001..18999 (free of the others)
         CONF_DIR=/etc/slurm-$NAME CLUSTER=trainready-$NAME PREFIX=$NAME CTLD_PORT=$((16817 + k)) BASE=$((9000 + 1000 * k))

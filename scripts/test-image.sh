@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The container image the Pyxis tests accept nodes in: Debian 12 minbase, its python3 (3.11), torch CPU and numpy
 # (pinned below), as one squashfs file that enroot/Pyxis runs.  trainready is NOT in it: `cluster run` stages its
-# own code onto the shared results path and mounts it (cluster/stage.py), as it does for a site's own image.
+# own code onto the shared results path and mounts it (cluster/control/stage.py), as it does for a site's own image.
 #
 #   scripts/test-image.sh [CACHE_DIR]    prints the .sqsh path (built once: a file for this recipe already in
 #                                        CACHE_DIR is reused; default $TRAINREADY_IMAGE_CACHE or

@@ -43,7 +43,7 @@ def _share_the_cores() -> None:
     if workers > 1:
         import torch
 
-        from trainready.util.devices import usable_cores
+        from trainready.devices.world import usable_cores
 
         torch.set_num_threads(max(1, usable_cores() // workers))
 
@@ -187,7 +187,7 @@ def trained_cpu(steps: int, batch: int = 4, seq: int = 64):  # type: ignore[no-u
     import numpy as np
     import torch
 
-    from trainready.train.loop import TrainConfig, Trainer
+    from trainready.workload.loop import TrainConfig, Trainer
 
     tr = Trainer(TrainConfig(steps=20), torch.device("cpu"), 1, 0)
     rs = np.random.RandomState(0)

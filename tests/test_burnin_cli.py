@@ -90,8 +90,8 @@ def test_duration_only_with_the_burn_in(cli) -> None:
 
 
 def test_fleet_time_limit_is_sized_from_the_duration_and_the_task_passes_it(tmp_path: Path) -> None:
-    from trainready.cluster.run import task_command
-    from trainready.commands.cluster_options import FleetArgs
+    from trainready.cluster.steps import task_command
+    from trainready.commands.cluster.options import FleetArgs
     from trainready.errors import UsageError
     from trainready.records import Level
 
@@ -108,8 +108,8 @@ def test_fleet_time_limit_is_sized_from_the_duration_and_the_task_passes_it(tmp_
 
 
 def test_fleet_verdict_compares_sustained_burn_in_figures() -> None:
-    from trainready.cluster import synthetic
-    from trainready.cluster.verdict import decide
+    from trainready.cluster.judge import synthetic
+    from trainready.cluster.judge.verdict import decide
     from trainready.spec import load_spec
 
     spec = load_spec("example:h200-8x")[0]

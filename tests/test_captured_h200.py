@@ -7,8 +7,8 @@ import dataclasses
 import json
 from pathlib import Path
 
-from trainready.checks.gpu_visible import judge_gpus
-from trainready.probe import facts as facts_mod
+from trainready.checks.gpus import judge_gpus
+from trainready.manifest import facts as facts_mod
 from trainready.records import Status
 from trainready.spec import load_spec
 from trainready.spec.init import spec_from_machine

@@ -12,7 +12,7 @@ from trainready.ckpt import manifest
 from trainready.ckpt.load import load_checkpoint, resolve_latest
 from trainready.ckpt.save import save_checkpoint
 from trainready.errors import CheckpointError
-from trainready.train.loop import TrainConfig, Trainer
+from trainready.workload.loop import TrainConfig, Trainer
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 

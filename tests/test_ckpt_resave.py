@@ -14,7 +14,7 @@ import torch
 from conftest import params, trained_cpu
 from trainready.ckpt.load import load_checkpoint, resolve_latest
 from trainready.ckpt.save import save_checkpoint
-from trainready.train.loop import TrainConfig, Trainer
+from trainready.workload.loop import TrainConfig, Trainer
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainready.checks.base import CheckContext
+from trainready.suite.base import CheckContext
 from trainready.checks.ckpt_throughput import CkptThroughputCheck
-from trainready.checks.options import CheckOptions, ThroughputOptions
+from trainready.suite.options import CheckOptions, ThroughputOptions
 from trainready.ckpt.throughput import measure
 from trainready.records import Status
 from trainready.spec import load_spec

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from trainready.cluster import ledger, run, slurm, watch
+from trainready.cluster import ledger, steps as run
+from trainready.cluster.control import slurm, watch
 from trainready.cluster.options import Container, FleetOptions, parse_mounts, time_seconds
 from trainready.errors import UsageError
 from trainready.records import Level
@@ -93,7 +94,7 @@ def test_drain_reason_has_the_prefix_and_a_bounded_length():
 
 
 def _opts(**kw):  # type: ignore[no-untyped-def]
-    from trainready.commands.cluster_options import FleetArgs
+    from trainready.commands.cluster.options import FleetArgs
 
     base = dict(results="/tmp/x", level=Level.QUICK, time_limit="5:00")
     return FleetArgs(**{**base, **kw}).build()

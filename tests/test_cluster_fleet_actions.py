@@ -7,8 +7,14 @@ from __future__ import annotations
 
 import pytest
 
-from trainready.cluster import avail, guard, progress, run, slurm, synthetic, watch
-from trainready.cluster.verdict import NodeInput, decide
+from trainready.cluster.control import avail
+from trainready.cluster.judge import guard
+from trainready.cluster.tasks import progress
+from trainready.cluster import steps as run
+from trainready.cluster.control import slurm
+from trainready.cluster.judge import synthetic
+from trainready.cluster.control import watch
+from trainready.cluster.judge.verdict import NodeInput, decide
 from trainready.errors import UsageError
 from trainready.spec import load_spec
 
@@ -206,8 +212,8 @@ def plant_failed_collective(res, silent: int, reporters: list[int], no_cross: se
     record (if rank 0 reported), one blame record per reporting rank, cross records except `no_cross`'s."""
     import json
 
-    from trainready.cluster import blame
-    from trainready.cluster.layout import CROSS_SCHEMA
+    from trainready.cluster.tasks import blame
+    from trainready.cluster.tasks.layout import CROSS_SCHEMA
     from trainready.records import SCHEMA_VERSION
 
     (res / "cross" / "ranks").mkdir(parents=True)
@@ -228,7 +234,7 @@ def plant_failed_collective(res, silent: int, reporters: list[int], no_cross: se
 
 @pytest.mark.parametrize("silent, no_cross", [(0, set()), (1, set()), (2, set()), (2, {2}), (0, {0})])
 def test_the_silent_rank_is_blamed_never_the_rank_that_reports_it(tmp_path, silent, no_cross):
-    from trainready.cluster import collective
+    from trainready.cluster.tasks import collective
     from trainready.cluster.fleet import read_cross
 
     reporters = [r for r in range(3) if r != silent]
@@ -243,7 +249,7 @@ def test_the_silent_rank_is_blamed_never_the_rank_that_reports_it(tmp_path, sile
 def test_wrong_elements_are_blamed_on_the_rank_that_sent_them(tmp_path):
     import json
 
-    from trainready.cluster import collective
+    from trainready.cluster.tasks import collective
     from trainready.records import SCHEMA_VERSION
 
     (tmp_path / "cross").mkdir()
@@ -257,7 +263,7 @@ def test_wrong_elements_are_blamed_on_the_rank_that_sent_them(tmp_path):
 
 
 def test_blame_from_one_ranks_heartbeat_view():
-    from trainready.cluster import blame
+    from trainready.cluster.tasks import blame
 
     assert blame.from_details({"rank": 0, "absent": [2], "behind": []}) == \
         {"at_fault": [2], "waiting": [0], "why": "rank(s) [2] never joined"}
@@ -279,7 +285,7 @@ def test_gather_names_overtime_stuck_and_finished_tasks(tmp_path):
     import json
     import time
 
-    from trainready.cluster.layout import NODE_SCHEMA
+    from trainready.cluster.tasks.layout import NODE_SCHEMA
     from trainready.cluster.options import FleetOptions
 
     (tmp_path / "nodes").mkdir()

@@ -176,7 +176,8 @@ def test_cross_step_blames_the_silent_rank(local_slurm, tmp_path, plant):
     """The real cross-node step (srun over the 3 nodes, gloo all_reduce) with one rank silent: rank 0
     (node1, which hosts the rendezvous store), a middle and the last rank, and a node that writes no cross
     record and whose rank never joins.  Only the silent node is named; the ranks that waited are not."""
-    from trainready.cluster import fleet, run, slurm
+    from trainready.cluster import fleet, steps as run
+    from trainready.cluster.control import slurm
     from trainready.cluster.options import FleetOptions
     from trainready.spec import load_spec
 
@@ -225,7 +226,7 @@ def queued(job: str) -> dict[str, str]:
 
 
 def test_a_failed_pin_cancels_the_held_array_and_names_the_node(local_slurm, tmp_path):
-    from trainready.cluster import slurm
+    from trainready.cluster.control import slurm
     from trainready.errors import SlurmError
 
     def held() -> str:

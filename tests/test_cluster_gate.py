@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from trainready.cluster.options import FleetOptions
-from trainready.cluster.pairing import PairingOptions
-from trainready.cluster.pairs import PairsOptions, busbw_of, pair_argv
+from trainready.cluster.pairs.pairing import PairingOptions
+from trainready.cluster.pairs.search import PairsOptions, busbw_of, pair_argv
 from trainready.cluster.rollout import load_ledger, parse_waves, plan
 from trainready.errors import UsageError
 from trainready.records import CheckResult, Level, Metric, Report, Status
@@ -113,7 +113,7 @@ def test_rollout_stops_on_reject_rate_and_resumes_from_its_ledger(cli, tmp_path,
 
 
 def test_rollout_drains_then_revalidates_the_repaired_node(cli, tmp_path, alt_slurm):
-    from trainready.cluster import slurm as sl
+    from trainready.cluster.control import slurm as sl
 
     res = tmp_path / "roll"
     r = cli(*ROLL, "--results", str(res), "--drain", "--plant", "cluster.fail=alt2", timeout=900)

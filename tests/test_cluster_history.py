@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from trainready.cluster import history, synthetic
-from trainready.cluster.layout import FLEET_SCHEMA
+from trainready.cluster import history
+from trainready.cluster.judge import synthetic
+from trainready.cluster.tasks.layout import FLEET_SCHEMA
 
 
 def _verdict(run_dir: Path, kind: str, rejected: list[str], nodes: list[str], reference: str = "fleet majority",
              option: str | None = None) -> dict:  # type: ignore[type-arg]
-    """A fleet verdict whose node records lie in run_dir/nodes/ (as cluster/task.py writes them)."""
+    """A fleet verdict whose node records lie in run_dir/nodes/ (as cluster/tasks/node.py writes them)."""
     (run_dir / "nodes").mkdir(parents=True, exist_ok=True)
     entries = []
     for i, name in enumerate(nodes):

@@ -1,4 +1,4 @@
-"""The collector's sleep between two polls ends soon after a node writes its record (cluster/nap.py), and only
+"""The collector's sleep between two polls ends soon after a node writes its record (cluster/control/nap.py), and only
 then: a progress file, a temporary file or no new record leave it to its full length; a task that outlives its
 record is asked about again 2, 4, 8 ... s later, within the fleet floor and the regular interval."""
 
@@ -8,7 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-from trainready.cluster import nap
+from trainready.cluster.control import nap
 
 
 def write_later(path: Path, after_s: float) -> threading.Thread:

@@ -162,8 +162,8 @@ def test_a_spec_pins_the_image_checksum_and_the_launchers_versions() -> None:
     first, as its own cause ('image differs'), the launcher as drift."""
     import dataclasses
 
-    from trainready.cluster.drift import versions
-    from trainready.cluster.verdict import NodeInput, decide
+    from trainready.manifest.drift import versions
+    from trainready.cluster.judge.verdict import NodeInput, decide
     from trainready.spec import load_spec
 
     spec, _ = load_spec(SPEC)
@@ -224,7 +224,8 @@ def test_registry_references_pass_to_pyxis_unchanged(ref: str, tmp_path: Path) -
     trainready on the image's python3, and a pinned digest is recorded as the image's digest."""
     import shlex
 
-    from trainready.cluster import image, run
+    from trainready.cluster.control import image
+    from trainready.cluster import steps as run
     from trainready.cluster.options import Container, FleetOptions
 
     opts = FleetOptions(results=tmp_path, container=Container(ref))

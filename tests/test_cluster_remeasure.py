@@ -5,11 +5,11 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from trainready.cluster import synthetic
-from trainready.cluster.faults import NodeFaults, for_node
+from trainready.cluster.judge import synthetic
+from trainready.cluster.plants.faults import NodeFaults, for_node
 from trainready.cluster.options import FleetOptions
 from trainready.cluster.remeasure import ONCE_PLANT, remeasure, second_options, suspects
-from trainready.cluster.verdict import decide
+from trainready.cluster.judge.verdict import decide
 from trainready.spec import load_spec
 
 SPEC = load_spec("example:h200-8x")[0]
@@ -65,7 +65,7 @@ def test_a_fleet_with_no_slow_node_submits_nothing(tmp_path: Path) -> None:
 
 def test_every_figure_the_fleet_compares_names_the_check_that_measures_it_again() -> None:
     from trainready.cluster.remeasure import CHECK_OF, NOT_AGAIN
-    from trainready.cluster.task import THROUGHPUT
+    from trainready.cluster.tasks.node import THROUGHPUT
     from trainready.checks import REGISTRY
 
     assert set(CHECK_OF) | set(NOT_AGAIN) == set(THROUGHPUT) and not set(CHECK_OF) & set(NOT_AGAIN)

@@ -22,7 +22,7 @@ import pytest
 
 from conftest import local_slurm_script
 
-from trainready.cluster import avail, slurm, watch
+from trainready.cluster.control import avail, slurm, watch
 from trainready.selftest import prepare, schedule
 
 pytestmark = pytest.mark.slow

@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from trainready.cluster import crosschecks, drift, synthetic
-from trainready.cluster.clock import ClockServer, measure, ntp
-from trainready.cluster.cross import hosts_facts, limit_facts, storage_facts
-from trainready.cluster.faults import NodeFaults, check_plants, for_node, validate
-from trainready.cluster.stats import robust_bound
-from trainready.cluster.verdict import NodeInput, decide
+from trainready.cluster.tasks import crosschecks
+from trainready.manifest import drift
+from trainready.cluster.judge import synthetic
+from trainready.cluster.tasks.clock import ClockServer, measure, ntp
+from trainready.cluster.tasks.cross import hosts_facts, limit_facts, storage_facts
+from trainready.cluster.plants.faults import NodeFaults, check_plants, for_node, validate
+from trainready.cluster.judge.stats import robust_bound
+from trainready.cluster.judge.verdict import NodeInput, decide
 from trainready.errors import UsageError
 from trainready.records import Status
 from trainready.spec import load_spec

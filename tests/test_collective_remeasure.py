@@ -1,4 +1,4 @@
-"""The cross-node collective (cluster/collective.py) measures a busbw below its bound again, in the same step,
+"""The cross-node collective (cluster/tasks/collective.py) measures a busbw below its bound again, in the same step,
 before it fails: two real gloo ranks with torchrun's env, all_reduce only.  A rank that sleeps 500 ms before
 every collective (`comm.slow_rank`) caps the busbw at 1 MiB / 0.5 s = 0.002 GB/s, whatever the host's load, far
 below the bound of 0.01 GB/s; a healthy sweep clears it (0.045-0.1 GB/s measured here with a whole test run
@@ -22,7 +22,7 @@ EXPECT_GBPS = 0.0125  # x comm.min_fraction 0.8 = the 0.01 GB/s bound
 SLOW = {"slow_rank": 1, "slow_ms": 500.0}
 RANK = """
 import dataclasses, json, sys
-from trainready.cluster.collective import cross_node_options, fleet_spec, sweep_to_record
+from trainready.cluster.tasks.collective import cross_node_options, fleet_spec, sweep_to_record
 from trainready.ranks.env import detect
 from trainready.spec import load_spec
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from trainready.comm.ops import OPS, bandwidths, counts_for, dtype_name, op_names, parse_size, size_steps
+from trainready.hardware.collectives import OPS, bandwidths, counts_for, dtype_name, op_names, parse_size, size_steps
 from trainready.comm.table import parse
 from trainready.errors import UsageError
 
@@ -110,7 +110,7 @@ def test_op_and_dtype_names() -> None:
 
 
 def test_valid_expectation_key_grammar() -> None:
-    from trainready.comm.ops import valid_expectation_key
+    from trainready.hardware.collectives import valid_expectation_key
 
     bad = ["allreduce", "all_reduce@", "all_reduce@0", "all_reduce@x", "all_reduce@8@2", "", "@8", "All_Reduce"]
     assert [k for k in bad if valid_expectation_key(k)] == []  # the mismatches first

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from trainready.checks.base import CheckContext
-from trainready.checks.comm_sweep import CommSweepCheck
+from trainready.suite.base import CheckContext
+from trainready.checks.comm import CommSweepCheck
 from trainready.comm.evaluate import judge_op, op_table
-from trainready.comm.ops import OPS, size_steps
+from trainready.hardware.collectives import OPS, size_steps
 from trainready.comm.run import CommOptions, outcomes, sweep_local
 from trainready.records import Status
 from trainready.spec import load_spec
@@ -179,7 +179,7 @@ def test_help_defaults_match_the_code() -> None:
     import inspect
 
     from trainready.comm.defaults import SWEEP_DEFAULTS
-    from trainready.comm.ops import human
+    from trainready.hardware.collectives import human
     from trainready.commands.comm import comm
 
     helps = {k: p.default.help for k, p in inspect.signature(comm).parameters.items()}

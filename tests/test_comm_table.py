@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from trainready.comm.ops import OPS
+from trainready.hardware.collectives import OPS
 from trainready.comm.table import Meas, Row, format_row, format_table, parse
 
 FIXTURE = Path(__file__).parent / "data" / "all_reduce_perf_8gpu.txt"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from trainready.comm.ops import size_steps
+from trainready.hardware.collectives import size_steps
 from trainready.comm.run import CommOptions, outcomes
 from trainready.records import Status
 from trainready.spec import default_spec

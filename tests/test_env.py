@@ -12,7 +12,7 @@ import pytest
 
 from conftest import HAS_GPU
 from trainready.errors import UsageError
-from trainready.probe import code, container, envvars, host, ib
+from trainready.manifest import code, container, envvars, host, ib
 
 DATA = Path(__file__).parent / "data"
 HF = "hf_abcdefghijklmnopqrstu"
@@ -137,9 +137,9 @@ def test_summary_renders_captured_gpus_and_flags_an_unhealthy_one():
 
     from rich.console import Console
 
-    from trainready.probe import facts as facts_mod
-    from trainready.probe.manifest import collect
-    from trainready.probe.render import print_summary
+    from trainready.manifest import facts as facts_mod
+    from trainready.manifest.build import collect
+    from trainready.manifest.render import print_summary
 
     f = json.loads((DATA / "facts_h200x8.json").read_text())
     f["nvml"]["gpus"][4]["remap_pending"] = True

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import cpu_machine_only
 from trainready.checks import CheckContext
-from trainready.checks.base import REGISTRY
+from trainready.suite.base import REGISTRY
 from trainready.records import Report, Status
 from trainready.spec import load_spec
 

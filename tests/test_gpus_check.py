@@ -11,10 +11,10 @@ import pytest
 
 from conftest import cpu_machine_only
 from trainready.checks import CheckContext
-from trainready.checks.gpu_visible import GpusCheck, judge_gpus
-from trainready.probe import facts as facts_mod
-from trainready.probe.facts import NodeFacts
-from trainready.probe.gpu import GpuFacts, NvmlFacts, collect_nvml
+from trainready.checks.gpus import GpusCheck, judge_gpus
+from trainready.manifest import facts as facts_mod
+from trainready.manifest.facts import NodeFacts
+from trainready.manifest.gpu import GpuFacts, NvmlFacts, collect_nvml
 from trainready.records import Status
 from trainready.spec import load_spec
 

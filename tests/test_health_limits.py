@@ -7,7 +7,7 @@ import pytest
 
 
 def test_each_health_check_runs_under_its_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    import trainready.runner as runner
+    import trainready.suite.runner as runner
     from trainready.cluster.health import CHECK_TIMEOUT_S, CHECKS, run_health
 
     seen: dict[str, float] = {}

@@ -10,16 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from trainready.checks.host_settings import judge as judge_node
-from trainready.cluster import guard, hostdrift
-from trainready.cluster.clock import direction
-from trainready.cluster.verdict import NodeInput, decide
+from trainready.checks.host import judge as judge_node
+from trainready.cluster.judge import guard
+from trainready.hostsettings import drift as hostdrift
+from trainready.cluster.tasks.clock import direction
+from trainready.cluster.judge.verdict import NodeInput, decide
 from trainready.errors import ConfigError
-from trainready.hardware.hostrules import NCCL_MEMORY_DOC, known_bad
-from trainready.probe import hostset
-from trainready.probe.gpumodes import gpu_modes
+from trainready.hostsettings.rules import NCCL_MEMORY_DOC, known_bad
+from trainready.manifest import hostset
+from trainready.manifest.gpumodes import gpu_modes
 from trainready.records import Status
-from trainready.spec import hostpins, load_spec
+from trainready.hostsettings import pins as hostpins
+from trainready.spec import load_spec
 from trainready.spec.init import derive
 from trainready.spec.model import HostSpec, NodeSpec
 
@@ -198,7 +200,7 @@ def test_the_clock_line_names_the_direction():
     assert direction(-2.0) == "2.000 s ahead of the submitting host"  # θ = host − node < 0: the node reads later
     assert direction(0.25) == "0.250 s behind the submitting host"
     assert direction(0.0001) == "in step with the submitting host"
-    from trainready.cluster.crosschecks import clock
+    from trainready.cluster.tasks.crosschecks import clock
 
     res, found = clock({"node2": {"clock": {"offset_s": -2.0, "rtt_s": 0.0004, "daemons": ["chronyd"]}}},
                        NodeSpec().fleet)

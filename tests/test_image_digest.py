@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from trainready.probe import container
+from trainready.manifest import container
 
 D = "sha256:" + "ab" * 32
 OTHER = "sha256:" + "cd" * 32

@@ -15,9 +15,9 @@ import pytest
 import torch  # noqa: F401  (maps libtorch_cpu.so into this process for the /proc/self/maps test)
 
 from trainready.checks.versions import judge_versions
-from trainready.probe import facts as facts_mod
-from trainready.probe import libraries
-from trainready.probe.software import Versions, collect_versions
+from trainready.manifest import facts as facts_mod
+from trainready.manifest import libraries
+from trainready.manifest.software import Versions, collect_versions
 from trainready.records import Status
 from trainready.spec import load_spec
 
@@ -111,7 +111,7 @@ def test_cpu_torch_says_no_library_rather_than_guessing():
 
 
 def test_manifest_fields_warn_with_both_values():
-    from trainready.probe.software import _library_fields
+    from trainready.manifest.software import _library_fields
 
     decl = (("NCCL_VERSION env", "2.28.3"),)
     f = _library_fields("nccl", "2.28.9", WHEEL_NCCL, decl)

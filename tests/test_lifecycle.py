@@ -85,7 +85,7 @@ def test_timeouts_are_recorded(tmp_path: Path) -> None:
 
 
 def test_comm_check_limit_is_the_one_source_of_the_sweep_deadline(monkeypatch, tmp_path: Path) -> None:
-    import trainready.checks.comm_sweep as cs
+    import trainready.checks.comm as cs
 
     seen = {}
 

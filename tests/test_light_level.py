@@ -7,7 +7,7 @@ import json
 
 from conftest import run_cli
 from trainready.checks import select
-from trainready.cluster.layout import NODE_SCHEMA
+from trainready.cluster.tasks.layout import NODE_SCHEMA
 from trainready.records import Level
 
 

@@ -39,7 +39,7 @@ def test_a_bad_option_is_one_line_exit_2(args: tuple[str, ...], says: str) -> No
 
 def test_a_named_cluster_has_its_own_config_ports_and_node_names() -> None:
     """The default cluster keeps its config, slurmctld port and node names; a named one gets its own, with
-    ports outside the range where `cluster run` picks its rendezvous port (20000..29999, cluster/run.py)."""
+    ports outside the range where `cluster run` picks its rendezvous port (20000..29999, cluster/steps.py)."""
     text = SLURM_SCRIPT.read_text()
     p = subprocess.run([BASH, "-c", f'source <(sed -n "/^instance() {{/,/^}}/p" {SLURM_SCRIPT}); '
                         'for c in local scale; do instance $c; echo "$c $SLURM_CONF $CTLD_PORT $BASE $PREFIX $CTLD_PID"; done'],
@@ -49,7 +49,7 @@ def test_a_named_cluster_has_its_own_config_ports_and_node_names() -> None:
     conf, ctld, base, prefix, pid = rows["scale"]
     assert (conf, prefix, pid) == ("/etc/slurm-scale/slurm.conf", "scale", "/var/run/slurmctld-trainready-scale.pid")
     assert 16818 <= int(ctld) <= 16823 and 10000 <= int(base) and int(base) + 999 < 20000
-    assert "MASTER_PORT=str(random.randint(20000, 29999))" in (SLURM_SCRIPT.parents[1] / "src/trainready/cluster/run.py").read_text()
+    assert "MASTER_PORT=str(random.randint(20000, 29999))" in (SLURM_SCRIPT.parents[1] / "src/trainready/cluster/steps.py").read_text()
     assert re.search(r"NodeName=\$PREFIX\[1-\$NODES\].*Port=\[\$\(\(BASE \+ 1\)\)-\$last\]", text)
 
 

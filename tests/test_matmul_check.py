@@ -2,8 +2,8 @@ import pytest
 import torch
 
 from trainready.checks import REGISTRY, CheckContext
-from trainready.checks.known_answer import inputs_for, matmul_mode, matmul_on_device
-from trainready.checks.matmul_bounds import U_FP32
+from trainready.checks.matmul import inputs_for, matmul_mode, matmul_on_device
+from trainready.numerics.bounds import U_FP32
 from trainready.records import Status
 from trainready.spec import default_spec
 

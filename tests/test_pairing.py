@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from trainready.cluster.pairing import PairingOptions, classify, find_culprits, round_robin, PairResult
+from trainready.cluster.pairs.pairing import PairingOptions, classify, find_culprits, round_robin, PairResult
 
 
 def fleet(n: int) -> list[str]:

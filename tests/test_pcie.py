@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from conftest import HAS_GPU, cpu_machine_only
-from trainready.checks.base import CheckContext
+from trainready.suite.base import CheckContext
 from trainready.checks.pcie import PcieCheck
-from trainready.cluster.verdict import NodeInput, decide
+from trainready.cluster.judge.verdict import NodeInput, decide
 from trainready.hardware.pcie import GpuCopy, Link, judge, link_rate_gbps, read_link
 from trainready.records import Status
 from trainready.spec import load_spec

@@ -18,7 +18,7 @@ from trainready.plan.activations import activation_quantities
 from trainready.plan.inputs import Parallel, PlanInput, Training, validate
 from trainready.plan.memory import linear_params_per_gpu
 from trainready.plan.model import from_reference
-from trainready.train.model import GPT, ModelConfig
+from trainready.workload.model import GPT, ModelConfig
 
 
 def _saved_bytes(cfg: ModelConfig, b: int) -> int:

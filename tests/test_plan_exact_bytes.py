@@ -18,7 +18,7 @@ import torch
 from trainready.plan.inputs import Parallel, PlanInput, Training, validate
 from trainready.plan.memory import plan_memory
 from trainready.plan.model import from_reference
-from trainready.train.model import GPT, PRESETS, ModelConfig
+from trainready.workload.model import GPT, PRESETS, ModelConfig
 
 
 VARIANTS: dict[str, dict[str, bool]] = {"single": {"foreach": False}, "foreach": {"foreach": True},

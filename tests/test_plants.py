@@ -1,4 +1,4 @@
-"""`--plant`: one table of names (checks/plants.py) that matches the code; misspellings are exit 2;
+"""`--plant`: one table of names (suite/plants.py) that matches the code; misspellings are exit 2;
 a planted/replayed run says so in its record and banner, is never a clean PASS, and cannot seed a spec."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from trainready.checks.plants import BY_COMMAND, COMM_PLANTS, PLANTS, RESUME_PLANTS
+from trainready.suite.plants import BY_COMMAND, COMM_PLANTS, PLANTS, RESUME_PLANTS
 from trainready.commands.common import parse_plants
 from trainready.errors import UsageError
 from trainready.records import CheckResult, Level, Report, Status
@@ -25,7 +25,7 @@ READ = re.compile(r"(?:\.fault|faults\.get)\(")
 LITERAL = re.compile(r'(?:\.fault|faults\.get)\("([\w.]+)"\)|node_facts\(ctx, "([\w.]+)"\)')
 FAMILY = re.compile(r'(?:\.fault|faults\.get)\(f"(\w+)\.\{(\w+)\}"\)')
 # Reads that pass a name through (the accessor itself, and node_facts(ctx, NAME)).
-PASS_THROUGH = {("checks/base.py", "name"), ("checks/gpu_visible.py", "fault")}
+PASS_THROUGH = {("suite/base.py", "name"), ("checks/gpus.py", "fault")}
 
 
 def _family(path: Path, text: str, pos: int, var: str) -> list[str]:
@@ -179,7 +179,7 @@ def test_a_plant_value_that_reads_as_off_is_rejected_not_planted(plant: str) -> 
 
 
 def test_position_plants_take_0_as_rank_or_gpu_0_and_refuse_negatives() -> None:
-    # RANK/IDX/N are 0-based positions (checks/plants.py): 0 is rank/GPU/step 0, planted on purpose
+    # RANK/IDX/N are 0-based positions (suite/plants.py): 0 is rank/GPU/step 0, planted on purpose
     assert parse_plants(["comm.wrong_rank=0", "matmul.corrupt=0:fp32", "comm.fault_step=0"], "node") == {
         "comm.wrong_rank": "0", "matmul.corrupt": "0:fp32", "comm.fault_step": "0"}
     with pytest.raises(UsageError, match=r"^--plant comm.slow_rank=-1: expected RANK >= 0 \(0-based\)$"):

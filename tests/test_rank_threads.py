@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from trainready.util import devices
+from trainready.devices import world as devices
 
 launch_mod = importlib.import_module("trainready.ranks.launch")  # the module (trainready.ranks exports the function)
 

@@ -15,8 +15,8 @@ import string
 
 import pytest
 
-from trainready.probe.envvars import capture
-from trainready.probe.redact import REDACTED, is_secret_name, redact_value, scrub
+from trainready.manifest.envvars import capture
+from trainready.manifest.redact import REDACTED, is_secret_name, redact_value, scrub
 
 _rng = random.Random(9)
 B62 = string.ascii_letters + string.digits

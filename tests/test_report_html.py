@@ -164,7 +164,7 @@ def test_local_slurm_fleet_run_report_junit_prometheus_and_chromium(chromium: st
     assert urls == [] and shot.stat().st_size > 30_000
 
 
-# A fleet record at the scale the tool is built for: 640 nodes x 8 GPUs (cluster/synthetic.py), two slow GPUs
+# A fleet record at the scale the tool is built for: 640 nodes x 8 GPUs (cluster/judge/synthetic.py), two slow GPUs
 # rejected, three nodes not tested (as `cluster run` records them: Slurm's state and the administrator's reason).
 NOT_TESTED = {"gpu0101": "drained by an administrator: hw: DIMM ticket 42", "gpu0500": "down: Not responding",
               "gpu0640": "reserved for others (reservation maint_jan)"}
@@ -172,9 +172,9 @@ SLOW = {"gpu0417": {5: 0.85}, "gpu0033": {0: 0.5}}
 
 
 def fleet_640(root: Path) -> Path:
-    from trainready.cluster import synthetic
-    from trainready.cluster.layout import node_record
-    from trainready.cluster.verdict import decide
+    from trainready.cluster.judge import synthetic
+    from trainready.cluster.tasks.layout import node_record
+    from trainready.cluster.judge.verdict import decide
     from trainready.spec import load_spec
 
     made = synthetic.fleet(640, 8, seed=3, slow=SLOW)

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from trainready.resume.compare import Tolerance, compare_states, differs_before_load, restored
-from trainready.train import rng
+from trainready.workload import rng
 
 
 def _state(scale: float = 1.0) -> dict:
@@ -72,9 +72,9 @@ def test_each_generator_is_its_own_component() -> None:
 
 
 def test_a_training_step_draws_from_every_host_generator_and_the_draws_matter() -> None:
-    """Input noise (train/loop.py): each step moves python, numpy and torch_cpu, and a different
+    """Input noise (workload/loop.py): each step moves python, numpy and torch_cpu, and a different
     python or numpy state gives a different loss (so a skipped restore cannot go unseen)."""
-    from trainready.train.loop import TrainConfig, Trainer
+    from trainready.workload.loop import TrainConfig, Trainer
 
     x = np.random.RandomState(0).randint(0, 512, (2, 32)).astype(np.int64)
 

@@ -55,8 +55,8 @@ def test_resume_data_is_prepared_once_and_the_check_runs_that_config(counted: di
 
 def test_node_path_prepares_in_the_check(counted: dict[str, list], tmp_path: Path) -> None:
     """Without a prepared config (`trainready node`) the check prepares it from its typed options, once."""
-    from trainready.checks.base import CheckContext
-    from trainready.checks.options import CheckOptions
+    from trainready.suite.base import CheckContext
+    from trainready.suite.options import CheckOptions
     from trainready.checks.resume import ResumeCheck
     from trainready.resume.options import ResumeOptions
     from trainready.spec import default_spec
@@ -71,7 +71,7 @@ def test_node_path_prepares_in_the_check(counted: dict[str, list], tmp_path: Pat
 
 
 def _hints(obj: object) -> dict[str, object]:
-    """The resolved annotations; checks/options.py names ProtocolConfig for type checkers only (importing it
+    """The resolved annotations; suite/options.py names ProtocolConfig for type checkers only (importing it
     imports torch, which `import trainready.checks` must not), so it is resolved here from its module."""
     from trainready.resume.protocol import ProtocolConfig
 
@@ -80,14 +80,14 @@ def _hints(obj: object) -> dict[str, object]:
 
 def test_the_walk_to_open_tokens_is_typed_records_only() -> None:
     """ResumeOptions → prepare → ProtocolConfig → CheckOptions → run_protocol → RankJob → resume_rank."""
-    from trainready.checks.options import CheckOptions
+    from trainready.suite.options import CheckOptions
     from trainready.resume.compare import Tolerance
     from trainready.resume.job import RankJob
     from trainready.resume.options import ResumeOptions
     from trainready.resume.protocol import ProtocolConfig
     from trainready.resume.setup import prepare
     from trainready.resume.worker import resume_rank
-    from trainready.train.loop import TrainConfig
+    from trainready.workload.loop import TrainConfig
 
     assert _hints(prepare)["options"] is ResumeOptions
     assert _hints(prepare)["return"] is ProtocolConfig

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from conftest import cpu_machine_only
-from trainready.checks.base import CheckContext
-from trainready.checks.options import CheckOptions
+from trainready.suite.base import CheckContext
+from trainready.suite.options import CheckOptions
 from trainready.resume.options import ResumeOptions
 from trainready.checks.resume import ResumeCheck
 from trainready.records import CheckResult, Status

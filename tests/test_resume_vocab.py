@@ -27,7 +27,7 @@ def gpt2_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_vocab_is_sized_from_the_ids_the_run_reads(gpt2_corpus: Path) -> None:
     from trainready.resume.sizing import choose_model
-    from trainready.train.model import GPT
+    from trainready.workload.model import GPT
 
     src = open_tokens(gpt2_corpus)
     choice = choose_model(src, "tiny", 0, batch=8, seed=1234, world=1, steps=100)
@@ -141,8 +141,8 @@ def test_gpt2_sized_corpus_runs_with_the_documented_command(cli, gpt2_corpus: Pa
 
 @pytest.mark.slow
 def test_node_check_path_sizes_the_vocab_the_same_way(gpt2_corpus: Path, tmp_path: Path) -> None:
-    from trainready.checks.base import CheckContext
-    from trainready.checks.options import CheckOptions
+    from trainready.suite.base import CheckContext
+    from trainready.suite.options import CheckOptions
     from trainready.resume.options import ResumeOptions
     from trainready.checks.resume import ResumeCheck
     from trainready.records import Status

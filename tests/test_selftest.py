@@ -12,7 +12,7 @@ import pytest
 
 from evidence_records import run_main
 
-from trainready.checks.plants import PLANTS
+from trainready.suite.plants import PLANTS
 from trainready.selftest.cases import CASES, Case
 from trainready.selftest.prepare import LAZY, placeholders, spec_text
 from trainready.selftest.run import run_case

@@ -14,7 +14,7 @@ import pytest
 
 from evidence_records import run_main
 
-from trainready.cluster import slurm
+from trainready.cluster.control import slurm
 from trainready.errors import SlurmError
 from trainready.selftest import prepare, schedule
 

@@ -69,7 +69,7 @@ def test_nccl_backend_without_gpus_is_a_usage_error():
 
     from trainready.errors import UsageError
     from trainready.spec import default_spec
-    from trainready.util.devices import cuda_count, local_world
+    from trainready.devices.world import cuda_count, local_world
 
     spec = default_spec()
     assert local_world(dataclasses.replace(spec, comm=dataclasses.replace(spec.comm, backend="gloo"))) == (8, "gloo")
@@ -111,13 +111,13 @@ def test_backend_and_world_size_flags_win_over_the_spec() -> None:
 
     from trainready.errors import UsageError
     from trainready.spec import default_spec
-    from trainready.util.devices import cuda_count, local_world
+    from trainready.devices.world import cuda_count, local_world
 
     spec = default_spec()
     gloo4 = dataclasses.replace(spec, comm=dataclasses.replace(spec.comm, backend="gloo", world_size=4))
     assert local_world(gloo4) == (4, "gloo")  # the spec's size, for the spec's backend
     assert local_world(gloo4, "gloo", 3) == (3, "gloo")  # the flag wins
-    from trainready.util.devices import gloo_rank_limit
+    from trainready.devices.world import gloo_rank_limit
 
     top = gloo_rank_limit()
     for bad in (0, top + 1):

@@ -11,8 +11,8 @@ from typing import Any
 
 from conftest import run_cli
 from test_compare import record
-from trainready.cluster import crosschecks
-from trainready.cluster.stats import robust_bound
+from trainready.cluster.tasks import crosschecks
+from trainready.cluster.judge.stats import robust_bound
 from trainready.records import Status
 from trainready.resume.compare import Tolerance
 from trainready.resume.verdict import judge

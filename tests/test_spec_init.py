@@ -20,7 +20,7 @@ MANIFEST = {
         "nccl": "2.28.9",
         "cudnn": "91300",
         "python": "3.12.3",
-        # probe/software.py's KEY_PACKAGES as found: only the training packages become pins
+        # manifest/software.py's KEY_PACKAGES as found: only the training packages become pins
         "packages": {"torch": "2.11.0+cu130", "numpy": "2.1.3", "megatron-core": "0.19.2",
                      "transformer-engine": "2.8.0+40c69e7"},
     },
@@ -76,7 +76,7 @@ def test_spec_written_here_holds_this_machine_to_its_os_and_fails_another(tmp_pa
 
     from trainready.checks import CheckContext
     from trainready.checks.versions import VersionsCheck
-    from trainready.probe.manifest import collect
+    from trainready.manifest.build import collect
 
     spec = spec_from_machine(collect())  # this machine's real manifest, as `spec init` reads it
     assert spec.software.os  # os-release NAME + VERSION_ID

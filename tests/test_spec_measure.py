@@ -26,7 +26,7 @@ def _planned(monkeypatch, statuses: list[tuple[str, str]]) -> list[int]:  # type
         calls.append(len(calls))
         return _Run(*statuses[len(calls) - 1])
 
-    monkeypatch.setattr("trainready.runner.run_checks", fake)
+    monkeypatch.setattr("trainready.suite.runner.run_checks", fake)
     return calls
 
 

@@ -35,7 +35,7 @@ COMMAND_IMPORTERS = {"trainready.cli"}
 @dataclass(frozen=True)
 class Module:
     name: str
-    rel: str  # path under src/, e.g. trainready/checks/base.py
+    rel: str  # path under src/, e.g. trainready/suite/base.py
     tree: ast.Module
     is_package: bool
 
@@ -230,7 +230,7 @@ def _string_lookup(node: ast.AST) -> str:
 
 def context_extras(mods: dict[str, Module]) -> list[str]:
     """Fields of `CheckContext` typed as a catch-all (Any, or a mapping to Any)."""
-    base = mods["trainready.checks.base"].tree
+    base = mods["trainready.suite.base"].tree
     cls = next(n for n in ast.walk(base) if isinstance(n, ast.ClassDef) and n.name == "CheckContext")
     return [f"CheckContext.{_leaf(s.target)}: {ast.unparse(s.annotation)}" for s in cls.body
             if isinstance(s, ast.AnnAssign) and any(u in ast.unparse(s.annotation) for u in ("Any", "object"))]
@@ -273,16 +273,16 @@ def test_detectors_catch_planted_violations(tmp_path: Path) -> None:
         "c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from trainready import d\n",
         "d.py": "import trainready.c\n",
         "low/__init__.py": "",
-        "low/x.py": "from ..commands.common import emit\nfrom trainready.checks.base import Check\n\n\nclass Sneaky(Check):\n"
+        "low/x.py": "from ..commands.common import emit\nfrom trainready.suite.base import Check\n\n\nclass Sneaky(Check):\n"
                     "    pass\n\n\nclass Sneakier(Sneaky):\n    pass\n",
         "commands/__init__.py": "",
         "commands/common.py": "def emit(options: dict[str, Any], opts: object = None) -> int:\n"
                               "    return options.get('resume') or opts['x']\n",
         "commands/node.py": "ctx = CheckContext(1, 2, {}, {'image_digest': 3} if 4 else {})\n"
                             "ok = CheckContext(1, 2, {'plant': 'x'}, timeouts={'x': 1.0})\n",
-        "checks/__init__.py": "",
-        "checks/base.py": "class Check:\n    pass\n\n\nclass CheckContext:\n    options: dict[str, Any]\n"
-                          "    spec: int\n\n\nclass Fine(Check):\n    pass\n",
+        "checks/__init__.py": "from trainready.suite.base import Check\n\n\nclass Fine(Check):\n    pass\n",
+        "suite/base.py": "class Check:\n    pass\n\n\nclass CheckContext:\n    options: dict[str, Any]\n"
+                          "    spec: int\n",
     })
     graph = import_graph(mods)
     assert cycles(graph) == [["trainready.a", "trainready.b"]]  # c -> d only under TYPE_CHECKING: no cycle
@@ -290,11 +290,11 @@ def test_detectors_catch_planted_violations(tmp_path: Path) -> None:
     assert cycles(graph, {("trainready.b", "trainready.a")}) == []
     assert [name for _, name in long_functions(mods)] == ["trainready/b.py:1 f"]
     assert long_functions(mods, MAX_LINES + 2) == []
-    assert sorted(untyped_options(mods)) == ["trainready/checks/base.py:6 options: dict[str, Any]",
-                                             "trainready/commands/common.py:1 options: dict[str, Any]",
+    assert sorted(untyped_options(mods)) == ["trainready/commands/common.py:1 options: dict[str, Any]",
                                              "trainready/commands/common.py:2 options.get('resume')",
                                              "trainready/commands/common.py:2 opts['x']",
-                                             "trainready/commands/node.py:1 CheckContext(..., options=<a dict>)"]
+                                             "trainready/commands/node.py:1 CheckContext(..., options=<a dict>)",
+                                             "trainready/suite/base.py:6 options: dict[str, Any]"]
     assert context_extras(mods) == ["CheckContext.options: dict[str, Any]"]
     assert check_classes_outside(mods) == ["trainready.low.x.Sneakier", "trainready.low.x.Sneaky"]
 
@@ -318,7 +318,7 @@ def test_shape_detectors_catch_planted_violations(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def src() -> dict[str, Module]:
     mods = modules()
-    assert len(mods) > 100 and "trainready.checks.base" in mods  # the real tree, not an empty folder
+    assert len(mods) > 100 and "trainready.suite.base" in mods  # the real tree, not an empty folder
     return mods
 
 

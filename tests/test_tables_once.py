@@ -41,7 +41,7 @@ def _sweep_literals(tree: ast.Module) -> list[str]:
 def test_sweep_defaults_are_written_only_in_the_table() -> None:
     found = {str(p.relative_to(PKG)): lits for p, t in _trees()
              if p.name != "defaults.py" and (lits := _sweep_literals(t))}
-    # main 3148e0e: commands/comm.py (GPU_/CPU_DEFAULTS), checks/comm_sweep.py and cluster/collective.py
+    # main 3148e0e: commands/comm.py (GPU_/CPU_DEFAULTS), checks/comm.py and cluster/tasks/collective.py
     # (warmup=5 if gpu else 1 / 2) each wrote their own
     assert found == {}, found
 
@@ -73,7 +73,7 @@ def test_h100_peak_is_the_whitepaper_figure() -> None:
 
 @cpu_machine_only  # asserts the CPU default (8 gloo ranks, gloo's sweep table)
 def test_every_use_of_the_sweep_reads_the_table() -> None:
-    from trainready.cluster.collective import cross_node_options
+    from trainready.cluster.tasks.collective import cross_node_options
     from trainready.comm.defaults import SWEEP_DEFAULTS
     from trainready.spec import load_spec
 

@@ -67,7 +67,7 @@ def test_no_history_words_in_user_visible_text() -> None:
     found = {str(p.relative_to(REPO)): words for p in _user_visible()
              if (words := history_words(p.read_text(errors="replace")))}
     # main 3148e0e: README.md ('dev VM'), docs/comm.md ('sessions', 'dev VM'), docs/measured-h200.md
-    # ('session', 'Session', 'issue 6'), spec/floors.py, spec/model.py ('device notes'), checks/base.py and
+    # ('session', 'Session', 'issue 6'), spec/floors.py, spec/model.py ('device notes'), suite/base.py and
     # six more ('the seed's', 'Seed 000'), commands/cluster_gate.py ('differed ~3x here'), pyproject.toml, ...
     assert found == {}, found
 
@@ -122,7 +122,7 @@ def test_readme_layout_names_every_folder_of_the_package() -> None:
     assert folders - named == set(), f"README Layout leaves out: {sorted(folders - named)}"
 
 
-@pytest.mark.parametrize("module", ["cli.py", "runner.py", "records.py", "errors.py"])
+@pytest.mark.parametrize("module", ["cli.py", "suite/runner.py", "records.py", "errors.py"])
 def test_readme_layout_names_the_top_level_modules(module: str) -> None:
     readme = (REPO / "README.md").read_text()
     section = readme.split("## Layout", 1)[1].split("\n## ", 1)[0]

@@ -5,11 +5,11 @@ import torch
 from torch.nn.attention import SDPBackend
 
 from trainready.checks import REGISTRY, CheckContext
-from trainready.checks._sdpa_adamw import adamw_compare, sdpa_compare, sdpa_inputs
+from trainready.numerics.kernels import adamw_compare, sdpa_compare, sdpa_inputs
 from trainready.checks.train_step import LOSS_DROP_MIN, _model_config, train_on_device
 from trainready.records import Status
 from trainready.spec import default_spec
-from trainready.train.model import GPT
+from trainready.workload.model import GPT
 
 WHERE = "GPU 0" if torch.cuda.is_available() else "cpu"  # how the check names device 0
 

@@ -9,12 +9,12 @@ import torch
 
 from trainready.checks import REGISTRY, CheckContext
 from trainready.checks.train_step import STEPS, WARMUP, _model_config, throughput
-from trainready.hardware.parallel import DeviceRun
+from trainready.devices.parallel import DeviceRun
 from trainready.plan.compute import mfu, model_flops_per_token
 from trainready.plan.model import ModelSpec, from_reference
 from trainready.records import Metric, Status
 from trainready.spec import default_spec
-from trainready.train.model import GPT
+from trainready.workload.model import GPT
 
 
 def test_flops_per_token_and_mfu_hand_worked() -> None:

@@ -14,8 +14,8 @@ import torch
 from conftest import cpu_machine_only
 from trainready.checks import CheckContext
 from trainready.checks.versions import TRAP, VersionsCheck, judge_versions, os_matches, version_matches
-from trainready.probe import facts as facts_mod
-from trainready.probe.facts import NodeFacts
+from trainready.manifest import facts as facts_mod
+from trainready.manifest.facts import NodeFacts
 from trainready.records import Status
 from trainready.spec import load_spec
 from trainready.spec.model import NodeSpec

@@ -81,7 +81,7 @@ class GpuUnusable(TrainreadyError):
     """The spec expects GPUs (gpu.count > 0) but CUDA cannot give them to this process.
 
     A check that meets it FAILS with this message (never falls back to the CPU): the text names
-    torch's own reason, CUDA_VISIBLE_DEVICES and the driver as NVML sees it (util/devices.py)."""
+    torch's own reason, CUDA_VISIBLE_DEVICES and the driver as NVML sees it (devices/world.py)."""
 
     remedy = ("Run where this process sees the GPUs (fix CUDA_VISIBLE_DEVICES / the container's GPU request, "
               "a CUDA build of torch matching the driver; `nvidia-smi` and `trainready env` show both), or judge "
@@ -123,7 +123,7 @@ class SlurmError(TrainreadyError):
 class ControllerDown(SlurmError):
     """slurmctld did not answer a Slurm command (down, restarting, failing over, or munge refusing for a moment).
 
-    Not a verdict on anything: a fleet command waits for the controller (cluster/outage.py) before it gives up.
+    Not a verdict on anything: a fleet command waits for the controller (cluster/control/outage.py) before it gives up.
     `unsent`: the request never reached a controller (no connection, no credential), so sending it again cannot
     do anything twice."""
 

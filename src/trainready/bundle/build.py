@@ -99,7 +99,7 @@ def build(opts: BundleOptions, progress: Callable[[str], None] = lambda _m: None
         env = next((dict(r.doc) for r in records if r.kind == "env"), None)
         if env is None and opts.collect_env:
             progress("collecting the manifest (trainready env)")
-            from trainready.probe.manifest import collect
+            from trainready.manifest.build import collect
 
             env = collect()
             stage.json("env.json", env, "hardware", "environment manifest (trainready env) at bundle time: host, GPUs, "

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from trainready.bundle.layout import ROLES, Item, sha256_file
-from trainready.probe.redact import redact_value, scrub
+from trainready.manifest.redact import redact_value, scrub
 from trainready.report.kinds import PURPOSE, Record
 from trainready.util.atomic import atomic_write_json, atomic_write_text
 

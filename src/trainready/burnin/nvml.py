@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-from trainready.probe.gpu import _nvml_reason
+from trainready.manifest.gpu import _nvml_reason
 
 NA = "not available: "
 # nvml.h constants, in case an older nvidia-ml-py lacks a name (values from nvml.h, driver 580).

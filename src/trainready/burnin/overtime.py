@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainready.burnin.series import Measured
-from trainready.probe.gpu import THROTTLE_BITS
+from trainready.manifest.gpu import THROTTLE_BITS
 
 THERMAL = 0x20 | 0x40  # sw_thermal_slowdown | hw_thermal_slowdown (nvml.h nvmlClocksEventReason*)
 HARDWARE = 0x8 | 0x80  # hw_slowdown | hw_power_brake_slowdown

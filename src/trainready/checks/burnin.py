@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from trainready.burnin import clock, nvml, series
 from trainready.burnin.sampler import Sampler, block_seconds
-from trainready.checks.base import Check, CheckContext, register
+from trainready.suite.base import Check, CheckContext, register
 from trainready.records import Level, Outcome, Status
 
 STARTUP_S = 300.0  # beyond the duration: rank start-up, calibration, NVML reads, the judge (seconds)
@@ -39,7 +39,7 @@ def _slow(ctx: CheckContext) -> tuple[int, float] | None:
 
 
 def _world(ctx: CheckContext) -> tuple[int, str]:
-    from trainready.util.devices import local_world
+    from trainready.devices.world import local_world
 
     world, backend = local_world(ctx.spec)
     return (world, backend) if backend == "nccl" else (min(world, ctx.spec.burnin.cpu_ranks), backend)

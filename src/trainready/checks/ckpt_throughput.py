@@ -6,7 +6,7 @@ the measurement and its verdict are ckpt/throughput.py's.
 
 from __future__ import annotations
 
-from trainready.checks.base import Check, CheckContext
+from trainready.suite.base import Check, CheckContext
 from trainready.records import Level, Outcome
 
 # Bytes of state saved when the command does not say (ThroughputOptions.nbytes): 2 GiB on a GPU,
@@ -28,7 +28,7 @@ class CkptThroughputCheck(Check):
         import torch
 
         from trainready.ckpt.throughput import judge, measure
-        from trainready.util.devices import require_gpus
+        from trainready.devices.world import require_gpus
 
         require_gpus(ctx.spec)  # under a GPU spec: GpuUnusable (FAIL) rather than a CPU-staged figure
         opts = ctx.options.throughput

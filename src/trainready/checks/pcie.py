@@ -13,7 +13,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-from trainready.checks.base import Check, CheckContext, register
+from trainready.suite.base import Check, CheckContext, register
 from trainready.hardware.pcie import GpuCopy, Link, judge, read_link
 from trainready.records import Level, Outcome, Status
 
@@ -104,12 +104,12 @@ class PcieCheck(Check):
 
     def skip_reason(self, ctx: CheckContext) -> str | None:
         """Skips only on a CPU spec: under a GPU spec a machine without usable GPUs fails (GpuUnusable)."""
-        from trainready.util.devices import gpu_only_skip
+        from trainready.devices.world import gpu_only_skip
 
         return gpu_only_skip(ctx.spec.gpu.count, "the host↔device copy over PCIe is GPU-only")
 
     def run(self, ctx: CheckContext) -> Outcome:
-        from trainready.hardware.parallel import local_devices
+        from trainready.devices.parallel import local_devices
 
         devices = local_devices(ctx.spec)
         figures = measure_all([int(d.split(":")[1]) for d in devices])

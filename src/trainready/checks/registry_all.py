@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-_NOT_CHECKS = {"base", "options", "registry_all", "__init__"}
+_NOT_CHECKS = {"registry_all", "__init__"}
 
 
 def import_all() -> None:
@@ -29,7 +29,7 @@ def import_all() -> None:
 
 
 def _register_broken(module: str, exc: Exception) -> None:
-    from trainready.checks.base import Check, register
+    from trainready.suite.base import Check, register
     from trainready.records import Outcome, Status
 
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from trainready.checks.base import Check, CheckContext, register
+from trainready.suite.base import Check, CheckContext, register
 from trainready.errors import GpuUnusable, UsageError
 from trainready.records import Level, Outcome
 from trainready.resume.protocol import run_protocol
@@ -38,7 +38,7 @@ class ResumeCheck(Check):
 
 def ranks_note(spec: NodeSpec, world: int, backend: str) -> str:
     """Said in the result when resume ran on fewer/other ranks than the node's collective checks."""
-    from trainready.util.devices import local_world
+    from trainready.devices.world import local_world
 
     try:
         others, be = local_world(spec)

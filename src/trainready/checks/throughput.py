@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
-from trainready.checks.base import Check, CheckContext, register
+from trainready.suite.base import Check, CheckContext, register
 from trainready.hardware.gpus import GpuPeak, lookup
-from trainready.hardware.parallel import local_devices, on_each_device
+from trainready.devices.parallel import local_devices, on_each_device
 from trainready.records import Level, Metric, Outcome, Status, Threshold
 from trainready.spec.model import ComputeSpec
 from trainready.util.listing import first_of
@@ -147,7 +147,7 @@ class ThroughputCheck(Check):
 
     def skip_reason(self, ctx: CheckContext) -> str | None:
         """Skips only on a CPU spec: under a GPU spec a machine without usable GPUs fails (GpuUnusable)."""
-        from trainready.util.devices import gpu_only_skip
+        from trainready.devices.world import gpu_only_skip
 
         return gpu_only_skip(ctx.spec.gpu.count, "throughput probes are GPU-only")
 

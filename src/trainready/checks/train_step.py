@@ -1,6 +1,6 @@
 """Question 2, second step: does a real training step work on every device?
 
-The reference workload (`trainready.train.model.GPT`) overfits one fixed batch
+The reference workload (`trainready.workload.model.GPT`) overfits one fixed batch
 for a few AdamW steps: fp32 on a CPU, BF16 autocast on each GPU (all GPUs at
 once).  Judged: every loss finite; the last loss below (1 − LOSS_DROP_MIN) ×
 the first; every parameter got a finite gradient at every step and changed.
@@ -21,9 +21,9 @@ import math
 import time
 from typing import Any
 
-from trainready.checks._sdpa_adamw import adamw_compare, sdpa_compare, sdpa_inputs
-from trainready.checks.base import Check, CheckContext, register
-from trainready.hardware.parallel import DeviceRun, local_devices, on_each_device
+from trainready.numerics.kernels import adamw_compare, sdpa_compare, sdpa_inputs
+from trainready.suite.base import Check, CheckContext, register
+from trainready.devices.parallel import DeviceRun, local_devices, on_each_device
 from trainready.records import Level, Metric, Outcome, Status, Threshold
 from trainready.util.listing import first_of
 
@@ -42,7 +42,7 @@ def _preset(on_gpu: bool) -> str:
 
 
 def _model_config(on_gpu: bool) -> Any:
-    from trainready.train.model import PRESETS
+    from trainready.workload.model import PRESETS
 
     # Dropout off: the loss of an overfit batch must be a deterministic function of the parameters.
     return dataclasses.replace(PRESETS[_preset(on_gpu)], dropout=0.0)
@@ -159,7 +159,7 @@ class TrainStepCheck(Check):
     def run(self, ctx: CheckContext) -> Outcome:
         import torch
 
-        from trainready.train.model import GPT
+        from trainready.workload.model import GPT
 
         devices = local_devices(ctx.spec)
         on_gpu = devices[0].startswith("cuda")

@@ -22,14 +22,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from trainready.checks.base import Check, CheckContext, register
-from trainready.checks.gpu_visible import node_facts
-from trainready.probe import guarded, is_unavailable, unavailable, why
-from trainready.probe.container import DIGEST_ENV, image_digest
-from trainready.probe.facts import NodeFacts
-from trainready.probe.host import name_version, os_release_fields
-from trainready.probe.libraries import disagreements
-from trainready.probe.software import Versions, package_set
+from trainready.suite.base import Check, CheckContext, register
+from trainready.checks.gpus import node_facts
+from trainready.manifest import guarded, is_unavailable, unavailable, why
+from trainready.manifest.container import DIGEST_ENV, image_digest
+from trainready.manifest.facts import NodeFacts
+from trainready.manifest.host import name_version, os_release_fields
+from trainready.manifest.libraries import disagreements
+from trainready.manifest.software import Versions, package_set
 from trainready.records import Level, Outcome, Status
 from trainready.spec.model import NodeSpec
 

@@ -5,12 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from trainready.cluster import (avail, collective, crosschecks, guard, history, ledger, outage, run, runstate,
-                                slurm, watch)
-from trainready.cluster.layout import CROSS_SCHEMA, cross_record, node_record, read_json
+from trainready.cluster.control import avail
+from trainready.cluster.tasks import collective, crosschecks
+from trainready.cluster.judge import guard
+from trainready.cluster import history, ledger
+from trainready.cluster.control import outage
+from trainready.cluster import steps as run, runstate
+from trainready.cluster.control import slurm, watch
+from trainready.cluster.tasks.layout import CROSS_SCHEMA, cross_record, node_record, read_json
 from trainready.cluster.options import FleetOptions, time_seconds
 from trainready.cluster.remeasure import remeasure
-from trainready.cluster.verdict import FleetVerdict, NodeInput, decide
+from trainready.cluster.judge.verdict import FleetVerdict, NodeInput, decide
 from trainready.spec import load_spec
 from trainready.spec.model import NodeSpec
 
@@ -202,8 +207,8 @@ def run_fleet(opts: FleetOptions, say: run.Progress, kind: str = "run",
     context = {"job_id": job, "remeasure_job_id": again_job or None, "spec_source": source, "results": str(opts.results), "run": str(here.results),
                "kind": kind, "started": started, "finished": history.now(), "reference_option": reference,
                "image": opts.container.image if opts.container else None}
-    if opts.container:  # the launcher's versions and the Pyxis plugin's Slurm (cluster/launcher.py)
-        from trainready.cluster.launcher import chain
+    if opts.container:  # the launcher's versions and the Pyxis plugin's Slurm (cluster/control/launcher.py)
+        from trainready.cluster.control.launcher import chain
 
         context["launcher"] = chain([ni.record for ni in inputs])
     if base is not None:

@@ -21,11 +21,12 @@ def run_health(spec_arg: str | None, plants: Mapping[str, str], say: Callable[[s
     import shutil
 
     from trainready.checks import CheckContext, only
-    from trainready.cluster import ledger, slurm
-    from trainready.cluster.layout import node_name
+    from trainready.cluster import ledger
+    from trainready.cluster.control import slurm
+    from trainready.cluster.tasks.layout import node_name
     from trainready.errors import SlurmError
     from trainready.records import PLANTED_EXIT
-    from trainready.runner import run_checks
+    from trainready.suite.runner import run_checks
     from trainready.spec import load_spec
 
     spec, source = load_spec(spec_arg or "auto")  # no --spec: the GPUs NVML sees (spec/auto.py)

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from trainready.cluster.layout import FLEET_SCHEMA, NODE_SCHEMA, read_json
-from trainready.cluster.verdict import NodeInput
+from trainready.cluster.tasks.layout import FLEET_SCHEMA, NODE_SCHEMA, read_json
+from trainready.cluster.judge.verdict import NodeInput
 
 RUNS = "runs"
 LATEST = "fleet.json"
@@ -84,7 +84,7 @@ def keep_earlier_layout(results: Path) -> None:
 
 def write(doc: dict[str, Any], results: Path, run_dir: Path) -> tuple[Path, Path]:
     """(the run's own verdict, RESULTS/fleet.json): the latest verdict with its history; both atomic."""
-    from trainready.probe.envvars import scrub
+    from trainready.manifest.envvars import scrub
     from trainready.util.atomic import atomic_write_json
 
     own = atomic_write_json(run_dir / LATEST, scrub(doc))

@@ -20,10 +20,10 @@ import socket
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from trainready.cluster import slurm
-from trainready.cluster.guard import DrainPlan
-from trainready.cluster.layout import LEDGER
-from trainready.cluster.verdict import FleetVerdict
+from trainready.cluster.control import slurm
+from trainready.cluster.judge.guard import DrainPlan
+from trainready.cluster.tasks.layout import LEDGER
+from trainready.cluster.judge.verdict import FleetVerdict
 
 REASON_MAX = 200  # characters of the drain reason (Slurm keeps it as given; sinfo -R shows it)
 

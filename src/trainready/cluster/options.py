@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from trainready.cluster.guard import DEFAULT_MAX_DRAIN, MaxDrain, parse_max_drain
+from trainready.cluster.judge.guard import DEFAULT_MAX_DRAIN, MaxDrain, parse_max_drain
 from trainready.errors import UsageError
 from trainready.records import Level
 
@@ -91,9 +91,9 @@ class FleetOptions:
 
     def remote(self) -> list[str]:
         """How a node starts trainready: in a container, the image's own python3 on this trainready staged onto the
-        results path that Pyxis mounts (cluster/stage.py: the image is not changed); else this interpreter."""
+        results path that Pyxis mounts (cluster/control/stage.py: the image is not changed); else this interpreter."""
         if self.container:
-            from trainready.cluster.stage import boot
+            from trainready.cluster.control.stage import boot
 
             return ["python3", str(boot(self.results.resolve()))]
         return [sys.executable, "-m", "trainready"]

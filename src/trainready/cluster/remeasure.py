@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from trainready.cluster.options import FleetOptions
-from trainready.cluster.verdict import NodeInput, slow_reasons
+from trainready.cluster.judge.verdict import NodeInput, slow_reasons
 from trainready.spec.model import NodeSpec
 
 # The check that measures each figure the fleet compares (cluster/task.THROUGHPUT).
@@ -55,7 +55,7 @@ def remeasure(here: FleetOptions, inputs: list[NodeInput], spec: NodeSpec, gpus:
     """The inputs with each suspect's second record attached (NodeInput.again), and the second array's job id
     ('' when no node was slow).  `accept` is fleet.accept_nodes (submit, wait, gather); `peers` (a resume's
     baseline) join the bounds as they do in the verdict."""
-    from trainready.cluster import avail
+    from trainready.cluster.control import avail
 
     mine = {ni.node for ni in inputs}
     found = {n: c for n, c in suspects([*inputs, *peers], spec).items() if n in mine}

@@ -16,10 +16,13 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from trainready.cluster import history, ledger, outage, run, runstate, slurm
+from trainready.cluster import history, ledger
+from trainready.cluster.control import outage
+from trainready.cluster import steps as run, runstate
+from trainready.cluster.control import slurm
 from trainready.cluster.fleet import attach_command, run_fleet, settle
 from trainready.cluster.options import FleetOptions, time_seconds
-from trainready.cluster.verdict import FleetVerdict
+from trainready.cluster.judge.verdict import FleetVerdict
 from trainready.errors import ControllerDown, SlurmError
 
 

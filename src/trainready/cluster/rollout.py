@@ -100,8 +100,8 @@ def save(results: Path, doc: dict[str, Any]) -> None:
 
 def canary_drift(verdict: Any, canary: str, canary_versions: dict[str, str]) -> Any:
     """The wave's verdict with 'drift from the canary' added to every node whose versions differ from it."""
-    from trainready.cluster import drift
-    from trainready.cluster.layout import NODE_SCHEMA, read_json
+    from trainready.manifest import drift
+    from trainready.cluster.tasks.layout import NODE_SCHEMA, read_json
 
     nodes = []
     for nv in verdict.nodes:
@@ -127,7 +127,7 @@ def run_wave(opts: RolloutOptions, wave: dict[str, Any], canary: tuple[str, dict
         verdict = canary_drift(verdict, *canary)
     write_verdict(verdict, sub.results)
     if opts.fleet.drain:
-        from trainready.cluster.guard import plan
+        from trainready.cluster.judge.guard import plan
 
         ledger.drain_rejected(root, verdict, say, plan(verdict, opts.fleet.max_drain))
     return verdict
@@ -152,7 +152,7 @@ def unfinished_run(wave_results: Path, say: Say) -> Path | None:
 def canary_of(results: Path, doc: dict[str, Any]) -> tuple[str, dict[str, str]] | None:
     """(canary node, its recorded versions) once wave 1 is done and accepted its node: its node record is
     the one wave 1's verdict names."""
-    from trainready.cluster.layout import FLEET_SCHEMA, NODE_SCHEMA, read_json
+    from trainready.cluster.tasks.layout import FLEET_SCHEMA, NODE_SCHEMA, read_json
 
     first = doc["waves"][0]
     if first.get("state") != "done" or not first.get("accepted"):

@@ -24,8 +24,8 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from trainready.cluster import avail, slurm
-from trainready.cluster.guard import parse_max_drain
+from trainready.cluster.control import avail, slurm
+from trainready.cluster.judge.guard import parse_max_drain
 from trainready.cluster.options import Container, FleetOptions
 from trainready.errors import UsageError
 from trainready.records import Level
@@ -103,7 +103,7 @@ def watch_doc(w: Any) -> dict[str, Any]:
 
 
 def watch_from(doc: dict[str, Any] | None) -> Any:
-    from trainready.cluster.watch import Watch
+    from trainready.cluster.control.watch import Watch
 
     doc = doc or {}
     return Watch({int(i): slurm.TaskState(**s) for i, s in (doc.get("states") or {}).items()},

@@ -23,7 +23,7 @@ class Sizes:
 
     def steps(self, min_bytes: int | None = None) -> list[int]:
         """The sizes run, smallest first (from `min_bytes` instead of the range's own smallest when given)."""
-        from trainready.comm.ops import size_steps
+        from trainready.hardware.collectives import size_steps
 
         return size_steps(self.min_bytes if min_bytes is None else min_bytes, self.max_bytes, self.factor)
 

@@ -13,7 +13,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from trainready.comm.ops import DTYPES, EXPECTATION_KEY_GRAMMAR, OPS, bandwidths, human, valid_expectation_key
+from trainready.hardware.collectives import (DTYPES, EXPECTATION_KEY_GRAMMAR, OPS, bandwidths, human, valid_expectation_key)
 from trainready.comm.confirm import ProbeResult, results
 from trainready.comm.straggler import analyse, ratio_floor
 from trainready.comm.table import Meas, Row, format_table

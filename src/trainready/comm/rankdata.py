@@ -22,7 +22,7 @@ def rank_pair(text: str) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class SweepFaults:
-    """Planted faults, for tests only (`--plant comm.NAME=VALUE`, checks/plants.py); -1 / 0 = none."""
+    """Planted faults, for tests only (`--plant comm.NAME=VALUE`, suite/plants.py); -1 / 0 = none."""
 
     slow_rank: int = -1
     """This rank sleeps `slow_ms` before every timed op (a straggler)."""

@@ -22,7 +22,7 @@ from trainready.spec.load import spec_to_json
 from trainready.spec.model import NodeSpec
 
 # Planted faults of the sweep (rankdata.SweepFaults) with their types: `--plant comm.NAME=VALUE`, for
-# planted-fault tests only (names and values are checked first, against checks/plants.py).
+# planted-fault tests only (names and values are checked first, against suite/plants.py).
 SWEEP_FAULTS: dict[str, Callable[[str], Any]] = {
     "slow_rank": int, "slow_ms": float, "slow_link": rank_pair, "transient_link": rank_pair, "slow_pct": float, "hang_rank": int,
     "wrong_rank": int, "die_rank": int, "fault_step": int, "once": lambda v: True}  # once: a flag, present = on (plants.validate_values refuses "off")

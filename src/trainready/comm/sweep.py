@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Callable
 
-from trainready.comm.ops import DTYPES, EXACT_INT, OPS, counts_for
+from trainready.hardware.collectives import DTYPES, EXACT_INT, OPS, counts_for
 from trainready.comm.rankdata import StepRow, SweepFaults, SweepPlan, entry
 from trainready.comm.timing import time_loop
 from trainready.ranks.launch import RankContext

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from trainready.comm.defaults import SWEEP_DEFAULTS
-from trainready.comm.ops import human
+from trainready.hardware.collectives import human
 from trainready.commands.common import JSON_HELP, SPEC_HELP, check_out_path, emit, parse_plants, split_names
 from trainready.errors import UsageError
 from trainready.records import PLANTED_EXIT, Outcome, Report
@@ -132,10 +132,10 @@ class Swept:
 
 def _build(args: CommArgs, node_spec: NodeSpec, source: str, json_path: str | None) -> CommRun:
     """Validate the command line against the spec and this machine; the sweep's options."""
-    from trainready.comm.ops import dtype_name, op_names, parse_size, size_steps
+    from trainready.hardware.collectives import dtype_name, op_names, parse_size, size_steps
     from trainready.comm.run import CommOptions, sweep_faults
     from trainready.ranks.env import detect
-    from trainready.util.devices import local_world
+    from trainready.devices.world import local_world
 
     if args.launcher not in ("auto", "local", "external"):
         raise UsageError(f"--launcher: expected auto, local or external, got '{args.launcher}'")
@@ -177,7 +177,7 @@ def _build(args: CommArgs, node_spec: NodeSpec, source: str, json_path: str | No
 
 def _avg_floor(avg_from: str | None, sizes: list[int], node_spec: NodeSpec) -> int | None:
     """--avg-from in bytes; refused where the spec fixes the averaging sizes or nothing would be averaged."""
-    from trainready.comm.ops import human, parse_size
+    from trainready.hardware.collectives import human, parse_size
 
     avg_floor = parse_size(avg_from, "--avg-from") if avg_from else None
     if avg_floor is not None and node_spec.comm.expected_sizes_bytes:
@@ -231,7 +231,7 @@ def _sweep_as_rank(run: CommRun) -> Swept:
 
 
 def _buffer(op: str) -> str:
-    from trainready.comm.ops import OPS
+    from trainready.hardware.collectives import OPS
 
     return OPS[op].buffer
 

@@ -33,9 +33,9 @@ JSON_HELP = "Also write the versioned JSON record to this path (written atomical
 def parse_plants(plants: list[str] | None, command: str) -> dict[str, str]:
     """`--plant name=value` (hidden; for fault-injection tests of the whole CLI).
 
-    Names are checked against checks/plants.py for this command: a misspelled plant is
+    Names are checked against suite/plants.py for this command: a misspelled plant is
     exit 2, never a silently unplanted (and so meaningless) PASS."""
-    from trainready.checks.plants import validate, validate_values
+    from trainready.suite.plants import validate, validate_values
 
     out = {}
     for p in plants or []:
@@ -103,7 +103,7 @@ SCRATCH_JOIN_S = 10.0  # at most this long for the interrupted check's thread to
 
 
 def _join_checks(wait_s: float) -> None:
-    """Wait, at most `wait_s` in all, for the checks' threads (checks/base.py: check-NAME) to end: their ranks are
+    """Wait, at most `wait_s` in all, for the checks' threads (suite/base.py: check-NAME) to end: their ranks are
     stopped, so they return once they have noted it."""
     end = time.monotonic() + wait_s
     for t in threading.enumerate():
@@ -220,7 +220,7 @@ def evidence_outputs(command: Callable[..., Any]) -> Callable[..., Any]:
 
 def write_evidence_outputs(doc: dict[str, Any], outputs: EvidenceOutputs | None = None, path: str = "") -> None:
     """The --junit / --prometheus files of this record (scrubbed like the JSON), each atomically."""
-    from trainready.probe.redact import scrub
+    from trainready.manifest.redact import scrub
     from trainready.report.kinds import record_of
 
     out = outputs or _OUTPUTS[0]

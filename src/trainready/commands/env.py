@@ -31,8 +31,8 @@ def env(
       trainready env --code ~/Megatron-LM --lock uv.lock \\
           --image-digest sha256:0123...
     """
-    from trainready.probe.manifest import collect
-    from trainready.probe.render import print_summary
+    from trainready.manifest.build import collect
+    from trainready.manifest.render import print_summary
 
     check_out_path(json_path)
     manifest = collect(code_path=code, lock_file=lock, image_digest=image_digest)

@@ -112,7 +112,7 @@ def _list(only: list[str] | None, skip: list[str] | None, level: Level) -> int:
 def _node(run: NodeRun) -> int:
     """The checks in a scratch folder (our own is removed on any error exit), the report: the exit code."""
     from trainready.checks import REGISTRY, CheckContext, select  # imports torch: now the input is known good
-    from trainready.checks.options import CheckOptions
+    from trainready.suite.options import CheckOptions
 
     checks = select(run.only, run.skip, run.level)
     if run.burnin_s is not None and "burnin" not in {c.name for c in checks}:
@@ -144,7 +144,7 @@ def _early(spec: str | None, json_path: str | None, work: str | None, image_dige
     (--json here; --junit/--prometheus in `evidence_outputs`), the --workdir given, the image digest."""
     import os
 
-    from trainready.probe.container import image_digest as find_digest
+    from trainready.manifest.container import image_digest as find_digest
     from trainready.spec.load import load_spec
 
     node_spec, source = load_spec(spec or "auto")  # no --spec: the GPUs NVML sees, else the CPU default
@@ -177,7 +177,7 @@ def _accept(checks: list[type[Check]], ctx: CheckContext, source: str, json_path
 
 def _run(checks: list[type[Check]], ctx: CheckContext, context: dict[str, Any]) -> Report:
     """The checks in order, with a transient progress bar on stderr."""
-    from trainready.runner import run_checks
+    from trainready.suite.runner import run_checks
 
     console = Console(stderr=True)
     with Progress(

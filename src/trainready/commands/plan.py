@@ -120,7 +120,7 @@ def _list_presets() -> int:
     for name, spec in pm.PRESETS.items():
         typer.echo(f"{name:<14} {spec.total_params:>20,} params")
     for name in ("reference-tiny", "reference-small"):
-        typer.echo(f"{name:<14} {pm.preset(name).total_params:>20,} params  (trainready.train.model.GPT)")
+        typer.echo(f"{name:<14} {pm.preset(name).total_params:>20,} params  (trainready.workload.model.GPT)")
     return 0
 
 

@@ -106,10 +106,10 @@ def _run(node_spec: NodeSpec, source: str, run: ResumeOptions, protocol: Protoco
          faults: dict[str, str], throughput: bool, json_path: str | None, keep: bool) -> int:
     """Run the resume check (and the checkpoint throughput check), print the table and the record; the exit
     code.  An interrupt or an error leaves no scratch folder of ours behind."""
-    from trainready.checks.base import Check, CheckContext
-    from trainready.checks.options import CheckOptions, ThroughputOptions
+    from trainready.suite.base import Check, CheckContext
+    from trainready.suite.options import CheckOptions, ThroughputOptions
     from trainready.checks.resume import ResumeCheck
-    from trainready.runner import run_checks
+    from trainready.suite.runner import run_checks
 
     wd = run.directory
     assert wd is not None

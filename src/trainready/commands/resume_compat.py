@@ -16,10 +16,10 @@ from trainready.spec.model import NodeSpec
 
 def run_compat(spec: NodeSpec, source: str, opts: CompatOptions, faults: dict[str, str], json_path: str | None) -> int:
     """Run the save or the load check of `opts` on this machine, print its table, write the record."""
-    from trainready.checks.base import CheckContext
+    from trainready.suite.base import CheckContext
     from trainready.checks.ckpt_compat import CompatLoadCheck, CompatSaveCheck
-    from trainready.checks.options import CheckOptions
-    from trainready.runner import run_checks
+    from trainready.suite.options import CheckOptions
+    from trainready.suite.runner import run_checks
 
     _prepare_directory(opts)
     directory = opts.directory

@@ -11,7 +11,7 @@ from rich.console import Console
 
 from trainready.commands.common import check_out_path
 from trainready.errors import UsageError
-from trainready.probe.container import DIGEST_ENV
+from trainready.manifest.container import DIGEST_ENV
 from trainready.records import read_report
 from trainready.util.atomic import atomic_write_text
 from trainready.util.strict import dump_toml
@@ -74,7 +74,7 @@ def init(
       trainready spec init --from-report ref.json --measure -o fleet.toml
       trainready spec init --from-report a.json --from-report b.json -o f.toml
     """
-    from trainready.probe.manifest import collect
+    from trainready.manifest.build import collect
     from trainready.spec.init import derive
 
     if not 0 < tolerance <= 1:
@@ -122,7 +122,7 @@ def _measure(repeat: int, console: Console, said: list[str]) -> list[dict]:
 
     from trainready.checks import REGISTRY, CheckContext, select
     from trainready.records import Level
-    from trainready.runner import run_checks
+    from trainready.suite.runner import run_checks
 
     names = [n for n in MEASURE_CHECKS if n in REGISTRY]
     spec = measuring_spec()
@@ -156,7 +156,7 @@ def measuring_spec() -> "NodeSpec":
     """A spec that judges nothing the measurement records: this machine's GPU count, no busbw expectation,
     no peak fractions, no spread limit."""
     from trainready.spec.model import ComputeSpec, GpuSpec, NodeSpec
-    from trainready.util.devices import cuda_count
+    from trainready.devices.world import cuda_count
 
     return NodeSpec(name="spec-init-measurement", gpu=GpuSpec(count=cuda_count()),
                     compute=ComputeSpec(gemm_min_fraction=None, hbm_min_fraction=None, spread_max=None),

@@ -23,7 +23,7 @@ Two layouts:
 
 * **torch-amp** (precision amp): a plain PyTorch module under
   torch.autocast(bf16) with fp32 parameters, the layout of
-  `trainready.train.model.GPT`.  Counted from the tensors autograd saves:
+  `trainready.workload.model.GPT`.  Counted from the tensors autograd saves:
   LayerNorm runs in fp32 (autocast fp32 list) and saves its fp32 input
   (the residual stream, 4sbh) and mean/rstd (8sb); each Linear saves its
   bf16-cast input (2sbh); SDPA flash saves q, k, v (views of the qkv output,

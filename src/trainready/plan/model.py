@@ -160,7 +160,7 @@ class ModelSpec:
 
 
 def from_reference(cfg: object, name: str = "reference") -> ModelSpec:
-    """The shape of `trainready.train.model.GPT(cfg)` (nanoGPT layout, GELU MLP, head tied or not)."""
+    """The shape of `trainready.workload.model.GPT(cfg)` (nanoGPT layout, GELU MLP, head tied or not)."""
     return ModelSpec(
         name=name, layers=cfg.n_layer, hidden=cfg.d_model, heads=cfg.n_head, ffn=cfg.d_ff,  # type: ignore[attr-defined]
         vocab=cfg.vocab_size, seq_len=cfg.seq_len, bias=cfg.bias, norm="layernorm",  # type: ignore[attr-defined]
@@ -198,7 +198,7 @@ PRESETS: dict[str, ModelSpec] = {
 def preset(name: str) -> ModelSpec:
     key = name.lower()
     if key.startswith("reference-"):
-        from trainready.train.model import PRESETS as REF
+        from trainready.workload.model import PRESETS as REF
 
         sub = key.split("-", 1)[1]
         if sub in REF:

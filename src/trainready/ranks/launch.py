@@ -28,7 +28,7 @@ from trainready.ranks import live
 from trainready.ranks.forkserver import mp_context, warm_up
 from trainready.ranks.outcome import LaunchResult, RankContext, RankOutcome
 from trainready.errors import Interrupted
-from trainready.util.devices import usable_cores
+from trainready.devices.world import usable_cores
 
 __all__ = ["LaunchResult", "RankContext", "RankOutcome", "free_port", "launch", "warm_up"]
 

@@ -17,7 +17,7 @@ from trainready.report.kinds import Record
 from trainready.report.svg import STATUS_COLOR, Bar, HLine, Series, bar_chart, hbars, line_chart
 
 Chart = tuple[str, str]  # (caption, svg)
-METRICS = ("gemm_bf16", "hbm_copy", "train_tokens_per_s")  # cluster/task.py THROUGHPUT, the figures judged
+METRICS = ("gemm_bf16", "hbm_copy", "train_tokens_per_s")  # cluster/tasks/node.py THROUGHPUT, the figures judged
 MAX_BARS = 64  # one bar per figure up to here: a 480 px plot gives each bar >= 7 px
 LOWEST = 32  # nodes in the "lowest nodes" chart: bar_chart labels every bar up to 32
 BINS = 40  # histogram bins over the figures' range

@@ -39,7 +39,7 @@ def check_out_path(path: str | None, flag: str = "--json") -> None:
 
 def write_json_doc(doc: dict[str, Any], path: str, console: Console | None, what: str = "record") -> None:
     """`-` → stdout; else an atomic write, every token-shaped/secret-named value scrubbed."""
-    from trainready.probe.envvars import scrub
+    from trainready.manifest.envvars import scrub
 
     doc = scrub(doc)
     if path == "-":

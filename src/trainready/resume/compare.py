@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from trainready.train import rng
+from trainready.workload import rng
 
 SCALAR_COMPONENTS = ("step", "lr", "data", "rng")
 LABELS = {"step": "step", "lr": "LR scheduler", "data": "data position", "rng": "RNG state"}

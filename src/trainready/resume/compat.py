@@ -36,7 +36,7 @@ def planted(faults: Mapping[str, str]) -> dict[str, str]:
 def _launch(role: str, man: dict[str, Any], directory: Path, world: int, backend: str, tol: tuple[float, float],
             plants: dict[str, str], data: str) -> Any:
     from trainready.ranks.launch import launch
-    from trainready.train.loop import CUBLAS_WORKSPACE
+    from trainready.workload.loop import CUBLAS_WORKSPACE
 
     env = {"CUBLAS_WORKSPACE_CONFIG": CUBLAS_WORKSPACE} if man["train"].get("deterministic", True) else {}
     return launch("trainready.resume.compat_worker:compat_rank", world, backend,

@@ -69,7 +69,7 @@ def _b64_len(s: Any) -> str:
 
 
 def rng_format_here(cuda_devices: list[int]) -> dict[str, str]:
-    from trainready.train import rng
+    from trainready.workload import rng
 
     return rng_format(rng.capture(cuda_devices))
 
@@ -99,8 +99,8 @@ def expected_entries(train: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     from torch.distributed.checkpoint._nested_dict import flatten_state_dict  # DCP's own key scheme
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
-    from trainready.train.loop import TrainConfig
-    from trainready.train.model import GPT
+    from trainready.workload.loop import TrainConfig
+    from trainready.workload.model import GPT
 
     cfg = TrainConfig(**{**dict(train), "mode": "ddp"})  # global shapes: the unsharded model
     model = GPT(cfg.model_config())

@@ -30,8 +30,8 @@ from trainready.ranks.launch import RankContext
 from trainready.errors import CheckpointError, DataError
 from trainready.resume import compare
 from trainready.resume.worker import _save_atomic, light_state, snapshot
-from trainready.train import rng
-from trainready.train.loop import TrainConfig, Trainer
+from trainready.workload import rng
+from trainready.workload.loop import TrainConfig, Trainer
 
 PHILOX_STATE_BYTES = 16  # a CUDA generator's state: seed (8 bytes) + offset (8 bytes)
 

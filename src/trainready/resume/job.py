@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainready.resume.compare import Tolerance
-from trainready.train.loop import TrainConfig
+from trainready.workload.loop import TrainConfig
 
 
 @dataclass(frozen=True)

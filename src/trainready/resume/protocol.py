@@ -26,7 +26,7 @@ from trainready.resume.job import RankJob
 from trainready.resume.sizing import ModelChoice
 from trainready.resume.verdict import judge
 from trainready.records import Outcome, Status
-from trainready.train.loop import CUBLAS_WORKSPACE, TrainConfig
+from trainready.workload.loop import CUBLAS_WORKSPACE, TrainConfig
 from trainready.util.atomic import atomic_write_json, atomic_write_text
 
 PLANTS = ("skip_rng", "skip_rng_python", "skip_rng_numpy", "skip_data", "skip_lr", "flip_byte", "fill_disk")

@@ -22,9 +22,9 @@ from trainready.resume.options import ResumeOptions
 from trainready.resume.protocol import PLANTS, ProtocolConfig
 from trainready.resume.sizing import MAX_VOCAB, SAMPLE_CORPUS_ALLOWANCE, choose_model, predicted_bytes
 from trainready.spec.model import NodeSpec, ResumeSpec
-from trainready.train.loop import TrainConfig
-from trainready.train.model import ModelConfig
-from trainready.util.devices import cuda_count, require_gpus
+from trainready.workload.loop import TrainConfig
+from trainready.workload.model import ModelConfig
+from trainready.devices.world import cuda_count, require_gpus
 from trainready.util.diskspace import require_free
 
 
@@ -42,7 +42,7 @@ def device_world(ranks: int, force_cpu: bool = False, spec: NodeSpec | None = No
         if ranks > gpus:
             raise UsageError(f"--ranks {ranks}: this machine has {gpus} GPU(s); use at most {gpus} or --cpu")
         return ranks, "nccl"
-    from trainready.util.devices import GLOO_LIMIT_RULE, gloo_rank_limit
+    from trainready.devices.world import GLOO_LIMIT_RULE, gloo_rank_limit
 
     top = gloo_rank_limit()
     if ranks > top:

@@ -18,7 +18,7 @@ import numpy as np
 from trainready.data.sampler import SequenceSampler
 from trainready.data.source import TokenSource
 from trainready.errors import DataError
-from trainready.train.model import ModelConfig, preset_for_vocab
+from trainready.workload.model import ModelConfig, preset_for_vocab
 
 # Padding of a data-sized vocabulary: GPT-2's 50,257 ids become 50,304 = 786 x 64, the
 # padded size nanoGPT uses (a multiple of 64 keeps the embedding/head matmuls aligned).

@@ -32,8 +32,8 @@ from trainready.ranks.launch import RankContext
 from trainready.errors import CheckpointError, CheckpointWriteError
 from trainready.resume import compare
 from trainready.resume.job import RankJob
-from trainready.train import rng
-from trainready.train.loop import Trainer
+from trainready.workload import rng
+from trainready.workload.loop import Trainer
 from trainready.util.atomic import atomic_write_stream
 
 

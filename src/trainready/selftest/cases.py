@@ -12,7 +12,7 @@ or one rank per GPU, collective deadline 20 s on gloo and 30 s with NCCL, 10-ste
 that exists here, {facts_*}/{data_*}/{spec_*} files made for the case.  `needs` names what the case requires
 (gpu, slurm, multirank); without it the case is not applicable here, with the reason.
 
-Adding a plant to checks/plants.py without a case here fails tests/test_selftest.py.
+Adding a plant to suite/plants.py without a case here fails tests/test_selftest.py.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ class Case:
     argv: tuple[str, ...]
     check: str  # the result that must fail/error; "" = the command must refuse the input (exit 2)
     expect: str  # regex the detector's message must match
-    covers: tuple[str, ...] = ()  # plant names (checks/plants.py) this case exercises
+    covers: tuple[str, ...] = ()  # plant names (suite/plants.py) this case exercises
     needs: str = ""  # "" | "gpu" | "slurm" | "multirank"
     before: tuple[str, ...] = ()  # a command run first (e.g. the save in another process that the case loads)
     expect_1rank: str = ""  # what the detector says at world size 1, where that differs (no rank left waiting)
@@ -43,7 +43,7 @@ class Case:
     @property
     def plants(self) -> tuple[str, ...]:
         """The --plant names this case exercises (none for faults made as files: truncated data, drift)."""
-        from trainready.checks.plants import PLANTS
+        from trainready.suite.plants import PLANTS
 
         return self.covers or ((self.name,) if self.name in PLANTS else ())
 

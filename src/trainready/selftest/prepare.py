@@ -19,7 +19,7 @@ H200_MIB = 143771  # NVML memory.total of an H200 141 GB (tests/data/facts_h200x
 
 
 def gpu_count() -> int:
-    from trainready.util.devices import cuda_count
+    from trainready.devices.world import cuda_count
 
     return int(cuda_count())
 
@@ -172,7 +172,7 @@ def unmount_all() -> None:
 
 
 FLEET = 3  # nodes of the cluster cases' runs: the reference, a planted node, and a third (the slow rule names no
-# node among fewer than 3 figures: cluster/verdict.py)
+# node among fewer than 3 figures: cluster/judge/verdict.py)
 _FLEETS: dict[str, tuple[str, ...]] = {}  # self-test scratch root -> its nodes: asked once per self-test
 _FLEET_LOCK = threading.Lock()
 
@@ -180,7 +180,7 @@ _FLEET_LOCK = threading.Lock()
 def fleet_nodes(root: Path) -> tuple[str, ...]:
     """The first FLEET usable nodes of the default partition, in Slurm's order (node1..node3 on the local
     cluster): the cluster cases name them, never a fixed name, so they run on a cluster they did not configure."""
-    from trainready.cluster import avail, slurm
+    from trainready.cluster.control import avail, slurm
     from trainready.errors import SlurmError
 
     with _FLEET_LOCK:

@@ -39,7 +39,7 @@ def slurm_lanes() -> int:
     so side by side only where the default partition lets that many such jobs share a node
     (OverSubscribe=FORCE:k, avail.jobs_per_node); elsewhere (a site's partition: NO) one at a time, so no case
     counts on a node another case holds (its tasks would wait on it, and its run's deadline would not)."""
-    from trainready.cluster import avail
+    from trainready.cluster.control import avail
     from trainready.errors import SlurmError
 
     try:

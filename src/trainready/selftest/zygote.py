@@ -29,7 +29,7 @@ from typing import Any, Mapping, Sequence
 PRELOAD = ("torch", "torch.distributed", "torch.distributed.checkpoint", "torch._dynamo", "numpy.random",
            "trainready.cli",
            "trainready.checks.registry_all", "trainready.comm.run", "trainready.resume.protocol",
-           "trainready.cluster.run")
+           "trainready.cluster.steps")
 POLL_S = 0.05  # the server's select timeout: how soon an exited command is reported
 
 

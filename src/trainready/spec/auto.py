@@ -29,8 +29,8 @@ class Seen:
 
 
 def nvml_seen() -> Seen:
-    from trainready.probe import is_unavailable
-    from trainready.probe.gpu import collect_nvml
+    from trainready.manifest import is_unavailable
+    from trainready.manifest.gpu import collect_nvml
 
     nv = collect_nvml()
     if not nv.ok:

@@ -5,7 +5,7 @@ PASS never hides a judgement the spec turned off:
   resume.rtol >= 1    |a - b| <= atol + rtol x |b| then holds for every a from 0 to (1 + rtol) x b: a
                       parameter, optimizer state, LR or loss reset to zero matches (resume/verdict.py says it,
                       WARN);
-  fleet.nofile_min 0  every open-files limit passes (cluster/crosschecks.py: the limits result is SKIP);
+  fleet.nofile_min 0  every open-files limit passes (cluster/tasks/crosschecks.py: the limits result is SKIP);
   compare.metrics.NAME.direction = "info"
                       that metric is never judged by `trainready compare` (compare/judge.py).
 """

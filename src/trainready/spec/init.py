@@ -24,12 +24,12 @@ from trainready.spec.floors import Floor, compute_floor
 from trainready.spec.init_comm import comm_spec as _comm_spec
 from trainready.spec.model import ComputeSpec, GpuSpec, HostSpec, NodeSpec, ResumeSpec, SoftwareSpec
 
-# Metric names written by the checks (checks/throughput.py, checks/comm_sweep.py).
+# Metric names written by the checks (checks/throughput.py, checks/comm.py).
 GEMM_METRIC = "gemm_bf16"
 COPY_METRIC = "hbm_copy"
 
 # Training packages whose versions the fleet is held to when the reference has them installed
-# (names as probe/software.py's KEY_PACKAGES reports them in the manifest's software.packages).
+# (names as manifest/software.py's KEY_PACKAGES reports them in the manifest's software.packages).
 TRAINING_PACKAGES = ("megatron-core", "transformer-engine", "deepspeed", "flash-attn", "apex")
 
 
@@ -123,8 +123,8 @@ def derive(
 def _host_spec(manifest: Mapping[str, Any], notes: list[str]) -> HostSpec:
     """host.pins: the reference's value of every host setting that must match (host.match), so every node is
     held to the reference's; a setting the reference could not read is not pinned (said in the notes)."""
-    from trainready.probe.hostset import values
-    from trainready.spec.hostpins import DEFAULT_MATCH, matches
+    from trainready.manifest.hostset import values
+    from trainready.hostsettings.pins import DEFAULT_MATCH, matches
 
     settings = values(manifest.get("host_settings"))
     pins: dict[str, str | int | float] = {}

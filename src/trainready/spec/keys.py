@@ -3,7 +3,7 @@ comm.min_fraction_by_op and fleet.expected_busbw_gbps.
 
 A key is an op name, optionally '@<ranks>' (the figure applies only at that world size).  A key no run
 measures is a figure never judged, so each table is checked against the ops its own check runs: the node's
-comm check runs every op of comm/ops.py, the cross-node collective (cluster/collective.py) and `cluster
+comm check runs every op of hardware/collectives.py, the cross-node collective (cluster/tasks/collective.py) and `cluster
 pairs` only CROSS_NODE_OPS.  A typo is refused with the nearest op named; an alias ('allreduce', which the
 comm command's --ops accepts) with its canonical name.
 """
@@ -19,7 +19,7 @@ from trainready.errors import ConfigError
 if TYPE_CHECKING:
     from trainready.spec.model import NodeSpec
 
-# The ops the cross-node step and `cluster pairs` measure (cluster/collective.py runs these).
+# The ops the cross-node step and `cluster pairs` measure (cluster/tasks/collective.py runs these).
 CROSS_NODE_OPS: tuple[str, ...] = ("all_reduce",)
 
 
@@ -40,8 +40,8 @@ class OpTable:
 
 
 def comm_ops() -> tuple[str, ...]:
-    """Every op the node's comm check sweeps (comm/ops.py)."""
-    from trainready.comm.ops import OPS
+    """Every op the node's comm check sweeps (hardware/collectives.py)."""
+    from trainready.hardware.collectives import OPS
 
     return tuple(OPS)
 
@@ -53,7 +53,7 @@ def grammar(ops: Sequence[str], who: str) -> str:
 
 def key_error(key: str, ops: Sequence[str], who: str) -> str | None:
     """Why `key` is not 'op' or 'op@ranks' with op in `ops`; None when it is."""
-    from trainready.comm.ops import OP_ALIASES
+    from trainready.hardware.collectives import OP_ALIASES
 
     op, at, ranks = key.partition("@")
     if at and not (ranks.isascii() and ranks.isdigit() and int(ranks) >= 1):

@@ -62,7 +62,7 @@ def _validate(spec: NodeSpec, path: str) -> None:
     if not 0 < spec.comm.min_fraction <= 1:
         raise ConfigError(path, "comm.min_fraction", f"expected 0 < x <= 1, got {spec.comm.min_fraction}")
     _validate_compare(spec, path)
-    from trainready.spec.hostpins import validate as validate_host
+    from trainready.hostsettings.pins import validate as validate_host
 
     validate_host(spec, path)
     from trainready.spec.burnin import validate as validate_burnin

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainready.spec.burnin import BurnInSpec
-from trainready.spec.hostpins import DEFAULT_MATCH
+from trainready.hostsettings.pins import DEFAULT_MATCH
 from trainready.util.strict import doc_field
 
 
@@ -209,7 +209,7 @@ class FleetSpec:
 class HostSpec:
     match: tuple[str, ...] = doc_field(
         DEFAULT_MATCH, "Host settings (trainready env: host_settings) that must equal the reference node's in a fleet "
-        "run; fnmatch patterns ('ib.*'). The default set, each key's reason: spec/hostpins.py MATCH_REASONS. Others "
+        "run; fnmatch patterns ('ib.*'). The default set, each key's reason: hostsettings/pins.py MATCH_REASONS. Others "
         "are shown where they differ, not judged.",
     )
     pins: dict[str, str | int | float] = doc_field(

@@ -1,0 +1,113 @@
+"""Planted faults of `trainready cluster`, each keyed by the node it plants on (`--plant cluster.slow=node3:0.5`).
+
+Names and their meaning live in suite/plants.py (CLUSTER_PLANTS).  Every node task gets the whole set and
+keeps what names its own node; a run with plants is marked in every record and never accepted as evidence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from trainready.errors import UsageError
+
+SLOW_FACTOR_DEFAULT = 0.5  # like throughput.slow_gpu: half the figures
+# cluster.fail=NODE[:CHECK]: the node check that fails, and the node plant (suite/plants.py) that fails it
+FAIL_PLANTS = {"matmul": ("matmul.corrupt", "0"), "train_step": ("train_step.nan", "loss")}
+FAIL_DEFAULT = "matmul"
+
+
+def _split(name: str, value: str, number: str | None) -> tuple[str, float | None]:
+    """'node3' or 'node3:0.5' → (node, number or None); a bad value is one usage line."""
+    node, _, num = value.partition(":")
+    if not node.strip():
+        raise UsageError(f"--plant {name}={value}: expected NODE{'[:' + number + ']' if number else ''}")
+    if not num:
+        return node.strip(), None
+    if number is None:
+        raise UsageError(f"--plant {name}={value}: expected just a node name")
+    try:
+        return node.strip(), float(num)
+    except ValueError:
+        raise UsageError(f"--plant {name}={value}: {number} must be a number") from None
+
+
+@dataclass(frozen=True)
+class NodeFaults:
+    """What is planted on one node (all off: a healthy node)."""
+
+    fail: str | None = None  # the check planted to fail (a FAIL_PLANTS key)
+    drift: bool = False
+    slow_factor: float | None = None
+    hang: bool = False
+    kill: bool = False
+    clock_ahead_s: float = 0.0
+    storage: bool = False
+    nofile: int | None = None
+    silent: bool = False  # its rank joins the collective, then stops (the others must blame it, not themselves)
+    vanish: bool = False  # its cross-node task ends at once: no cross record, its rank never joins
+
+    @property
+    def any(self) -> bool:
+        return self != NodeFaults()
+
+
+def validate(faults: Mapping[str, str]) -> None:
+    """Every cluster plant's value parses (exit 2 before any job is submitted)."""
+    for node in nodes_planted(faults):
+        for_node(faults, node)
+
+
+def failing_check(value: str | None, node: str) -> str | None:
+    """cluster.fail=NODE[:CHECK] → CHECK (matmul by default) when NODE is `node`."""
+    if value is None:
+        return None
+    who, _, check = value.partition(":")
+    check = check.strip() or FAIL_DEFAULT
+    if not who.strip() or check not in FAIL_PLANTS:
+        raise UsageError(f"--plant cluster.fail={value}: expected NODE[:CHECK], CHECK one of {', '.join(FAIL_PLANTS)}")
+    return check if who.strip() == node else None
+
+
+def check_plants(nf: NodeFaults) -> dict[str, str]:
+    """The node-check plants (suite/plants.py) that carry this node's cluster plants."""
+    return dict([FAIL_PLANTS[nf.fail]]) if nf.fail else {}
+
+
+def nodes_planted(faults: Mapping[str, str]) -> set[str]:
+    return {v.partition(":")[0].strip() for k, v in faults.items() if k.startswith("cluster.")}
+
+
+def for_node(faults: Mapping[str, str], node: str) -> NodeFaults:
+    """The plants that name `node`."""
+
+    def on(name: str, value: str | None, number: str | None = None) -> float | None | bool:
+        if value is None:
+            return False
+        who, num = _split(name, value, number)
+        if who != node:
+            return False
+        return True if num is None else num
+
+    slow = on("cluster.slow", faults.get("cluster.slow"), "FACTOR")
+    if slow is False:  # slow in the acceptance array only: the re-measurement drops it (cluster/remeasure.py)
+        slow = on("cluster.slow_once", faults.get("cluster.slow_once"), "FACTOR")
+    clock_text, nofile_text = faults.get("cluster.clock"), faults.get("cluster.nofile")
+    clock = on("cluster.clock", clock_text, "SECONDS")
+    nofile = on("cluster.nofile", nofile_text, "N")
+    if clock is True:
+        raise UsageError(f"--plant cluster.clock={clock_text}: expected NODE:SECONDS")
+    if nofile is True:
+        raise UsageError(f"--plant cluster.nofile={nofile_text}: expected NODE:N")
+    return NodeFaults(
+        fail=failing_check(faults.get("cluster.fail"), node),
+        drift=bool(on("cluster.drift", faults.get("cluster.drift"))),
+        slow_factor=(SLOW_FACTOR_DEFAULT if slow is True else float(slow)) if slow is not False else None,
+        hang=bool(on("cluster.hang", faults.get("cluster.hang"))),
+        kill=bool(on("cluster.kill", faults.get("cluster.kill"))),
+        clock_ahead_s=float(clock) if clock is not False else 0.0,
+        storage=bool(on("cluster.storage", faults.get("cluster.storage"))),
+        nofile=int(nofile) if nofile is not False else None,
+        silent=bool(on("cluster.silent", faults.get("cluster.silent"))),
+        vanish=bool(on("cluster.vanish", faults.get("cluster.vanish"))),
+    )
