@@ -72,9 +72,9 @@ def overhead_rank(ctx: Any, size: int, iters: int, warmup: int, reps: int, op: s
 
 
 def main() -> int:
+    from trainready.devices.world import cuda_count
     from trainready.hardware.collectives import bandwidths, parse_size
     from trainready.ranks.launch import launch
-    from trainready.devices.world import cuda_count
 
     gpus = cuda_count()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 from trainready.cluster.judge import synthetic
-from trainready.cluster.tasks.layout import NODE_SCHEMA, node_record, read_json
 from trainready.cluster.judge.verdict import decide
+from trainready.cluster.tasks.layout import NODE_SCHEMA, node_record, read_json
 from trainready.spec import load_spec
 
 TARGET_S = 2.0  # target: verdicts for 640 nodes x 8 GPUs in <= 2 s on a 2-core x86 VM

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainready.suite.base import CheckContext
 from trainready.checks.ckpt_throughput import CkptThroughputCheck
-from trainready.suite.options import CheckOptions, ThroughputOptions
 from trainready.ckpt.throughput import measure
 from trainready.records import Status
 from trainready.spec import load_spec
+from trainready.suite.base import CheckContext
+from trainready.suite.options import CheckOptions, ThroughputOptions
 
 
 @pytest.mark.filterwarnings("ignore:torch.distributed is disabled")

@@ -7,14 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from trainready.cluster.control import avail
-from trainready.cluster.judge import guard
-from trainready.cluster.tasks import progress
 from trainready.cluster import steps as run
-from trainready.cluster.control import slurm
-from trainready.cluster.judge import synthetic
-from trainready.cluster.control import watch
+from trainready.cluster.control import avail, slurm, watch
+from trainready.cluster.judge import guard, synthetic
 from trainready.cluster.judge.verdict import NodeInput, decide
+from trainready.cluster.tasks import progress
 from trainready.errors import UsageError
 from trainready.spec import load_spec
 
@@ -141,7 +138,7 @@ def test_node_states_that_are_not_tested(state, reason, words):
 
 
 def test_reservations_and_stuck_reasons():
-    resv = slurm.Reservation("pm-rack7", ("node2",), "alice", "MAINT", "ACTIVE")
+    resv = avail.Reservation("pm-rack7", ("node2",), "alice", "MAINT", "ACTIVE")
     idle = slurm.NodeInfo("node2", "reserved", "h", "")
     assert avail.why_not(idle, resv, None) == "in reservation pm-rack7 for alice (Slurm state reserved)"
     assert avail.why_not(slurm.NodeInfo("node2", "maint", "h", ""), resv, "pm-rack7") == ""  # our own reservation
@@ -234,8 +231,8 @@ def plant_failed_collective(res, silent: int, reporters: list[int], no_cross: se
 
 @pytest.mark.parametrize("silent, no_cross", [(0, set()), (1, set()), (2, set()), (2, {2}), (0, {0})])
 def test_the_silent_rank_is_blamed_never_the_rank_that_reports_it(tmp_path, silent, no_cross):
-    from trainready.cluster.tasks import collective
     from trainready.cluster.fleet import read_cross
+    from trainready.cluster.tasks import collective
 
     reporters = [r for r in range(3) if r != silent]
     plant_failed_collective(tmp_path, silent, reporters, no_cross, store_gone=silent == 0)
@@ -285,8 +282,8 @@ def test_gather_names_overtime_stuck_and_finished_tasks(tmp_path):
     import json
     import time
 
-    from trainready.cluster.tasks.layout import NODE_SCHEMA
     from trainready.cluster.options import FleetOptions
+    from trainready.cluster.tasks.layout import NODE_SCHEMA
 
     (tmp_path / "nodes").mkdir()
     now = time.time()

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from trainready.cluster.tasks import crosschecks
-from trainready.manifest import drift
 from trainready.cluster.judge import synthetic
-from trainready.cluster.tasks.clock import ClockServer, measure, ntp
-from trainready.cluster.tasks.cross import hosts_facts, limit_facts, storage_facts
-from trainready.cluster.plants.faults import NodeFaults, check_plants, for_node, validate
 from trainready.cluster.judge.stats import robust_bound
 from trainready.cluster.judge.verdict import NodeInput, decide
+from trainready.cluster.plants.faults import NodeFaults, check_plants, for_node, validate
+from trainready.cluster.tasks import crosschecks
+from trainready.cluster.tasks.clock import ClockServer, measure, ntp
+from trainready.cluster.tasks.cross import hosts_facts, limit_facts, storage_facts
 from trainready.errors import UsageError
+from trainready.manifest import drift
 from trainready.records import Status
 from trainready.spec import load_spec
 

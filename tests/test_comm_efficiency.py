@@ -127,7 +127,7 @@ def test_gloo_ranks_are_pinned_the_same_way_on_every_launch() -> None:
     import sys
 
     cores = sorted(os.sched_getaffinity(0))
-    code = ("import os, sys; from trainready.comm.sweep import bind_cpus; "
+    code = ("import os, sys; from trainready.comm.rankenv import bind_cpus; "
             "print(bind_cpus(int(sys.argv[1]), int(sys.argv[2]))); print(sorted(os.sched_getaffinity(0)))")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
 

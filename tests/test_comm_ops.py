@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from trainready.hardware.collectives import OPS, bandwidths, counts_for, dtype_name, op_names, parse_size, size_steps
 from trainready.comm.table import parse
 from trainready.errors import UsageError
+from trainready.hardware.collectives import OPS, bandwidths, counts_for, dtype_name, op_names, parse_size, size_steps
 
 DATA = Path(__file__).parent / "data"
 

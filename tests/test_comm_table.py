@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from trainready.hardware.collectives import OPS
 from trainready.comm.table import Meas, Row, format_row, format_table, parse
+from trainready.hardware.collectives import OPS
 
 FIXTURE = Path(__file__).parent / "data" / "all_reduce_perf_8gpu.txt"
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from trainready.hardware.collectives import size_steps
 from trainready.comm.run import CommOptions, outcomes
+from trainready.hardware.collectives import size_steps
 from trainready.records import Status
 from trainready.spec import default_spec
 from trainready.spec.init import spec_from_machine

@@ -1,7 +1,7 @@
 import pytest
 
-from trainready.hardware import GPUS, lookup, memory_gib_per_gpu
 from trainready.devices.parallel import on_each_device
+from trainready.hardware import GPUS, lookup, memory_gib_per_gpu
 
 # Product names as NVML / torch.cuda.get_device_name report them -> expected table key.
 NAMES = {

@@ -12,15 +12,15 @@ import pytest
 
 from trainready.checks.host import judge as judge_node
 from trainready.cluster.judge import guard
-from trainready.hostsettings import drift as hostdrift
-from trainready.cluster.tasks.clock import direction
 from trainready.cluster.judge.verdict import NodeInput, decide
+from trainready.cluster.tasks.clock import direction
 from trainready.errors import ConfigError
+from trainready.hostsettings import drift as hostdrift
+from trainready.hostsettings import pins as hostpins
 from trainready.hostsettings.rules import NCCL_MEMORY_DOC, known_bad
 from trainready.manifest import hostset
 from trainready.manifest.gpumodes import gpu_modes
 from trainready.records import Status
-from trainready.hostsettings import pins as hostpins
 from trainready.spec import load_spec
 from trainready.spec.init import derive
 from trainready.spec.model import HostSpec, NodeSpec

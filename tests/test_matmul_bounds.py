@@ -14,7 +14,15 @@ import pytest
 import torch
 
 from trainready.checks.matmul import K_RANDOM, N_GPU, flip_target, inputs_for, matmul_on_device
-from trainready.numerics.bounds import (U_ACC, coefficients, confidence_lambda, element_bounds, gamma, to_tf32_values, top_bit)
+from trainready.numerics.bounds import (
+    U_ACC,
+    coefficients,
+    confidence_lambda,
+    element_bounds,
+    gamma,
+    to_tf32_values,
+    top_bit,
+)
 
 GPU_SIZE = (N_GPU, N_GPU, K_RANDOM)  # the product the GPU check judges: 4096 x 1024 @ 1024 x 4096
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from trainready.suite.plants import BY_COMMAND, COMM_PLANTS, PLANTS, RESUME_PLANTS
 from trainready.commands.common import parse_plants
 from trainready.errors import UsageError
 from trainready.records import CheckResult, Level, Report, Status
 from trainready.report.render import print_report
+from trainready.suite.plants import BY_COMMAND, COMM_PLANTS, PLANTS, RESUME_PLANTS
 
 PKG = Path(__file__).resolve().parents[1] / "src" / "trainready"
 H200 = Path(__file__).parent / "data" / "facts_h200x8.json"

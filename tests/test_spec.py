@@ -67,9 +67,9 @@ def test_comm_backend_is_validated(tmp_path):
 def test_nccl_backend_without_gpus_is_a_usage_error():
     import dataclasses
 
+    from trainready.devices.world import cuda_count, local_world
     from trainready.errors import UsageError
     from trainready.spec import default_spec
-    from trainready.devices.world import cuda_count, local_world
 
     spec = default_spec()
     assert local_world(dataclasses.replace(spec, comm=dataclasses.replace(spec.comm, backend="gloo"))) == (8, "gloo")
@@ -109,9 +109,9 @@ def test_op_at_ranks_expectation_key_is_accepted(tmp_path):
 def test_backend_and_world_size_flags_win_over_the_spec() -> None:
     import dataclasses
 
+    from trainready.devices.world import cuda_count, local_world
     from trainready.errors import UsageError
     from trainready.spec import default_spec
-    from trainready.devices.world import cuda_count, local_world
 
     spec = default_spec()
     gloo4 = dataclasses.replace(spec, comm=dataclasses.replace(spec.comm, backend="gloo", world_size=4))

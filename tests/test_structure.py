@@ -1,9 +1,11 @@
 """The house rules a reader relies on, read from the source itself (the AST, nothing imported):
 
-- no function in src/ is longer than 60 lines;
+- no function in src/ is longer than 60 lines, no module longer than 300;
 - no import cycle between modules, except the check registry's own (checks/__init__ imports
   checks/registry_all, which imports the package to discover its check modules);
 - lower layers never import trainready.commands (only the CLI does);
+- the layers (LAYERS, lowest first): a package imports only itself and the packages listed before it, type-only
+  imports included (an annotation is a dependency too), so no two packages import each other;
 - options travel as typed dataclasses: no `dict[str, Any]` of options, no string-keyed look-ups of
   options (`ctx.options["resume"]`, `opts.get("data")`), no untyped extras on `CheckContext`;
 - every `Check` subclass lives in src/trainready/checks/.
@@ -22,6 +24,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 MAX_LINES = 60
+MAX_MODULE_LINES = 300
 MAX_DEPTH = 4  # nested blocks (if/for/while/with/try/match) in one function; an elif is not deeper than its if
 BLOCKS = (ast.If, ast.For, ast.While, ast.With, ast.Try, ast.AsyncFor, ast.AsyncWith, ast.Match,
           getattr(ast, "TryStar", ast.Try))
@@ -76,11 +79,12 @@ def _imported(mod: Module, node: ast.AST) -> list[str]:
     return [f"{base}.{a.name}" for a in node.names] + [base]
 
 
-def import_graph(mods: dict[str, Module]) -> dict[str, set[str]]:
-    """module → the trainready modules it imports anywhere in its body (functions included)."""
+def import_graph(mods: dict[str, Module], type_only: bool = False) -> dict[str, set[str]]:
+    """module → the trainready modules it imports anywhere in its body (functions included); with `type_only`,
+    the imports under `if TYPE_CHECKING:` too."""
     graph: dict[str, set[str]] = {name: set() for name in mods}
     for mod in mods.values():
-        skip = _type_checking_only(mod.tree)
+        skip = set() if type_only else _type_checking_only(mod.tree)
         for node in ast.walk(mod.tree):
             if id(node) in skip:
                 continue
@@ -126,6 +130,42 @@ def cycles(graph: dict[str, set[str]], allowed: set[tuple[str, str]] = frozenset
     for v in sorted(graph):
         if v not in index:
             visit(v)
+    return sorted(out)
+
+
+# The layers, lowest first.  A package (or a module of the root: errors, records, cli ...) imports only itself
+# and those listed before it.  The root `trainready` (its __version__) is below everything.  cluster's rooms are
+# layers of their own: the control plane, the plants the tasks read, the tasks, the verdict, the drivers on top
+# (modules directly in cluster/), and the pairs search above them.  docs/architecture.md draws this table.
+LAYERS = (
+    "trainready", "trainready.errors", "trainready.util", "trainready.records", "trainready.manifest",
+    "trainready.hostsettings", "trainready.hardware", "trainready.spec", "trainready.devices", "trainready.numerics",
+    "trainready.workload", "trainready.data", "trainready.ckpt", "trainready.plan", "trainready.ranks",
+    "trainready.comm", "trainready.resume", "trainready.burnin", "trainready.compare", "trainready.report",
+    "trainready.bundle", "trainready.suite", "trainready.checks",
+    "trainready.cluster.control", "trainready.cluster.plants", "trainready.cluster.tasks", "trainready.cluster.judge",
+    "trainready.cluster", "trainready.cluster.pairs",
+    "trainready.selftest", "trainready.commands", "trainready.cli", "trainready.entry", "trainready.__main__",
+)
+
+
+def layer_of(module: str, layers: tuple[str, ...] = LAYERS) -> str | None:
+    """The most specific entry of `layers` a module belongs to (None: in no layer)."""
+    hits = [p for p in layers if module == p or module.startswith(p + ".")]
+    return max(hits, key=len) if hits else None
+
+
+def layer_violations(mods: dict[str, Module], layers: tuple[str, ...] = LAYERS) -> list[str]:
+    """'a imports b (layer A below B)' for each import that reaches up the layers, type-only imports included;
+    'm: in no layer' for a module the table does not place."""
+    rank = {p: i for i, p in enumerate(layers)}
+    out = [f"{m}: in no layer" for m in mods if layer_of(m, layers) is None]
+    for m, targets in import_graph(mods, type_only=True).items():
+        low = layer_of(m, layers)
+        for t in targets:
+            high = layer_of(t, layers)
+            if low and high and rank[high] > rank[low]:
+                out.append(f"{m} imports {t} ({low} is below {high})")
     return sorted(out)
 
 
@@ -299,6 +339,32 @@ def test_detectors_catch_planted_violations(tmp_path: Path) -> None:
     assert check_classes_outside(mods) == ["trainready.low.x.Sneakier", "trainready.low.x.Sneaky"]
 
 
+def test_layer_detector_catches_planted_violations(tmp_path: Path) -> None:
+    mods = _tree(tmp_path, {
+        "__init__.py": "",
+        "low/__init__.py": "",
+        "low/a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from trainready.high.b import B\n",
+        "high/__init__.py": "",
+        "high/b.py": "from trainready.low import a\n\n\nclass B:\n    pass\n",
+        "high/sub/__init__.py": "",
+        "high/sub/c.py": "from trainready.high import b\n",
+        "stray.py": "",
+    })
+    layers = ("trainready", "trainready.low", "trainready.high.sub", "trainready.high")
+    assert layer_violations(mods, layers) == [
+        "trainready.high.sub.c imports trainready.high.b (trainready.high.sub is below trainready.high)",
+        "trainready.low.a imports trainready.high.b (trainready.low is below trainready.high)",  # type-only counts
+    ]
+    assert layer_violations(mods, ("trainready.low", "trainready.high")) == [
+        "trainready.low.a imports trainready.high.b (trainready.low is below trainready.high)",
+        "trainready.stray: in no layer", "trainready: in no layer"]
+    assert layer_violations({k: v for k, v in mods.items() if k != "trainready.low.a"}, layers) == [
+        "trainready.high.sub.c imports trainready.high.b (trainready.high.sub is below trainready.high)"]
+    mods = _tree(tmp_path / "cyc", {"__init__.py": "", "m.py": "import trainready.n\n",
+                                    "n.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import trainready.m\n"})
+    assert cycles(import_graph(mods)) == [] and cycles(import_graph(mods, type_only=True)) == [["trainready.m", "trainready.n"]]
+
+
 def test_shape_detectors_catch_planted_violations(tmp_path: Path) -> None:
     deep = ("def f(xs):\n    for a in xs:\n        if a:\n            while a:\n                with a:\n"
             "                    try:\n                        pass\n                    except E:\n"
@@ -328,6 +394,22 @@ def test_no_function_is_longer_than_60_lines(src: dict[str, Module]) -> None:
         f"{where} {n}" for n, where in long)
 
 
+def long_modules(src: Path = SRC, limit: int = MAX_MODULE_LINES) -> list[str]:
+    """'path (lines)' of every module longer than `limit` lines."""
+    out = []
+    for path in sorted((src / "trainready").rglob("*.py")):
+        n = len(path.read_text(encoding="utf-8").splitlines())
+        if n > limit:
+            out.append(f"{path.relative_to(src).as_posix()} ({n})")
+    return out
+
+
+def test_no_module_is_longer_than_300_lines(src: dict[str, Module]) -> None:
+    assert long_modules(limit=100), "the detector sees the modules it judges"  # several are longer than 100
+    long = long_modules()
+    assert not long, f"{len(long)} module(s) over {MAX_MODULE_LINES} lines (split them by what they hold): " + "; ".join(long)
+
+
 def test_no_function_nests_deeper_than_4(src: dict[str, Module]) -> None:
     deep = deep_functions(src)
     assert not deep, f"{len(deep)} function(s) nest deeper than {MAX_DEPTH} blocks: {'; '.join(deep)}"
@@ -344,6 +426,17 @@ def test_no_import_cycle_beyond_the_check_registry(src: dict[str, Module]) -> No
     found = cycles(graph, REGISTRY_EDGES)
     assert not found, "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
     assert cycles(graph) == [["trainready.checks", "trainready.checks.registry_all"]]  # the one left out is real
+
+
+def test_no_import_cycle_through_type_only_imports(src: dict[str, Module]) -> None:
+    found = cycles(import_graph(src, type_only=True), REGISTRY_EDGES)  # main ffc0633: spec.model <-> hostsettings.pins
+    assert not found, "import cycles (an annotation is a dependency too): " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_packages_import_only_the_layers_below(src: dict[str, Module]) -> None:
+    assert layer_of("trainready.cluster.tasks.node") == "trainready.cluster.tasks"  # the table places what it judges
+    bad = layer_violations(src)
+    assert not bad, f"{len(bad)} import(s) against the layers (tests/test_structure.py LAYERS): " + "; ".join(bad)
 
 
 def test_lower_layers_never_import_commands(src: dict[str, Module]) -> None:

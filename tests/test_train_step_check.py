@@ -5,8 +5,8 @@ import torch
 from torch.nn.attention import SDPBackend
 
 from trainready.checks import REGISTRY, CheckContext
-from trainready.numerics.kernels import adamw_compare, sdpa_compare, sdpa_inputs
 from trainready.checks.train_step import LOSS_DROP_MIN, _model_config, train_on_device
+from trainready.numerics.kernels import adamw_compare, sdpa_compare, sdpa_inputs
 from trainready.records import Status
 from trainready.spec import default_spec
 from trainready.workload.model import GPT

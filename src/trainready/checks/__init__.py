@@ -24,8 +24,8 @@ def only(names: tuple[str, ...]) -> list[type[Check]]:
 
 def __getattr__(name: str) -> Any:
     if name in ("REGISTRY", "select"):
-        from trainready.suite import base
         from trainready.checks import registry_all  # noqa: F401  (registers every check module)
+        from trainready.suite import base
 
         return getattr(base, name)
     raise AttributeError(f"module 'trainready.checks' has no attribute {name!r}")

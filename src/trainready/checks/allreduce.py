@@ -11,10 +11,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from trainready.suite.base import Check, CheckContext, register
+from trainready.devices.world import local_world
 from trainready.ranks.launch import RankContext, launch
 from trainready.records import Level, Metric, Outcome, Status, Threshold
-from trainready.devices.world import local_world
+from trainready.suite.base import Check, CheckContext, register
 
 
 def allreduce_rank(ctx: RankContext, hang_rank: int = -1, wrong_rank: int = -1, die_rank: int = -1) -> dict[str, Any]:

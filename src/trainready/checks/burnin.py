@@ -17,8 +17,8 @@ from typing import Any, Callable
 
 from trainready.burnin import clock, nvml, series
 from trainready.burnin.sampler import Sampler, block_seconds
-from trainready.suite.base import Check, CheckContext, register
 from trainready.records import Level, Outcome, Status
+from trainready.suite.base import Check, CheckContext, register
 
 STARTUP_S = 300.0  # beyond the duration: rank start-up, calibration, NVML reads, the judge (seconds)
 END_S = 120.0  # the ranks' own allowance beyond the duration, once all run (the last interval, teardown)

@@ -6,10 +6,10 @@ not part of `trainready node`, so not registered.  The logic is resume/compat.py
 
 from __future__ import annotations
 
-from trainready.suite.base import Check, CheckContext
 from trainready.errors import UsageError
 from trainready.records import Level, Outcome
 from trainready.resume.options import CompatOptions
+from trainready.suite.base import Check, CheckContext
 
 
 def _compat(ctx: CheckContext) -> CompatOptions:

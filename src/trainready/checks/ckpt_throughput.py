@@ -6,8 +6,8 @@ the measurement and its verdict are ckpt/throughput.py's.
 
 from __future__ import annotations
 
-from trainready.suite.base import Check, CheckContext
 from trainready.records import Level, Outcome
+from trainready.suite.base import Check, CheckContext
 
 # Bytes of state saved when the command does not say (ThroughputOptions.nbytes): 2 GiB on a GPU,
 # 256 MiB on the CPU (a CPU run measures the disk path, not a GPU's staging copy).

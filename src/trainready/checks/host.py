@@ -5,11 +5,11 @@ and the spec's pins (`host.pins`).  Comparing the settings with the other nodes'
 
 from __future__ import annotations
 
-from trainready.suite.base import Check, CheckContext, register
+from trainready.hostsettings import pins as hostpins
 from trainready.hostsettings.rules import known_bad
 from trainready.manifest import is_unavailable
 from trainready.records import Level, Outcome, Status
-from trainready.hostsettings import pins as hostpins
+from trainready.suite.base import Check, CheckContext, register
 
 
 def judge(settings: dict[str, dict[str, object]], pins: list[hostpins.Pin]) -> Outcome:

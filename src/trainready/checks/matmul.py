@@ -18,10 +18,10 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator
 
-from trainready.suite.base import Check, CheckContext, register
-from trainready.numerics.bounds import FALSE_ALARM, element_bounds, flip_bit, to_tf32_values, top_bit
 from trainready.devices.parallel import DeviceRun, local_devices, on_each_device
+from trainready.numerics.bounds import FALSE_ALARM, element_bounds, flip_bit, to_tf32_values, top_bit
 from trainready.records import Level, Metric, Outcome, Status, Threshold
+from trainready.suite.base import Check, CheckContext, register
 from trainready.util.listing import first_of
 
 K_RANDOM = 1024  # inner dimension of the random product (the bounds scale with it)

@@ -13,9 +13,9 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-from trainready.suite.base import Check, CheckContext, register
 from trainready.hardware.pcie import GpuCopy, Link, judge, read_link
 from trainready.records import Level, Outcome, Status
+from trainready.suite.base import Check, CheckContext, register
 
 COPY_BYTES = 256 * 2**20  # bytes per copy (256 MiB): ~4 ms at Gen5 x16's 63 GB/s, far above any staging buffer
 ITERS = 20  # copies per timed repeat: ~85 ms of traffic at Gen5 x16, long enough to read the link under it

@@ -29,8 +29,8 @@ def import_all() -> None:
 
 
 def _register_broken(module: str, exc: Exception) -> None:
-    from trainready.suite.base import Check, register
     from trainready.records import Outcome, Status
+    from trainready.suite.base import Check, register
 
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     msg = f"check module trainready.checks.{module} failed to import: {type(exc).__name__}: {first}"

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from trainready.suite.base import Check, CheckContext, register
 from trainready.errors import GpuUnusable, UsageError
 from trainready.records import Level, Outcome
 from trainready.resume.protocol import run_protocol
 from trainready.resume.setup import prepare
 from trainready.spec.model import NodeSpec
+from trainready.suite.base import Check, CheckContext, register
 
 
 @register

@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
-from trainready.suite.base import Check, CheckContext, register
-from trainready.hardware.gpus import GpuPeak, lookup
 from trainready.devices.parallel import local_devices, on_each_device
+from trainready.hardware.gpus import GpuPeak, lookup
 from trainready.records import Level, Metric, Outcome, Status, Threshold
 from trainready.spec.model import ComputeSpec
+from trainready.suite.base import Check, CheckContext, register
 from trainready.util.listing import first_of
 
 GEMM_N = 8192  # M = N = K: 2·8192³ = 1.1 TFLOP per product, ~1.5 ms on an H100, large enough to saturate it

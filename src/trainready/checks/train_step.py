@@ -21,10 +21,10 @@ import math
 import time
 from typing import Any
 
-from trainready.numerics.kernels import adamw_compare, sdpa_compare, sdpa_inputs
-from trainready.suite.base import Check, CheckContext, register
 from trainready.devices.parallel import DeviceRun, local_devices, on_each_device
+from trainready.numerics.kernels import adamw_compare, sdpa_compare, sdpa_inputs
 from trainready.records import Level, Metric, Outcome, Status, Threshold
+from trainready.suite.base import Check, CheckContext, register
 from trainready.util.listing import first_of
 
 STEPS = 8

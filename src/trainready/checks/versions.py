@@ -22,7 +22,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from trainready.suite.base import Check, CheckContext, register
 from trainready.checks.gpus import node_facts
 from trainready.manifest import guarded, is_unavailable, unavailable, why
 from trainready.manifest.container import DIGEST_ENV, image_digest
@@ -32,6 +31,7 @@ from trainready.manifest.libraries import disagreements
 from trainready.manifest.software import Versions, package_set
 from trainready.records import Level, Outcome, Status
 from trainready.spec.model import NodeSpec
+from trainready.suite.base import Check, CheckContext, register
 
 TRAP = "nvidia-smi's 'CUDA Version' is the driver's ceiling, not the installed toolkit"
 

@@ -1,21 +1,18 @@
-"""The whole fleet run (run.py's steps in order, in the run's own folder) and the verdict document."""
+"""The whole fleet run, driven: steps.py's steps in order, in the run's own folder, and the verdict document."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Sequence
 
-from trainready.cluster.control import avail
-from trainready.cluster.tasks import collective, crosschecks
+from trainready.cluster import history, ledger, runstate, steps
+from trainready.cluster.control import avail, outage, slurm, watch
 from trainready.cluster.judge import guard
-from trainready.cluster import history, ledger
-from trainready.cluster.control import outage
-from trainready.cluster import steps as run, runstate
-from trainready.cluster.control import slurm, watch
-from trainready.cluster.tasks.layout import CROSS_SCHEMA, cross_record, node_record, read_json
+from trainready.cluster.judge.verdict import FleetVerdict, NodeInput, decide
 from trainready.cluster.options import FleetOptions, time_seconds
 from trainready.cluster.remeasure import remeasure
-from trainready.cluster.judge.verdict import FleetVerdict, NodeInput, decide
+from trainready.cluster.tasks import collective, crosschecks
+from trainready.cluster.tasks.layout import CROSS_SCHEMA, cross_record, node_record, read_json
 from trainready.spec import load_spec
 from trainready.spec.model import NodeSpec
 
@@ -60,7 +57,7 @@ def submit_array(here: FleetOptions, nodes: list[str], gpus: int) -> str:
     again only while Slurm still holds it (a released array's tasks may already run)."""
     st = runstate.read(here.results)
     if not st.get("job"):
-        job = run.submit(here, nodes, gpus, lambda j: runstate.save(here.results, job=j, phase="pinning"))
+        job = steps.submit(here, nodes, gpus, lambda j: runstate.save(here.results, job=j, phase="pinning"))
     else:
         job = str(st["job"])
         if st.get("phase") == "pinning" and "JobHeldUser" in slurm.call(["scontrol", "--local", "show", "job", "-o", job]):
@@ -78,7 +75,7 @@ def heard(here: FleetOptions, w: watch.Watch, line: str) -> None:
         p.known = line
 
 
-def accept_nodes(here: FleetOptions, sel: avail.Selection, gpus: int, say: run.Progress) -> tuple[str, list[NodeInput]]:
+def accept_nodes(here: FleetOptions, sel: avail.Selection, gpus: int, say: steps.Progress) -> tuple[str, list[NodeInput]]:
     """(job id, inputs): the array over the nodes that can be tested, waited for and gathered, plus the nodes
     not tested, in the order asked for.  An array this run already submitted (runstate.py) is picked up."""
     sel.say_not_tested(say)
@@ -98,14 +95,14 @@ def accept_nodes(here: FleetOptions, sel: avail.Selection, gpus: int, say: run.P
             w = watch.wait(job, nodes, time_seconds(here.time_limit), waves, say, w, lambda w_, line: heard(here, w_, line),
                          node_record(here.results, nodes[0]).parent)
             runstate.save(here.results, phase="accepted", watch=runstate.watch_doc(w))
-        inputs = run.gather(here, nodes, w)
+        inputs = steps.gather(here, nodes, w)
     inputs += [NodeInput(n, None, not_tested=why) for n, why in sel.not_tested.items()]
     rank = {n: i for i, n in enumerate(sel.order)}
     return job, sorted(inputs, key=lambda ni: rank.get(ni.node, len(rank)))
 
 
 def cross_nodes(opts: FleetOptions, inputs: list[NodeInput],
-                say: run.Progress) -> tuple[list[str], list[NodeInput], dict[str, slurm.NodeInfo]]:
+                say: steps.Progress) -> tuple[list[str], list[NodeInput], dict[str, slurm.NodeInfo]]:
     """(the nodes of the cross-node step, the inputs, Slurm's word on those nodes): the nodes with a record that
     Slurm will still start a step on.  A node drained, down or reserved since its own acceptance ran is left out
     of the step (srun would wait for it until --time, and every node would lose its cross record) and is not
@@ -124,11 +121,11 @@ def cross_nodes(opts: FleetOptions, inputs: list[NodeInput],
                              for ni in inputs], info
 
 
-def begin(opts: FleetOptions, kind: str, say: run.Progress) -> tuple[FleetOptions, avail.Selection, str]:
+def begin(opts: FleetOptions, kind: str, say: steps.Progress) -> tuple[FleetOptions, avail.Selection, str]:
     """A new run: its nodes chosen, its folder RESULTS/runs/ID/ made, its state started (runstate.py)."""
     import dataclasses
 
-    sel = run.select_nodes(opts)
+    sel = steps.select_nodes(opts)
     here = dataclasses.replace(opts, results=history.new_run_dir(opts.results, kind))
     started = history.now()
     runstate.claim(here.results)
@@ -148,7 +145,7 @@ def attach_command(run_dir: Path) -> str:
 
 
 def cross_step(opts: FleetOptions, here: FleetOptions, spec: NodeSpec, inputs: list[NodeInput],
-               say: run.Progress) -> tuple[list[NodeInput], list[Any], list[Any]]:
+               say: steps.Progress) -> tuple[list[NodeInput], list[Any], list[Any]]:
     """(inputs, cross results, findings): the cross-node step over the nodes with a record, once per run: its
     nodes are kept in the run's state, and a step the run already finished is not run again."""
     import dataclasses
@@ -166,12 +163,12 @@ def cross_step(opts: FleetOptions, here: FleetOptions, spec: NodeSpec, inputs: l
         return inputs, [], []
     if st.get("rc") is None:
         wait_cross(here.results, say)  # a step an earlier collector started, still running: its end
-        rc = run.cross_phase(here, with_record, info, spec.gpu.count, say)
+        rc = steps.cross_phase(here, with_record, info, spec.gpu.count, say)
         runstate.save(here.results, cross={**st, "rc": rc})
     return (inputs, *judge_cross(here, spec, with_record))
 
 
-def wait_cross(run_dir: Path, say: run.Progress) -> None:
+def wait_cross(run_dir: Path, say: steps.Progress) -> None:
     """Until this run's cross-node step that an earlier collector started (its srun outlives it) has left
     Slurm's queue: one squeue a POLL_MAX_S apart."""
     import time
@@ -179,7 +176,7 @@ def wait_cross(run_dir: Path, say: run.Progress) -> None:
     said = False
     while True:
         rows = [r.split("|", 1) for r in slurm.call(["squeue", "-h", "-n", "trainready-cross", "-o", "%i|%k"]).splitlines()]
-        ids = [r[0] for r in rows if len(r) == 2 and r[1] == run.cross_comment(run_dir)]
+        ids = [r[0] for r in rows if len(r) == 2 and r[1] == steps.cross_comment(run_dir)]
         if not ids:
             return
         if not said:
@@ -188,7 +185,7 @@ def wait_cross(run_dir: Path, say: run.Progress) -> None:
         time.sleep(watch.POLL_MAX_S)
 
 
-def run_fleet(opts: FleetOptions, say: run.Progress, kind: str = "run",
+def run_fleet(opts: FleetOptions, say: steps.Progress, kind: str = "run",
               base: history.Baseline | None = None, attach: Path | None = None) -> FleetVerdict:
     """One run in its own folder RESULTS/runs/ID/ (history.py); `base`: the run a resume is judged against;
     `attach`: that run's folder, picked up where its state says it is (runstate.py), `opts` its options."""
@@ -236,7 +233,7 @@ def write_verdict(verdict: FleetVerdict, results: Path) -> Path:
 SETTLE_S = 30.0  # seconds: slurmctld pings a node it just returned to service; slurm.conf's SlurmdTimeout is longer
 
 
-def settle(nodes: Sequence[str], say: run.Progress, limit_s: float = SETTLE_S) -> None:
+def settle(nodes: Sequence[str], say: steps.Progress, limit_s: float = SETTLE_S) -> None:
     """Wait (one sinfo call a second, at most `limit_s`) until slurmctld has heard from each node it just
     returned to service: right after `state=resume` a node may show 'idle*' (not responding) until its slurmd
     answers the next ping, and the selection would record it as not tested."""

@@ -26,8 +26,8 @@ def run_health(spec_arg: str | None, plants: Mapping[str, str], say: Callable[[s
     from trainready.cluster.tasks.layout import node_name
     from trainready.errors import SlurmError
     from trainready.records import PLANTED_EXIT
-    from trainready.suite.runner import run_checks
     from trainready.spec import load_spec
+    from trainready.suite.runner import run_checks
 
     spec, source = load_spec(spec_arg or "auto")  # no --spec: the GPUs NVML sees (spec/auto.py)
     # torch's import is the program's start-up, not a check's work: 2-3 s on an idle 2-core x86 VM, past 15 s

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from trainready.cluster.tasks.layout import FLEET_SCHEMA, NODE_SCHEMA, read_json
 from trainready.cluster.judge.verdict import NodeInput
+from trainready.cluster.tasks.layout import FLEET_SCHEMA, NODE_SCHEMA, read_json
 
 RUNS = "runs"
 LATEST = "fleet.json"

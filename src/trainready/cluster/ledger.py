@@ -22,8 +22,8 @@ from typing import Any, Callable, Sequence
 
 from trainready.cluster.control import slurm
 from trainready.cluster.judge.guard import DrainPlan
-from trainready.cluster.tasks.layout import LEDGER
 from trainready.cluster.judge.verdict import FleetVerdict
+from trainready.cluster.tasks.layout import LEDGER
 
 REASON_MAX = 200  # characters of the drain reason (Slurm keeps it as given; sinfo -R shows it)
 

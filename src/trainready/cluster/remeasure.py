@@ -17,8 +17,8 @@ import dataclasses
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from trainready.cluster.options import FleetOptions
 from trainready.cluster.judge.verdict import NodeInput, slow_reasons
+from trainready.cluster.options import FleetOptions
 from trainready.spec.model import NodeSpec
 
 # The check that measures each figure the fleet compares (cluster/task.THROUGHPUT).

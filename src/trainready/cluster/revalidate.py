@@ -16,17 +16,15 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from trainready.cluster import history, ledger
-from trainready.cluster.control import outage
-from trainready.cluster import steps as run, runstate
-from trainready.cluster.control import slurm
+from trainready.cluster import history, ledger, runstate, steps
+from trainready.cluster.control import outage, slurm
 from trainready.cluster.fleet import attach_command, run_fleet, settle
-from trainready.cluster.options import FleetOptions, time_seconds
 from trainready.cluster.judge.verdict import FleetVerdict
+from trainready.cluster.options import FleetOptions, time_seconds
 from trainready.errors import ControllerDown, SlurmError
 
 
-def resume_fleet(opts: FleetOptions, nodes: list[str] | None, say: run.Progress,
+def resume_fleet(opts: FleetOptions, nodes: list[str] | None, say: steps.Progress,
                  runs_in: tuple[Path, ...] = ()) -> tuple[FleetVerdict | None, ledger.ResumePlan]:
     """Re-validate the nodes trainready drained; resume those that pass, drain again those that fail.  They are
     judged against the run that rejected them, looked for under `runs_in` (default: --results)."""
@@ -48,14 +46,14 @@ def resume_fleet(opts: FleetOptions, nodes: list[str] | None, say: run.Progress,
                                          "why": [before[node].reason] if node in before else [], "reservation": resv})
         settle(plan.revalidate, say)
         sub = dataclasses.replace(opts, nodelist=",".join(plan.revalidate), count=None, reservation=resv, drain=False)
-        runstate.save(here, options=runstate.options_doc(sub), selection=runstate.selection_doc(run.select_nodes(sub)))
+        runstate.save(here, options=runstate.options_doc(sub), selection=runstate.selection_doc(steps.select_nodes(sub)))
         verdict = run_fleet(sub, say, "resume", base, attach=here)
         conclude(opts.results, here, verdict, rv, say)
     return verdict, plan
 
 
 def open_run(opts: FleetOptions, nodes: Sequence[str], reasons: dict[str, str], roots: Sequence[Path],
-             say: run.Progress) -> Path:
+             say: steps.Progress) -> Path:
     """The resume's run folder and state, written before any node is touched."""
     here = history.new_run_dir(opts.results, "resume")
     runstate.claim(here)
@@ -70,7 +68,7 @@ def open_run(opts: FleetOptions, nodes: Sequence[str], reasons: dict[str, str], 
 
 
 @contextlib.contextmanager
-def guarded(run_dir: Path, rv: dict[str, Any], say: run.Progress) -> Iterator[None]:
+def guarded(run_dir: Path, rv: dict[str, Any], say: steps.Progress) -> Iterator[None]:
     """Around the re-validation: a stop other than a silent controller drains every node back to its reason
     before and deletes the reservation (never a node in service without a verdict); a silent controller past
     --controller-wait: one try at the same, without waiting (`cluster attach` finishes it either way).  On
@@ -93,7 +91,7 @@ def guarded(run_dir: Path, rv: dict[str, Any], say: run.Progress) -> Iterator[No
     release(rv.get("reservation"))
 
 
-def drain_back(rv: dict[str, Any], say: run.Progress) -> None:
+def drain_back(rv: dict[str, Any], say: steps.Progress) -> None:
     """Every node of the re-validation drained again with its reason before (never left in service unjudged)."""
     for node in rv["nodes"]:
         slurm.drain(node, rv["before"].get(node) or f"{slurm.PREFIX} re-validation interrupted")
@@ -113,7 +111,7 @@ def release(resv: str | None) -> None:
             raise
 
 
-def conclude(results: Path, run_dir: Path, verdict: FleetVerdict, rv: dict[str, Any], say: run.Progress) -> None:
+def conclude(results: Path, run_dir: Path, verdict: FleetVerdict, rv: dict[str, Any], say: steps.Progress) -> None:
     """The verdict acted on, once per run: passed nodes resumed (left in service), failed ones drained again,
     untested ones drained with their reason before."""
     if runstate.read(run_dir).get("concluded"):
@@ -132,7 +130,7 @@ def conclude(results: Path, run_dir: Path, verdict: FleetVerdict, rv: dict[str, 
     runstate.save(run_dir, concluded=True)
 
 
-def attach_resume(run_dir: Path, st: dict[str, Any], say: run.Progress) -> FleetVerdict | None:
+def attach_resume(run_dir: Path, st: dict[str, Any], say: steps.Progress) -> FleetVerdict | None:
     """A resume whose collector went away, picked up: its tasks waited for, its nodes judged against its baseline
     and acted on as `cluster resume` would, the reservation deleted.  Stopped before its array was submitted: its
     nodes drained as before (None: no verdict)."""

@@ -100,8 +100,8 @@ def save(results: Path, doc: dict[str, Any]) -> None:
 
 def canary_drift(verdict: Any, canary: str, canary_versions: dict[str, str]) -> Any:
     """The wave's verdict with 'drift from the canary' added to every node whose versions differ from it."""
-    from trainready.manifest import drift
     from trainready.cluster.tasks.layout import NODE_SCHEMA, read_json
+    from trainready.manifest import drift
 
     nodes = []
     for nv in verdict.nodes:

@@ -1,12 +1,13 @@
-"""`trainready cluster run`, end to end: per-node acceptance as a Slurm job array, then the cross-node step,
-then the fleet verdict (and, with --drain, the drains).
+"""The steps of a fleet run, each a function that fleet.py (which drives `cluster run`, `resume` and `rollout`)
+calls in order: per-node acceptance as a Slurm job array, then the cross-node step, then the fleet verdict
+(and, with --drain, the drains).
 
     1. sbatch --hold --array=0-(N-1)%K; array task i pinned to node i (ReqNodeList); released
     2. wait: squeue/scontrol states, progress (done / running / pending with job ids); past the deadline
        the rest is cancelled and counts as hung
     3. RESULTS/nodes/NODE.json per node, or "no result" with Slurm's state and exit code
     4. srun -N<n> over the nodes that have a record: clock, storage, limits, hosts, the collective
-    5. verdict (verdict.py), fleet.json, and the drains (ledger.py)
+    5. verdict (judge/verdict.py), fleet.json, and the drains (ledger.py)
 """
 
 from __future__ import annotations
@@ -19,15 +20,15 @@ import subprocess
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from trainready.cluster.control import avail
-from trainready.cluster.tasks import progress
-from trainready.cluster.control import slurm
-from trainready.cluster.tasks.layout import NODE_SCHEMA, node_record, read_json
+from trainready.cluster.control import avail, slurm
 from trainready.cluster.control.image import log_fault
-from trainready.cluster.options import FleetOptions, time_seconds
-from trainready.cluster.judge.verdict import NodeInput
 from trainready.cluster.control.watch import GONE, GRACE_S, OVERTIME, STUCK, Progress, Watch
+from trainready.cluster.judge.verdict import NodeInput
+from trainready.cluster.options import FleetOptions, time_seconds
+from trainready.cluster.tasks import progress
+from trainready.cluster.tasks.layout import NODE_SCHEMA, node_record, read_json
 from trainready.errors import SlurmError, UsageError
+
 
 def select_nodes(opts: FleetOptions) -> avail.Selection:
     """--nodelist (Slurm's own expansion), or the first --nodes N usable nodes of the partition (default: all

@@ -7,8 +7,10 @@ A StepRow crosses ranks as one float64 vector (one all_gather for the whole swee
 from __future__ import annotations
 
 import math
+import os
+import time
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import Any, Callable
 
 
 def rank_pair(text: str) -> tuple[int, int]:
@@ -146,3 +148,26 @@ def entry(op: str, dtype: str, size: int, rows: list[StepRow]) -> dict[str, Any]
         ring_s = [sum(r.ring_loops_s[j] for r in rows) / n for j in range(len(first.ring_loops_s))]
         out["ref"] = {"ring_bytes": int(first.ring_bytes), "op_s": op_s, "ring_s": ring_s}
     return out
+
+
+HANG_S = 3600.0  # planted hang: far beyond any timeout
+
+
+def planted_delay(faults: SweepFaults, rank: int, alone: bool = False) -> Callable[[int], float]:
+    """Planted faults only: seconds this rank sleeps before each pairwise exchange with `peer` (the slow rank
+    with everyone, the two ends of a slow link with each other; the two ends of a transient link only in the
+    matrix, not when their pair is measured `alone`)."""
+    links = [faults.slow_link] + ([] if alone else [faults.transient_link])
+
+    def delay(peer: int) -> float:
+        slow = rank == faults.slow_rank or any(rank in ln and peer in ln and rank != peer for ln in links)
+        return faults.slow_ms / 1e3 if slow else 0.0
+    return delay
+
+
+def plant_hang_or_death(faults: SweepFaults, rank: int, step_no: int) -> None:
+    """Planted faults only: this rank never reaches the step's collectives, or its process dies."""
+    if rank == faults.hang_rank and step_no == faults.fault_step:
+        time.sleep(HANG_S)
+    if rank == faults.die_rank and step_no == faults.fault_step:
+        os._exit(17)

@@ -66,7 +66,7 @@ class CommOptions:
     eff_loops: int = 0
     eff_from: int | None = None
     eff_min_loop_s: float = 0.0  # with a reference: each timed loop at least this long, seconds (gloo: 0.1)
-    cpu_bind: bool = False  # local gloo ranks: pin each to a fixed share of the cores (sweep.bind_cpus)
+    cpu_bind: bool = False  # local gloo ranks: pin each to a fixed share of the cores (rankenv.bind_cpus)
     faults: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -22,7 +22,6 @@ m is chosen so the largest possible sum m*n stays an exact integer in the dtype
 from __future__ import annotations
 
 import math
-import os
 import socket
 import time
 import warnings
@@ -30,12 +29,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Callable
 
-from trainready.hardware.collectives import DTYPES, EXACT_INT, OPS, counts_for
-from trainready.comm.rankdata import StepRow, SweepFaults, SweepPlan, entry
+from trainready.comm.rankdata import StepRow, SweepPlan, entry, plant_hang_or_death, planted_delay
+from trainready.comm.rankenv import bind_cpus, versions
 from trainready.comm.timing import time_loop
+from trainready.hardware.collectives import DTYPES, EXACT_INT, OPS, counts_for
 from trainready.ranks.launch import RankContext
-
-HANG_S = 3600.0  # planted hang: far beyond any timeout
 
 
 def value_modulus(dtype: str, n: int) -> int:
@@ -200,26 +198,6 @@ def sweep_rank(ctx: RankContext, plan: SweepPlan) -> dict[str, Any]:
     return out
 
 
-def planted_delay(faults: SweepFaults, rank: int, alone: bool = False) -> Callable[[int], float]:
-    """Planted faults only: seconds this rank sleeps before each pairwise exchange with `peer` (the slow rank
-    with everyone, the two ends of a slow link with each other; the two ends of a transient link only in the
-    matrix, not when their pair is measured `alone`)."""
-    links = [faults.slow_link] + ([] if alone else [faults.transient_link])
-
-    def delay(peer: int) -> float:
-        slow = rank == faults.slow_rank or any(rank in ln and peer in ln and rank != peer for ln in links)
-        return faults.slow_ms / 1e3 if slow else 0.0
-    return delay
-
-
-def plant_hang_or_death(faults: SweepFaults, rank: int, step_no: int) -> None:
-    """Planted faults only: this rank never reaches the step's collectives, or its process dies."""
-    if rank == faults.hang_rank and step_no == faults.fault_step:
-        time.sleep(HANG_S)
-    if rank == faults.die_rank and step_no == faults.fault_step:
-        os._exit(17)
-
-
 def run_step(ctx: RankContext, group: Any, plan: SweepPlan, op: str, dtype: str, size: int,
              slow_s: float) -> StepRow | None:
     """Check, warm up and time one op at one size on this rank; None where the step is not run (too small to
@@ -281,23 +259,6 @@ def gather_rows(ctx: RankContext, group: Any, local: list[StepRow], eff_loops: i
     return [[StepRow.from_vector(v, eff_loops) for v in p.cpu().tolist()] for p in parts]
 
 
-def bind_cpus(rank: int, world: int) -> str | None:
-    """Pin this rank to a fixed share of the cores this process may use, the same on every launch: one core
-    each, round-robin, when ranks >= cores (8 gloo ranks on 2 cores: rank r on core r mod 2), else a block of
-    cores // ranks each (Slurm's --cpu-bind=cores, block distribution).  Which ranks share a core changes how
-    a ring exchange and a collective compete for it; left to the scheduler it changes at every launch (on a
-    2-core x86 VM the efficiency's run-to-run spread was 3.7% unpinned, 2.0% round-robin; 8 runs each)."""
-    try:
-        cores = sorted(os.sched_getaffinity(0))
-        k = max(1, len(cores) // world)
-        mine = {cores[rank % len(cores)]} if world >= len(cores) else set(cores[rank * k:(rank + 1) * k])
-        os.sched_setaffinity(0, mine)
-    except (AttributeError, OSError):  # no affinity API (macOS) or not allowed: the scheduler places ranks
-        return None
-    rule = f"rank r on core r mod {len(cores)}" if world >= len(cores) else f"{k} cores per rank, in blocks"
-    return f"{rule} of {cores}"
-
-
 def loop_length(st: Step, n_iter: int, ctx: RankContext, group: Any, min_loop_s: float) -> int:
     """Ops per timed loop so that one loop lasts >= min_loop_s, from a warm loop of n_iter ops (the slowest
     rank's; every rank must agree).  The first call at a size (allocation, connection set-up) overstates an
@@ -325,17 +286,3 @@ def alternate(st: Step, ring: Step | None, n_iter: int, ctx: RankContext, group:
             ring_t.append(time_loop(ring.call, n_iter, ctx.device, group))
     return Loops(op_t, ring_t)
 
-
-def versions() -> dict[str, Any]:
-    """NCCL version and the NCCL_*/TORCH_NCCL_* environment in force (NVLS on/off changes busbw ~30%)."""
-    import torch
-
-    nccl = None
-    try:
-        if torch.cuda.is_available():
-            v = torch.cuda.nccl.version()
-            nccl = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
-    except Exception:  # noqa: BLE001
-        nccl = None
-    env = {k: v for k, v in sorted(os.environ.items()) if k.startswith(("NCCL_", "TORCH_NCCL_"))}
-    return {"torch": torch.__version__, "cuda": torch.version.cuda, "nccl": nccl, "nccl_env": env}

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from trainready.comm.defaults import SWEEP_DEFAULTS
-from trainready.hardware.collectives import human
 from trainready.commands.common import JSON_HELP, SPEC_HELP, check_out_path, emit, parse_plants, split_names
 from trainready.errors import UsageError
+from trainready.hardware.collectives import human
 from trainready.records import PLANTED_EXIT, Outcome, Report
 
 if TYPE_CHECKING:
@@ -132,10 +132,10 @@ class Swept:
 
 def _build(args: CommArgs, node_spec: NodeSpec, source: str, json_path: str | None) -> CommRun:
     """Validate the command line against the spec and this machine; the sweep's options."""
-    from trainready.hardware.collectives import dtype_name, op_names, parse_size, size_steps
     from trainready.comm.run import CommOptions, sweep_faults
-    from trainready.ranks.env import detect
     from trainready.devices.world import local_world
+    from trainready.hardware.collectives import dtype_name, op_names, parse_size, size_steps
+    from trainready.ranks.env import detect
 
     if args.launcher not in ("auto", "local", "external"):
         raise UsageError(f"--launcher: expected auto, local or external, got '{args.launcher}'")

@@ -16,8 +16,8 @@ from trainready.spec.model import NodeSpec
 
 def run_compat(spec: NodeSpec, source: str, opts: CompatOptions, faults: dict[str, str], json_path: str | None) -> int:
     """Run the save or the load check of `opts` on this machine, print its table, write the record."""
-    from trainready.suite.base import CheckContext
     from trainready.checks.ckpt_compat import CompatLoadCheck, CompatSaveCheck
+    from trainready.suite.base import CheckContext
     from trainready.suite.options import CheckOptions
     from trainready.suite.runner import run_checks
 

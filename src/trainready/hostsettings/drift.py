@@ -17,12 +17,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from trainready.manifest import drift
+from trainready.hostsettings import pins as hostpins
 from trainready.hostsettings.rules import known_bad
+from trainready.manifest import drift
 from trainready.manifest.hostset import values
 from trainready.records import CheckResult, Level, Status
-from trainready.hostsettings import pins as hostpins
-from trainready.spec.model import NodeSpec
 
 FLEET_PINS = "cluster.host_pins"  # the fleet-level result of pins every node misses
 
@@ -65,7 +64,7 @@ def _miss_text(p: hostpins.Pin, key: str, value: str) -> str:
     return f"{key} {value} misses the pin {p.op} {p.value}" + (f" (host.pins.{p.key})" if p.key != key else "")
 
 
-def judge(inputs: Sequence[Any], spec: NodeSpec, ref_node: str | None) -> HostJudgement:
+def judge(inputs: Sequence[Any], spec: hostpins.WithHost, ref_node: str | None) -> HostJudgement:
     """Per-node reasons and warnings, and the fleet's results, over the nodes (verdict.NodeInput) with records."""
     have = {ni.node: s for ni in inputs if ni.record is not None and (s := node_settings(ni.record))}
     if not have:

@@ -15,12 +15,30 @@ import math
 import operator
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import Callable, Mapping, Protocol
 
 from trainready.errors import ConfigError
 
-if TYPE_CHECKING:
-    from trainready.spec.model import NodeSpec
+
+class HostSection(Protocol):
+    """The spec's [host] section (spec/model.py HostSpec) as this package reads it: host settings sit below the
+    spec in the layers (the spec's defaults come from here), so they name its fields, never its class."""
+
+    @property
+    def match(self) -> tuple[str, ...]: ...
+    @property
+    def pins(self) -> Mapping[str, str | int | float]: ...
+    @property
+    def pcie_min_fraction(self) -> float | None: ...
+    @property
+    def pcie_spread_max(self) -> float | None: ...
+
+
+class WithHost(Protocol):
+    """A node spec, as far as host settings go: its [host] section."""
+
+    @property
+    def host(self) -> HostSection: ...
 
 # The default set of keys that must match the reference, each with why a difference matters.
 MATCH_REASONS: dict[str, str] = {
@@ -103,7 +121,7 @@ def parse(key: str, text: str | int | float) -> Pin:
     return Pin(key, op, value)
 
 
-def pins(spec: NodeSpec) -> list[Pin]:
+def pins(spec: WithHost) -> list[Pin]:
     return [parse(k, v) for k, v in spec.host.pins.items()]
 
 
@@ -127,7 +145,7 @@ def _check_key(path: str, where: str, key: str) -> None:
                       + f"; known: {', '.join(known)}, ib.DEVICE/PORT.state|rate|mtu")
 
 
-def validate(spec: NodeSpec, path: str) -> None:
+def validate(spec: WithHost, path: str) -> None:
     """[host]: every key known (or a pattern that covers one), every pin parses, fractions in range."""
     h = spec.host
     for i, key in enumerate(h.match):

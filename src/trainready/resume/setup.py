@@ -16,16 +16,16 @@ from typing import Mapping
 from trainready.data.corpus import write_sample_corpus
 from trainready.data.identity import identify
 from trainready.data.source import open_tokens
+from trainready.devices.world import cuda_count, require_gpus
 from trainready.errors import UsageError
 from trainready.resume.compare import Tolerance
 from trainready.resume.options import ResumeOptions
 from trainready.resume.protocol import PLANTS, ProtocolConfig
 from trainready.resume.sizing import MAX_VOCAB, SAMPLE_CORPUS_ALLOWANCE, choose_model, predicted_bytes
 from trainready.spec.model import NodeSpec, ResumeSpec
+from trainready.util.diskspace import require_free
 from trainready.workload.loop import TrainConfig
 from trainready.workload.model import ModelConfig
-from trainready.devices.world import cuda_count, require_gpus
-from trainready.util.diskspace import require_free
 
 
 def device_world(ranks: int, force_cpu: bool = False, spec: NodeSpec | None = None) -> tuple[int, str]:

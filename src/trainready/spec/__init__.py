@@ -1,5 +1,6 @@
 """What a node *should* be: the spec every machine is held to."""
 
+from trainready.spec.load import default_spec, example_path, load_spec
 from trainready.spec.model import (
     CommSpec,
     ComputeSpec,
@@ -9,7 +10,6 @@ from trainready.spec.model import (
     ResumeSpec,
     SoftwareSpec,
 )
-from trainready.spec.load import default_spec, example_path, load_spec
 
 __all__ = [
     "CommSpec",

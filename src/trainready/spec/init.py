@@ -123,8 +123,8 @@ def derive(
 def _host_spec(manifest: Mapping[str, Any], notes: list[str]) -> HostSpec:
     """host.pins: the reference's value of every host setting that must match (host.match), so every node is
     held to the reference's; a setting the reference could not read is not pinned (said in the notes)."""
-    from trainready.manifest.hostset import values
     from trainready.hostsettings.pins import DEFAULT_MATCH, matches
+    from trainready.manifest.hostset import values
 
     settings = values(manifest.get("host_settings"))
     pins: dict[str, str | int | float] = {}

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainready.spec.burnin import BurnInSpec
 from trainready.hostsettings.pins import DEFAULT_MATCH
+from trainready.spec.burnin import BurnInSpec
 from trainready.util.strict import doc_field
 
 

@@ -8,10 +8,10 @@ import time
 from typing import Any, Callable, Sequence
 
 from trainready import __version__
-from trainready.suite.base import Check, CheckContext
 from trainready.errors import Interrupted
 from trainready.records import CheckResult, Report, Status
 from trainready.spec.load import spec_to_json
+from trainready.suite.base import Check, CheckContext
 
 
 def run_checks(

@@ -33,12 +33,37 @@ class Selection:
             say(f"{node}: not tested: {why}")
 
 
-def holder(node: str, resvs: Sequence[slurm.Reservation]) -> slurm.Reservation | None:
+@dataclass(frozen=True)
+class Reservation:
+    name: str
+    nodes: tuple[str, ...]
+    users: str  # Users= (or Accounts=) it is for, as Slurm prints it
+    flags: str
+    state: str  # ACTIVE or INACTIVE (not started yet)
+
+
+def reservations() -> list[Reservation]:
+    """Every reservation slurmctld knows (`scontrol show reservation -o`), its node names expanded."""
+    text = slurm.call(["scontrol", "--local", "show", "reservation", "-o"])
+    out = []
+    for line in text.splitlines():
+        kv = dict(slurm.KV.findall(line))
+        if "ReservationName" not in kv:
+            continue  # "No reservations in the system"
+        names = kv.get("Nodes", "")
+        users = kv.get("Users", "(null)")
+        who = users if users not in ("(null)", "") else f"account {kv.get('Accounts', '?')}"
+        out.append(Reservation(kv["ReservationName"], tuple(slurm.hostnames(names)) if names not in ("", "(null)") else (),
+                               who, kv.get("Flags", ""), kv.get("State", "")))
+    return out
+
+
+def holder(node: str, resvs: Sequence[Reservation]) -> Reservation | None:
     """The ACTIVE reservation that holds `node`, if any."""
     return next((r for r in resvs if node in r.nodes and r.state.upper() == "ACTIVE"), None)
 
 
-def why_not(info: slurm.NodeInfo, resv: slurm.Reservation | None, ours: str | None) -> str:
+def why_not(info: slurm.NodeInfo, resv: Reservation | None, ours: str | None) -> str:
     """'' when a task pinned to this node can start by itself; else one line: Slurm's state and reason."""
     said = f"Slurm state {info.state}" + (f", reason '{info.reason}'" if info.reason else "")
     if resv is not None and resv.name != ours:
@@ -60,7 +85,7 @@ def why_not(info: slurm.NodeInfo, resv: slurm.Reservation | None, ours: str | No
 def select(names: Sequence[str], info: Mapping[str, slurm.NodeInfo], ours: str | None) -> Selection:
     """Split `names` (in order) into the nodes to submit to and those not tested; a name Slurm does not
     know is not tested either ('Slurm knows no such node')."""
-    resvs = slurm.reservations() if any(i.base in RESERVED or "$" in i.state for i in info.values()) or ours \
+    resvs = reservations() if any(i.base in RESERVED or "$" in i.state for i in info.values()) or ours \
         else []
     keep: list[str] = []
     skip: dict[str, str] = {}

@@ -274,31 +274,6 @@ def _from_accounting(job: str, known: dict[int, str]) -> dict[int, TaskState]:
     return out
 
 
-@dataclass(frozen=True)
-class Reservation:
-    name: str
-    nodes: tuple[str, ...]
-    users: str  # Users= (or Accounts=) it is for, as Slurm prints it
-    flags: str
-    state: str  # ACTIVE or INACTIVE (not started yet)
-
-
-def reservations() -> list[Reservation]:
-    """Every reservation slurmctld knows (`scontrol show reservation -o`), its node names expanded."""
-    text = call(["scontrol", "--local", "show", "reservation", "-o"])
-    out = []
-    for line in text.splitlines():
-        kv = dict(KV.findall(line))
-        if "ReservationName" not in kv:
-            continue  # "No reservations in the system"
-        names = kv.get("Nodes", "")
-        users = kv.get("Users", "(null)")
-        who = users if users not in ("(null)", "") else f"account {kv.get('Accounts', '?')}"
-        out.append(Reservation(kv["ReservationName"], tuple(hostnames(names)) if names not in ("", "(null)") else (),
-                               who, kv.get("Flags", ""), kv.get("State", "")))
-    return out
-
-
 def cancel(*jobs: str) -> None:
     """scancel the jobs (or array tasks) named, in one command."""
     call(["scancel", *jobs])

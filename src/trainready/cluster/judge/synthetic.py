@@ -11,8 +11,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from trainready.cluster.tasks.layout import NODE_SCHEMA
 from trainready.cluster.judge.verdict import NodeInput
+from trainready.cluster.tasks.layout import NODE_SCHEMA
 
 GEMM_TFLOPS = 750.0
 HBM_GBPS = 4000.0

@@ -17,12 +17,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from trainready.manifest import drift
-from trainready.hostsettings import drift as hostdrift
+from trainready.cluster.judge.stats import RobustBound, robust_bound
 from trainready.cluster.tasks.crosschecks import Finding
 from trainready.cluster.tasks.layout import FLEET_SCHEMA
-from trainready.cluster.judge.stats import RobustBound, robust_bound
 from trainready.cluster.tasks.node import THROUGHPUT
+from trainready.hostsettings import drift as hostdrift
+from trainready.manifest import drift
 from trainready.records import PLANTED_EXIT, CheckResult, Status, _jsonable
 from trainready.spec.model import NodeSpec
 

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from trainready.cluster.control import outage, slurm
-from trainready.cluster.pairs import state as ps
 from trainready.cluster.options import FleetOptions, time_seconds
+from trainready.cluster.pairs import state as ps
 from trainready.cluster.pairs.pairing import Pair, PairingOptions, PairingOutcome, PairResult, find_culprits
 from trainready.cluster.tasks.pair import pair_record
 

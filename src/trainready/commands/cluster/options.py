@@ -81,9 +81,9 @@ class FleetArgs:
 
     def build(self) -> FleetOptions:
         """Every check that can fail without Slurm, in the order a user fixes them; UsageError (exit 2)."""
-        from trainready.cluster.plants import faults
         from trainready.cluster.judge.guard import parse_max_drain
         from trainready.cluster.options import Container, parse_mounts, time_seconds
+        from trainready.cluster.plants import faults
         from trainready.spec import load_spec
 
         if self.nodes is not None and self.nodelist:

@@ -12,8 +12,8 @@ from rich.console import Console
 from trainready.cluster.options import FleetOptions
 from trainready.commands.cluster.attach import attach_option, wait_option
 from trainready.commands.cluster.options import JOB, NODES, fleet_options
-from trainready.commands.common import JSON_HELP, check_out_path, parse_plants
 from trainready.commands.cluster.pairs_search import attach_pairs, search
+from trainready.commands.common import JSON_HELP, check_out_path, parse_plants
 from trainready.errors import UsageError
 
 # Default pair floors (x the reference busbw): NCCL pairs of healthy nodes vary ~5% (nccl-tests repeats), so 0.9
