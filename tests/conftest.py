@@ -290,7 +290,13 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     return SlurmTogether(config, log)
 
 
+REAL_CLUSTER_MODULES = SLURM_MODULES + ALT_MODULES + OWN_CLUSTER_MODULES
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:  # the fast lane, `-m "not real_cluster"`, leaves out every module that starts a Slurm cluster
+        if item.path.name in REAL_CLUSTER_MODULES:
+            item.add_marker(pytest.mark.real_cluster)
     for fixture, modules, name in (("local_slurm", SLURM_MODULES, "SLURM_MODULES"), ("alt_slurm", ALT_MODULES, "ALT_MODULES")):
         stray = sorted({i.path.name for i in items if fixture in getattr(i, "fixturenames", ())} - set(modules))
         if stray:

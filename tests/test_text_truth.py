@@ -1,6 +1,6 @@
 """What users read describes the tool and figures measured on a named machine, never how the tool was made:
 no "session", "issue N", "dev VM", "device notes", "the seed" (the bring-up guide) in src/, docs/, README,
-pyproject, benchmarks/, scripts/ and the tests' own comments, in --help or in `spec show`.  README's Layout
+pyproject, benchmarks/, scripts/ and the tests' own comments, in --help or in `spec show`.  docs/architecture.md's Layout
 names the folders that exist."""
 
 from __future__ import annotations
@@ -104,10 +104,13 @@ def test_spec_show_names_no_history() -> None:
     assert history_words(p.stdout) == [], history_words(p.stdout)  # main 3148e0e: '(device notes)'
 
 
+ARCHITECTURE = REPO / "docs" / "architecture.md"  # its '## Layout' section: the package's folders, one row each
+
+
 def _layout_folders() -> set[str]:
-    readme = (REPO / "README.md").read_text()
+    readme = ARCHITECTURE.read_text()
     m = re.search(r"^## Layout\n(.*?)(?=^## |\Z)", readme, re.MULTILINE | re.DOTALL)
-    assert m, "README has no '## Layout' section"
+    assert m, "docs/architecture.md has no '## Layout' section"
     rows = [line for line in m.group(1).splitlines() if line.startswith("| `")]  # the table, not the prose
     return {name for row in rows for name in re.findall(r"`([a-z_]+)/`", row)}
 
@@ -118,12 +121,12 @@ def test_readme_layout_names_every_folder_of_the_package() -> None:
     named = _layout_folders()
     # main 3148e0e: the Layout named dist/ (now ranks/) and left out cluster/, compare/, bundle/, report/,
     # selftest/, util/
-    assert named - folders == set(), f"README Layout names folders that do not exist: {sorted(named - folders)}"
-    assert folders - named == set(), f"README Layout leaves out: {sorted(folders - named)}"
+    assert named - folders == set(), f"docs/architecture.md Layout names folders that do not exist: {sorted(named - folders)}"
+    assert folders - named == set(), f"docs/architecture.md Layout leaves out: {sorted(folders - named)}"
 
 
 @pytest.mark.parametrize("module", ["cli.py", "suite/runner.py", "records.py", "errors.py"])
 def test_readme_layout_names_the_top_level_modules(module: str) -> None:
-    readme = (REPO / "README.md").read_text()
+    readme = ARCHITECTURE.read_text()
     section = readme.split("## Layout", 1)[1].split("\n## ", 1)[0]
     assert f"`{module}`" in section and (REPO / "src" / "trainready" / module).is_file()
