@@ -29,7 +29,7 @@
 # every Slurm command and daemon reads the file SLURM_CONF names); jobs carry it to their steps (sbatch's
 # default --export=ALL).  The test suite runs its 64-node faults test on one while the 3-node tests use the other.
 #
-# Largest N measured on a 2-core x86 VM with 24 GiB: see docs/cluster.md ("The fleet at scale"); each idle
+# Largest N measured on a 2-core x86 VM with 24 GiB: see docs/measurements.md ("The fleet at scale"); each idle
 # slurmd holds a few MiB, so memory is not what bounds N: the tasks' own processes are.
 #
 # All "nodes" are this host (NodeHostname=$(hostname -s), one slurmd each on ports 17001-(17000+N) for the
