@@ -8,7 +8,7 @@
 #                                        /var/cache/trainready/images)
 #
 # The cached file is named by the sha256 of the recipe (its pins and build lines): another recipe, another file.
-# Measured on a 2-core x86 VM (Debian 12): debootstrap ~113 s, pip ~30 s, mksquashfs ~53 s (gzip); docs/cluster.md.
+# Measured on a 2-core x86 VM (Debian 12): debootstrap ~113 s, pip ~30 s, mksquashfs ~53 s (gzip); docs/development.md.
 # Needs root, debootstrap and squashfs-tools (.ci/run installs them; the tests never do: without them this
 # prints ONE "test-image: cannot build: ..." line and exits 3, and the tests skip with it).
 set -u
