@@ -8,7 +8,7 @@ Two products per dtype (fp32, tf32 on GPU, bf16), on every device at once:
    (8-bit significand: every integer |x| <= 2^8), so the answer must be EXACT.
 2. Random data.  A [M, K] @ B [K, N], entries N(0, 1) made exactly representable in
    the GEMM's input format, against a float64 product of the same inputs; every
-   element judged against the statistical bound of `matmul_bounds` (√K growth, false
+   element judged against the statistical bound of `numerics/bounds.py` (√K growth, false
    alarm ≤ 1e-9 per product), the worst-case K·u bound reported beside it.  The
    product is computed twice and the two results must be bitwise equal.
 """

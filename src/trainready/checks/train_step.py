@@ -5,7 +5,7 @@ for a few AdamW steps: fp32 on a CPU, BF16 autocast on each GPU (all GPUs at
 once).  Judged: every loss finite; the last loss below (1 − LOSS_DROP_MIN) ×
 the first; every parameter got a finite gradient at every step and changed.
 Then the kernels a training step leans on are cross-checked (see
-`_sdpa_adamw`): SDPA's fused backends against a float64 math reference, and
+`numerics/kernels.py`): SDPA's fused backends against a float64 math reference, and
 fused AdamW against the for-each implementation.
 
 Informational (never judged): tokens/s of the steady-state steps and, on a GPU
@@ -256,7 +256,7 @@ class TrainStepCheck(Check):
         for r in runs:
             assert r.value is not None
             for tensor, v in r.value.items():
-                thr = Threshold("<=", v["tol"], "1", "3x naive low-precision attention error + 4 ulp of max|ref| (_sdpa_adamw)")
+                thr = Threshold("<=", v["tol"], "1", "3x naive low-precision attention error + 4 ulp of max|ref| (numerics/kernels.py)")
                 metrics.append(Metric.of("sdpa_max_abs_diff", v["err"], "1", thr, backend=bname, tensor=tensor, **r.label))
                 if not v["err"] <= v["tol"]:
                     bad.append(f"{r.where}: SDPA {bname} {tensor} differs from float64 math backend by {v['err']:.3g} > {v['tol']:.3g}")
@@ -270,7 +270,7 @@ class TrainStepCheck(Check):
                 continue
             if r.value is None:
                 return "fused AdamW: n/a (this torch has no fused AdamW on this device)"
-            thr = Threshold("<=", r.value["tol"], "1", "ulps per step x steps (_sdpa_adamw.ADAMW_ULPS_PER_STEP)")
+            thr = Threshold("<=", r.value["tol"], "1", "ulps per step x steps (numerics/kernels.py ADAMW_ULPS_PER_STEP)")
             metrics.append(Metric.of("adamw_fused_max_abs_diff", r.value["err"], "1", thr, **r.label))
             if not r.value["err"] <= r.value["tol"]:
                 bad.append(f"{r.where}: fused AdamW differs from for-each by {r.value['err']:.3g} > {r.value['tol']:.3g}")

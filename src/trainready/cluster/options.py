@@ -87,7 +87,7 @@ class FleetOptions:
     cross: bool = True
     collective: bool = True  # the multi-node all_reduce in the cross step (--no-collective: facts only)
     reservation: str | None = None  # run inside this reservation (resume's re-validation)
-    max_drain: MaxDrain = field(default_factory=lambda: parse_max_drain(DEFAULT_MAX_DRAIN))  # --drain's bound (guard.py)
+    max_drain: MaxDrain = field(default_factory=lambda: parse_max_drain(DEFAULT_MAX_DRAIN))  # --drain's bound (judge/guard.py)
 
     def remote(self) -> list[str]:
         """How a node starts trainready: in a container, the image's own python3 on this trainready staged onto the

@@ -1,6 +1,6 @@
 """The fleet's slow-node rule measures a suspect again before it rejects it.
 
-stats.py's rule compares each node's throughput figures (GEMM TFLOP/s, HBM GB/s, training tokens/s) with the
+judge/stats.py's rule compares each node's throughput figures (GEMM TFLOP/s, HBM GB/s, training tokens/s) with the
 fleet's median.  One measurement of a healthy node can sit below it: the acceptance array runs up to
 --concurrency tasks at once, and whatever else the node runs (a monitoring agent, a page-cache flush, another
 job's tail) is not the node's fault.  A slow GPU or node is slow every time.  So a node whose figure is slow in

@@ -11,7 +11,7 @@ The ledger RESULTS/rollout.json (trainready.rollout/1, written atomically after 
 resumable: killed mid-rollout, the next invocation with the same nodes and waves skips every finished wave
 and picks up the interrupted one's run where it is (runstate.py: nothing submitted again); a stopped wave runs
 again (after the operator's repair / --revalidate).  A slurmctld that goes silent inside a wave is waited for
-(outage.py), as in `cluster run`.
+(control/outage.py), as in `cluster run`.
 """
 
 from __future__ import annotations

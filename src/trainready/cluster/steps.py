@@ -32,7 +32,7 @@ from trainready.errors import SlurmError, UsageError
 
 def select_nodes(opts: FleetOptions) -> avail.Selection:
     """--nodelist (Slurm's own expansion), or the first --nodes N usable nodes of the partition (default: all
-    of them); the nodes Slurm will not run a task on are not tested (avail.py), with Slurm's state and reason."""
+    of them); the nodes Slurm will not run a task on are not tested (control/avail.py), with Slurm's state and reason."""
     if opts.nodelist:
         names = slurm.hostnames(opts.nodelist)
         if not names:
@@ -136,7 +136,7 @@ def never_started(s: slurm.TaskState | None, stuck: str = "") -> str:
 
 
 def no_result_reason(s: slurm.TaskState, why: str) -> tuple[str, str]:
-    """(cause, reason) of a task that ran but left no record (OVERTIME/TIMEOUT are judged with progress.py)."""
+    """(cause, reason) of a task that ran but left no record (OVERTIME/TIMEOUT are judged with tasks/progress.py)."""
     if s.state == GONE:
         return ("no result: ended unwatched", f"task {s.job_id} wrote no record ({why}) and Slurm no longer knows "
                 "it (it ended more than MinJobAge ago; the cluster keeps no accounting)")
@@ -152,7 +152,7 @@ def no_result_reason(s: slurm.TaskState, why: str) -> tuple[str, str]:
 def overtime(opts: FleetOptions, node: str, s: slurm.TaskState, finished_s: list[float],
              progs: dict[str, dict[str, Any]], ended: float | None) -> tuple[str, str]:
     """(cause, reason) of a task that ran past --time: 'did not finish within --time' or, when its progress
-    shows it stopped moving, 'hung' (progress.py); judged as of `ended`, when it was cancelled."""
+    shows it stopped moving, 'hung' (tasks/progress.py); judged as of `ended`, when it was cancelled."""
     others = [d for n, d in progs.items() if n != node]
     ot = progress.judge(progs.get(node), others, finished_s, s.run_s, opts.time_limit, now=ended)
     end = "cancelled" if s.state == OVERTIME else "killed by Slurm at its time limit"
@@ -160,7 +160,7 @@ def overtime(opts: FleetOptions, node: str, s: slurm.TaskState, finished_s: list
 
 
 def read_progress(results: Path) -> dict[str, dict[str, Any]]:
-    """Every node's progress file under this run's folder (progress.py), read once."""
+    """Every node's progress file under this run's folder (tasks/progress.py), read once."""
     names = [p.name[: -len(".progress.json")] for p in (results / "nodes").glob("*.progress.json")]
     return {n: d for n in names if (d := progress.read(results, n)) is not None}
 

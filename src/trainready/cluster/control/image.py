@@ -116,7 +116,7 @@ class ContainerFault:
     """A task that left no record because its container never ran, in Pyxis's and enroot's own words."""
 
     cause: str
-    """The cause key: the same on every node it hits, so a cause shared by the fleet is seen as one (guard.py)."""
+    """The cause key: the same on every node it hits, so a cause shared by the fleet is seen as one (judge/guard.py)."""
     text: str
     """Pyxis's and enroot's lines from the task's log, joined."""
     not_tested: bool

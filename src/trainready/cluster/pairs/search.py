@@ -1,10 +1,10 @@
 """`trainready cluster pairs`: name the slow nodes from rounds of disjoint node pairs (cluster/pairs/pairing.py decides).
 
 Every pair of a round is its own Slurm step, all started at once: `srun -N2 --nodelist=A,B ... trainready
-cluster pair-task` (pairtask.py), whose rank 0 writes the pair's comm record under RESULTS/pairs/round-R/.
+cluster pair-task` (cluster/tasks/pair.py), whose rank 0 writes the pair's comm record under RESULTS/pairs/round-R/.
 A pair whose step fails or writes no record has no result, which counts as below the floor; one whose srun could
 not reach slurmctld is run again once the controller answers.  The search keeps its state per round
-(pairs_state.py), so `cluster pairs --attach` picks it up at the round it reached.
+(state.py), so `cluster pairs --attach` picks it up at the round it reached.
 Writes RESULTS/pairs/pairs.json (schema trainready.pairs/1): every pair, every node's standing, the culprits.
 """
 
@@ -74,7 +74,7 @@ def busbw_of(path: Path) -> tuple[float | None, str]:
 
 def make_measure(opts: PairsOptions, addr: Mapping[str, str], say: Callable[[str], None],
                  why: dict[Pair, str]) -> Callable[[int, Sequence[Pair]], dict[Pair, float | None]]:
-    """Each round's busbw per pair: a round this search finished is read from its state (pairs_state.py), an
+    """Each round's busbw per pair: a round this search finished is read from its state (state.py), an
     unfinished one keeps the pairs whose record its earlier steps wrote; the rest run as steps, and a step whose
     srun could not reach slurmctld runs again once the controller answers."""
     f = opts.fleet
@@ -92,7 +92,7 @@ def make_measure(opts: PairsOptions, addr: Mapping[str, str], say: Callable[[str
             if todo and attempt < RESENDS:
                 say(f"round {rnd}: {', '.join(f'{a}+{b}' for a, b in todo)}: srun could not reach slurmctld; "
                     "again once it answers")
-                slurm.nodes([n for ab in todo for n in ab])  # waits for a silent controller (outage.py)
+                slurm.nodes([n for ab in todo for n in ab])  # waits for a silent controller (control/outage.py)
         got.update({ab: (None, f"srun could not reach slurmctld, {RESENDS + 1} times") for ab in todo})
         ps.round_done(f.results, rnd, {ab: got[ab] for ab in pairs})
         why.update({ab: got[ab][1] for ab in pairs})

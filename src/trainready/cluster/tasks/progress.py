@@ -64,7 +64,7 @@ def read(results: Path, node: str) -> dict[str, Any] | None:
 @dataclass(frozen=True)
 class Overtime:
     hung: bool
-    cause: str  # the cause key (guard.py groups nodes by it)
+    cause: str  # the cause key (judge/guard.py groups nodes by it)
     text: str  # what to say after "task J "
 
 

@@ -1,6 +1,6 @@
 """Runs that outlive their collector: --controller-wait (how long a silent slurmctld is waited for), `cluster run
 --detach` (submit, print the run id, return) and `cluster attach` / `cluster run --attach` (pick a run up where
-its state says it is: cluster/runstate.py).  Used by commands/cluster/run.py, cluster_pairs.py, cluster_rollout.py."""
+its state says it is: cluster/runstate.py).  Used by run.py, pairs.py and rollout.py of this package."""
 
 from __future__ import annotations
 

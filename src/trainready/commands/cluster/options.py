@@ -69,7 +69,7 @@ class FleetArgs:
     drain: bool = False
     """--drain: drain rejected nodes."""
     max_drain: str = "10%"
-    """--max-drain: the most nodes one run drains, a count or a percentage of the nodes tested (guard.py)."""
+    """--max-drain: the most nodes one run drains, a count or a percentage of the nodes tested (cluster/judge/guard.py)."""
     image: str | None = None
     """--container-image: the Pyxis image every task runs in."""
     mounts: tuple[str, ...] = ()

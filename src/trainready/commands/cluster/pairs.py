@@ -1,6 +1,6 @@
 """`trainready cluster pairs`: which node is slow, from rounds of disjoint node pairs (cluster/pairs/search.py).
 
-On the `cluster` command group of commands/cluster/run.py; its Slurm options are those of commands/cluster/options.py."""
+Registered on the `cluster` group by commands/cluster/__init__.py; its Slurm options are those of commands/cluster/options.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`trainready cluster rollout`: a new image or driver reaches the fleet wave by wave (cluster/rollout.py).
 
-On the `cluster` command group of commands/cluster/run.py; its Slurm options are those of commands/cluster/options.py."""
+Registered on the `cluster` group by commands/cluster/__init__.py; its Slurm options are those of commands/cluster/options.py."""
 
 from __future__ import annotations
 
