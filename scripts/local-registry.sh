@@ -93,11 +93,13 @@ layout() {  # $1: rootfs, $2: layout dir, $3: tag -> an OCI image layout of one 
 }
 
 push() {  # $1: rootfs, $2: name (trainready/NAME), prints NAME:v1@DIGEST
-    local digest err
-    digest=$(layout "$1" "$STATE/oci-$2" v1)
-    err=$(skopeo copy -q --dest-tls-verify=false "oci:$STATE/oci-$2:v1" "docker://127.0.0.1:$PORT/trainready/$2:v1" 2>&1) \
+    local err
+    layout "$1" "$STATE/oci-$2" v1 >/dev/null
+    # the digest of the manifest as pushed (skopeo writes the manifest the registry stores: its sha256 is the pin)
+    err=$(skopeo copy -q --dest-tls-verify=false --digestfile "$STATE/digest-$2" "oci:$STATE/oci-$2:v1" \
+          "docker://127.0.0.1:$PORT/trainready/$2:v1" 2>&1) \
         || cannot "skopeo copy to 127.0.0.1:$PORT failed: $(echo "$err" | tail -1)"
-    echo "trainready/$2:v1@$digest"
+    echo "trainready/$2:v1@$(cat "$STATE/digest-$2")"
 }
 
 small_rootfs() {  # a root file system of a few files, the same bytes every time
