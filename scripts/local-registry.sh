@@ -80,7 +80,9 @@ layout() {  # $1: rootfs, $2: layout dir, $3: tag -> an OCI image layout of one 
     tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$root" -cf "$out/layer.tar" .
     read -r layer lsize < <(blob "$out" "$out/layer.tar")
     diff=$layer  # uncompressed: the layer's digest is its diff_id
-    printf '{"architecture":"amd64","os":"linux","config":{"Env":["PATH=/usr/bin:/bin"]},"rootfs":{"type":"layers","diff_ids":["%s"]}}' \
+    # a history entry: docker-registry 2.8 answers a request by tag without an Accept header (enroot's first request)
+    # with the image converted to a schema 1 manifest, which needs one
+    printf '{"architecture":"amd64","os":"linux","created":"1970-01-01T00:00:00Z","config":{"Env":["PATH=/usr/bin:/bin"]},"rootfs":{"type":"layers","diff_ids":["%s"]},"history":[{"created":"1970-01-01T00:00:00Z","created_by":"scripts/local-registry.sh"}]}' \
         "$diff" >"$out/config.json"
     read -r cfg csize < <(blob "$out" "$out/config.json")
     printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"%s","size":%s},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":"%s","size":%s}]}' \
@@ -95,8 +97,9 @@ layout() {  # $1: rootfs, $2: layout dir, $3: tag -> an OCI image layout of one 
 push() {  # $1: rootfs, $2: name (trainready/NAME), prints NAME:v1@DIGEST
     local err
     layout "$1" "$STATE/oci-$2" v1 >/dev/null
-    # the digest of the manifest as pushed (skopeo writes the manifest the registry stores: its sha256 is the pin)
-    err=$(skopeo copy -q --dest-tls-verify=false --digestfile "$STATE/digest-$2" "oci:$STATE/oci-$2:v1" \
+    # a Docker v2 schema 2 manifest: docker-registry 2.8 answers a HEAD without an Accept header (enroot's first
+    # request) with 404 for an OCI manifest.  The digest of the manifest as pushed: its sha256 is the pin
+    err=$(skopeo copy -q --format v2s2 --dest-tls-verify=false --digestfile "$STATE/digest-$2" "oci:$STATE/oci-$2:v1" \
           "docker://127.0.0.1:$PORT/trainready/$2:v1" 2>&1) \
         || cannot "skopeo copy to 127.0.0.1:$PORT failed: $(echo "$err" | tail -1)"
     echo "trainready/$2:v1@$(cat "$STATE/digest-$2")"
