@@ -5,7 +5,8 @@
 #   scripts/local-registry.sh up [--port P] [--big MB]
 #                      start the registry (127.0.0.1:P only, default 5611; storage under its own state folder),
 #                      build a small image from a local root file system (a few text files in one layer, an OCI
-#                      layout written here) and push it as trainready/small:v1 with skopeo; --big MB: also push
+#                      layout written here) and push it as trainready/small:v1 with skopeo, and the same with one file
+#                      more as trainready/other:v1; --big MB: also push
 #                      trainready/big:v1, one layer of MB MiB of random bytes (an import that takes a moment).
 #                      Prints the pushed references pinned by digest, one a line: "NAME:TAG@sha256:HEX".
 #                      Idempotent: a registry already up is reused; an image already pushed is pushed again
@@ -113,6 +114,13 @@ small_rootfs() {  # a root file system of a few files, the same bytes every time
     echo "$r"
 }
 
+other_rootfs() {  # the small image and one file more: another image, another digest
+    local r=$STATE/rootfs-other
+    small_rootfs >/dev/null && rm -rf "$r" && cp -a "$STATE/rootfs-small" "$r"
+    printf 'one file more\n' >"$r/usr/share/trainready/OTHER"
+    echo "$r"
+}
+
 big_rootfs() {  # $1: MiB of random bytes in one file (kept between runs: the same layer, the same digest)
     local r=$STATE/rootfs-big-$1
     if [ ! -f "$r/blob.bin" ]; then
@@ -124,6 +132,7 @@ big_rootfs() {  # $1: MiB of random bytes in one file (kept between runs: the sa
 up() {
     start
     push "$(small_rootfs)" small
+    push "$(other_rootfs)" other
     if [ "$BIG" -gt 0 ]; then push "$(big_rootfs "$BIG")" big; fi
 }
 
