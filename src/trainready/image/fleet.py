@@ -6,12 +6,20 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence, TypeVar
 
-from trainready.cluster.verdict import NodeInput
 from trainready.errors import UsageError
 from trainready.image.record import for_file, record_path
 
+class NodeRecord(Protocol):
+    """What the check reads of a node's verdict input (cluster/verdict.NodeInput, a frozen dataclass): this module
+    does not import the cluster package, which imports it."""
+
+    node: str
+    record: Mapping[str, Any] | None
+
+
+N = TypeVar("N", bound=NodeRecord)
 FEW_NODES = 4  # above this many nodes, a registry reference gets the warning
 
 
@@ -40,12 +48,12 @@ def warn_registry(image: str | None, nodes: int, say: Callable[[str], None]) -> 
             "`trainready image distribute` and give the .sqsh (docs/image.md)")
 
 
-def node_sha(ni: NodeInput) -> str | None:
+def node_sha(ni: NodeRecord) -> str | None:
     cont = (ni.record or {}).get("container") or {}
     return cont.get("image_sha256") if isinstance(cont, Mapping) else None
 
 
-def against_record(inputs: Sequence[NodeInput], facts: Mapping[str, Any] | None) -> list[NodeInput]:
+def against_record(inputs: Sequence[N], facts: Mapping[str, Any] | None) -> list[N]:
     """A node whose copy's sha256 is not the record's is rejected ('image differs'), naming both sums."""
     if not facts:
         return list(inputs)
