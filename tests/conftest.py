@@ -269,6 +269,7 @@ ALT_MODULES = ("test_cluster_gate.py", "test_fleet_history.py", "test_report_htm
 # Modules with a local cluster of their own (scripts/local-slurm.sh --cluster NAME, its own slurmctld and
 # nodes): one scope each, so they run beside the 3-node chains in another worker.
 OWN_CLUSTER_MODULES = ("test_cluster_scale.py", "test_cluster_hostset.py", "test_cluster_site.py", "test_cluster_outage.py",
+                       "test_image_distribute.py",
                        "test_cluster_pyxis.py")
 
 

@@ -142,7 +142,7 @@ LAYERS = (
     "trainready.hostsettings", "trainready.hardware", "trainready.spec", "trainready.devices", "trainready.numerics",
     "trainready.workload", "trainready.data", "trainready.ckpt", "trainready.plan", "trainready.ranks",
     "trainready.comm", "trainready.resume", "trainready.burnin", "trainready.compare", "trainready.report",
-    "trainready.bundle", "trainready.suite", "trainready.checks",
+    "trainready.bundle", "trainready.image", "trainready.suite", "trainready.checks",
     "trainready.cluster.control", "trainready.cluster.plants", "trainready.cluster.tasks", "trainready.cluster.judge",
     "trainready.cluster", "trainready.cluster.pairs",
     "trainready.selftest", "trainready.commands", "trainready.cli", "trainready.entry", "trainready.__main__",

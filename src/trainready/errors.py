@@ -131,3 +131,7 @@ class ControllerDown(SlurmError):
         self.detail = detail
         self.unsent = unsent
         super().__init__(message)
+
+
+class ImageError(TrainreadyError):
+    """An image import or distribution failed (the registry, enroot or a node said why): exit 1, one line."""

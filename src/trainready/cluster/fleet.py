@@ -80,6 +80,10 @@ def accept_nodes(here: FleetOptions, sel: avail.Selection, gpus: int, say: steps
     not tested, in the order asked for.  An array this run already submitted (runstate.py) is picked up."""
     sel.say_not_tested(say)
     nodes = list(sel.nodes)
+    if here.container:  # a registry reference: every node pulls on its own (image/fleet.py)
+        from trainready.image.fleet import warn_registry
+
+        warn_registry(here.container.image, len(nodes), say)
     job, inputs = "", []
     if nodes:
         st = runstate.read(here.results)
@@ -96,6 +100,10 @@ def accept_nodes(here: FleetOptions, sel: avail.Selection, gpus: int, say: steps
                          node_record(here.results, nodes[0]).parent)
             runstate.save(here.results, phase="accepted", watch=runstate.watch_doc(w))
         inputs = steps.gather(here, nodes, w)
+        if here.container:  # every node's copy against the image record (image/fleet.py)
+            from trainready.image.fleet import against_record
+
+            inputs = against_record(inputs, here.container.record)
     inputs += [NodeInput(n, None, not_tested=why) for n, why in sel.not_tested.items()]
     rank = {n: i for i, n in enumerate(sel.order)}
     return job, sorted(inputs, key=lambda ni: rank.get(ni.node, len(rank)))
@@ -203,7 +211,8 @@ def run_fleet(opts: FleetOptions, say: steps.Progress, kind: str = "run",
     reference = opts.reference or (base.reference if base else None)
     context = {"job_id": job, "remeasure_job_id": again_job or None, "spec_source": source, "results": str(opts.results), "run": str(here.results),
                "kind": kind, "started": started, "finished": history.now(), "reference_option": reference,
-               "image": opts.container.image if opts.container else None}
+               "image": opts.container.image if opts.container else None,
+               "image_record": opts.container.record if opts.container else None}
     if opts.container:  # the launcher's versions and the Pyxis plugin's Slurm (cluster/control/launcher.py)
         from trainready.cluster.control.launcher import chain
 

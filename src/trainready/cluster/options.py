@@ -6,7 +6,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from trainready.cluster.judge.guard import DEFAULT_MAX_DRAIN, MaxDrain, parse_max_drain
 from trainready.errors import UsageError
@@ -24,6 +24,7 @@ class Container:
     image: str
     mounts: tuple[str, ...] = ()
     mount_home: bool = False
+    record: Mapping[str, Any] | None = None  # the image record's facts (image/fleet.py): the sha256 every node must have
 
     def srun_flags(self, results: Path) -> list[str]:
         mounts = list(self.mounts)

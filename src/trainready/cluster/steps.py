@@ -83,7 +83,7 @@ def batch_script(opts: FleetOptions, gpus: int = 0) -> str:
     # the image as $IMAGE: its sha256 and the slurmd version read on the node first (cluster/control/image.py)
     flags = [f for f in opts.container.srun_flags(opts.results) if not f.startswith("--container-image=")]
     srun = ["srun", "--ntasks=1", "--nodes=1"] + ([f"--gpus-per-node={gpus}"] if gpus else [])
-    return head + prelude(opts.container.image, opts.plants) + (
+    return head + prelude(opts.container.image, opts.plants, opts.container.record) + (
         f'exec {shlex.join(srun)} --cpus-per-task="$SLURM_CPUS_ON_NODE" --container-image="$IMAGE" '
         f'{shlex.join(flags + task_command(opts))}\n')
 

@@ -11,6 +11,7 @@ squashfs it deletes again, so no checksum can be read (import it once with `enro
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -27,6 +28,7 @@ FILE_VAR = "TRAINREADY_IMAGE_FILE"  # the path the node handed to Pyxis
 SLURMD_VAR = "TRAINREADY_SLURMD_VERSION"  # `slurmd -V` on the node: 'slurm 22.05.8'
 PYXIS_VAR, ENROOT_VAR = "TRAINREADY_PYXIS_VERSION", "TRAINREADY_ENROOT_VERSION"  # read on the node (prelude)
 CTLD_VAR = "TRAINREADY_SLURMCTLD_VERSION"  # slurmctld's SLURM_VERSION (scontrol show config) at submission
+RECORD_VAR = "TRAINREADY_IMAGE_RECORD"  # the image record's facts as JSON (trainready image import), or unset
 PLANT = "cluster.image"  # --plant cluster.image=NODE:PATH: that node is given another squashfs (a test run)
 
 
@@ -54,11 +56,13 @@ def planted_images(faults: Mapping[str, str]) -> list[tuple[str, str]]:
     return out
 
 
-def prelude(image: str, plants: Mapping[str, str]) -> str:
+def prelude(image: str, plants: Mapping[str, str], record: Mapping[str, Any] | None = None) -> str:
     """Batch-script lines, run on the node before the container step: IMAGE (the planted one on a planted node),
     its sha256 when it is a readable file, and the slurmd version, exported into the step's environment."""
     ctld = config().get("SLURM_VERSION", "")  # slurmctld's, asked once at submission
     lines = [f"IMAGE={shlex.quote(image)}", f"export {CTLD_VAR}={shlex.quote(ctld)}"]
+    if record:  # the image record's facts, into the node record (image/fleet.py)
+        lines.append(f"export {RECORD_VAR}={shlex.quote(json.dumps(dict(record), sort_keys=True))}")
     for node, path in planted_images(plants):
         lines.append(f'[ "$SLURMD_NODENAME" = {shlex.quote(node)} ] && IMAGE={shlex.quote(path)}  # planted')
     lines += [
@@ -87,7 +91,8 @@ def node_facts(image: str | None, env: Mapping[str, str] | None = None) -> dict[
         pass
     return {"image": image, "digest": digest(image), "file": e.get(FILE_VAR) or None,
             "image_sha256": (f"sha256:{e[SHA_VAR]}" if e.get(SHA_VAR) else None),
-            "python": sys.executable, "torch_path": torch_file}
+            "python": sys.executable, "torch_path": torch_file,
+            "image_record": json.loads(e[RECORD_VAR]) if e.get(RECORD_VAR) else None}
 
 
 def launcher(env: Mapping[str, str] | None = None) -> dict[str, str | None]:

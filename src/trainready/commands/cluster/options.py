@@ -76,6 +76,8 @@ class FleetArgs:
     """--container-mounts: Pyxis mounts SRC:DST[:FLAGS]."""
     mount_home: bool = False
     """--container-mount-home: mount $HOME in the container."""
+    image_record: str | None = None
+    """--image-record: the image record (trainready image import) every node's copy is held to."""
     plant: tuple[str, ...] = ()
     """--plant: faults planted for tests (cluster.NAME=NODE[:X])."""
 
@@ -97,6 +99,9 @@ class FleetArgs:
         limit, burnin_s = burnin_time(self.level, self.only, self.duration, limit_s, spec.burnin.duration_s)
         if self.mounts and not self.image:
             raise UsageError("--container-mounts needs --container-image (Pyxis mounts into a container)")
+        from trainready.image.fleet import record_facts
+
+        facts = record_facts(self.image, self.image_record)
         planted = parse_plants(list(self.plant), "cluster")
         faults.validate(planted)
         return FleetOptions(results=writable_results(self.results), nodelist=self.nodelist, count=self.nodes,
@@ -106,7 +111,7 @@ class FleetArgs:
                             burnin_s=burnin_s,
                             concurrency=self.concurrency, collective=self.collective, reference=self.reference,
                             drain=self.drain,
-                            container=Container(self.image, parse_mounts(list(self.mounts)), self.mount_home)
+                            container=Container(self.image, parse_mounts(list(self.mounts)), self.mount_home, facts)
                             if self.image else None, plants=planted, max_drain=parse_max_drain(self.max_drain))
 
 
@@ -145,7 +150,7 @@ def writable_results(text: str) -> Path:
     return res
 
 
-JOB = ("results", "partition", "spec", "time_limit", "image", "mounts", "mount_home", "plant")
+JOB = ("results", "partition", "spec", "time_limit", "image", "mounts", "mount_home", "image_record", "plant")
 NODES = ("nodes", "nodelist")
 CHECKS = ("level", "only", "skip", "duration", "concurrency", "collective")
 VERDICT = ("reference", "drain", "max_drain")
@@ -188,6 +193,9 @@ _DECLARED: dict[str, tuple[Any, Callable[[Any], Any]]] = {
                                                  "(comma-separated); --results is always mounted at its own path.")),
     "mount_home": (bool, lambda d: typer.Option(d, "--container-mount-home", help="Mount $HOME in the container "
                                                 "(Pyxis mounts it by default; trainready does not).")),
+    "image_record": (str, lambda d: typer.Option(d, "--image-record", help="The image record of the --container-image "
+                                                 "file (trainready image import; default: FILE.sqsh.json beside it): "
+                                                 "every node's copy must have its sha256.")),
     "plant": (list[str], lambda d: typer.Option(d, "--plant", hidden=True, help="Plant a fault cluster.NAME=NODE[:X] "
                                                 "(tests).")),
 }

@@ -1,0 +1,108 @@
+"""`trainready image import`: a registry image pinned by digest → one squashfs (the site's `enroot import`,
+SOURCE_DATE_EPOCH set: the same image gives the same bytes) and its record beside it.
+
+Atomic: enroot writes `.NAME.sqsh.part-PID` in the destination folder; only a complete import whose manifest was
+checked against the pin is renamed to NAME.sqsh, then its record written; a failure or an interruption removes
+the part file and writes nothing.  An existing NAME.sqsh with another sha256 is never overwritten."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from trainready.bundle.layout import sha256_file
+from trainready.errors import ImageError, UsageError
+from trainready.image import enroot, ref as refs, registry
+from trainready.image.record import SCHEMA, record_path
+from trainready.util.atomic import atomic_write_json, fsync_path
+
+
+@dataclass(frozen=True)
+class Imported:
+    sqsh: Path
+    record: Path
+    doc: dict[str, Any]
+    fresh: bool
+    """False: the same file (same sha256) was already there."""
+
+
+def target(ref: refs.ImageRef, out: str | None) -> Path:
+    """--out FILE (ending .sqsh), or --out DIR (default: here) with the name from the image and its digest."""
+    p = Path(out or ".").expanduser()
+    if p.suffix == ".sqsh":
+        if not p.parent.is_dir():
+            raise UsageError(f"--out {out}: no such folder {p.parent}")
+        return p.resolve()
+    if not p.is_dir():
+        raise UsageError(f"--out {out}: expected an existing folder or a FILE.sqsh")
+    return (p / f"{ref.file_stem()}.sqsh").resolve()
+
+
+def pin(e: enroot.Enroot, ref: refs.ImageRef, resolve: bool, say: Callable[[str], None]) -> refs.ImageRef:
+    """The reference pinned: as given, or (--resolve) its tag resolved with `enroot digest`."""
+    if ref.digest is not None:
+        return ref
+    if not resolve:
+        refs.require_pin(ref)
+    d = enroot.digest(e, ref.uri())
+    say(f"resolved {ref.given} to {d} (enroot digest)")
+    return ref.pinned(d)
+
+
+def import_image(given: str, out: str | None, resolve: bool, say: Callable[[str], None]) -> Imported:
+    ref = refs.parse(given)
+    if ref.digest is None and not resolve:
+        refs.require_pin(ref)
+    e = enroot.find()
+    ref = pin(e, ref, resolve, say)
+    dest = target(ref, out)
+    man = registry.verified(e, ref)
+    say(f"manifest {ref.digest} checked (sha256 of the registry's manifest = the pin); {len(man.layers)} layer(s)")
+    part = dest.with_name(f".{dest.name}.part-{os.getpid()}")
+    epoch = int(os.environ.get("SOURCE_DATE_EPOCH") or 0)
+    t0 = time.monotonic()
+    try:
+        enroot.run_import(e, ref.uri(), part, epoch)
+        wall = time.monotonic() - t0
+        sha, size = "sha256:" + sha256_file(part), part.stat().st_size
+        doc = record_doc(ref, man, e, dest, sha, size, wall, epoch)
+        return publish(part, dest, doc)
+    finally:
+        part.unlink(missing_ok=True)
+
+
+def record_doc(ref: refs.ImageRef, man: registry.Manifest, e: enroot.Enroot, dest: Path, sha: str, size: int,
+               wall: float, epoch: int) -> dict[str, Any]:
+    """The versioned record (no credential: the reference's user name at most, never a password or token)."""
+    return {"schema": SCHEMA, "file": dest.name, "reference": ref.uri(), "given": ref.given,
+            "registry": ref.registry, "image": ref.image, "tag": ref.tag, "digest": ref.digest,
+            "platform_digest": man.platform_digest, "config_digest": man.config, "layers": list(man.layers),
+            "sha256": sha, "size_bytes": size,
+            "enroot": {"version": e.version, "path": e.path, "squash_options": e.config.get("ENROOT_SQUASH_OPTIONS", ""),
+                       "source_date_epoch": epoch},
+            "import_s": round(wall, 3), "imported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "host": socket.gethostname()}
+
+
+def publish(part: Path, dest: Path, doc: dict[str, Any]) -> Imported:
+    """PART → DEST and its record, unless DEST holds another file (then nothing changes: one ImageError)."""
+    rec = record_path(dest)
+    if dest.exists():
+        have = "sha256:" + sha256_file(dest)
+        if have != doc["sha256"]:
+            raise ImageError(f"{dest} exists with {have}; this import of {doc['reference']} is {doc['sha256']}: "
+                             "not overwritten (remove it, or import to another --out)")
+        atomic_write_json(rec, doc)
+        return Imported(dest, rec, doc, False)
+    fsync_path(part)
+    try:
+        os.link(part, dest)  # never over a file another import published meanwhile (the part is removed after)
+    except FileExistsError:
+        return publish(part, dest, doc)
+    fsync_path(dest.parent)
+    atomic_write_json(rec, doc)
+    return Imported(dest, rec, doc, True)
