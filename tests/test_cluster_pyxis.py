@@ -132,6 +132,52 @@ def test_a_node_given_another_squashfs_is_rejected_and_a_missing_image_is_not_te
     assert n3["not_tested"] and "No such file or directory" in n3["not_tested"] and str(missing) in n3["not_tested"], n3
 
 
+def image_with_record(image: Path, folder: Path) -> tuple[Path, str]:
+    """The test image as `image import` leaves it: NAME.sqsh and beside it its trainready.image/1 record (the
+    reference pinned by a digest; importing through a registry is tests/test_image_import.py's)."""
+    folder.mkdir(parents=True)
+    sqsh = folder / "test-image.sqsh"
+    os.link(image, sqsh) if os.stat(image).st_dev == os.stat(folder).st_dev else shutil.copyfile(image, sqsh)
+    sha = "sha256:" + subprocess.run(["sha256sum", str(sqsh)], capture_output=True, text=True).stdout.split()[0]
+    digest = "sha256:" + "d" * 64
+    doc = {"schema": "trainready.image/1", "file": sqsh.name, "reference": f"docker://127.0.0.1:5000#trainready/test@{digest}",
+           "digest": digest, "sha256": sha, "size_bytes": sqsh.stat().st_size}
+    Path(f"{sqsh}.json").write_text(json.dumps(doc))
+    return sqsh, sha
+
+
+def test_the_distributed_copies_are_held_to_the_image_record(pyxis, image, tmp_path) -> None:
+    """The operator's flow: `image distribute` puts the imported file on the nodes' storage, then `cluster run
+    --container-image` on that copy with its record accepts every node, each node record carrying the image's
+    reference, digest and sha256; a node given another file is rejected naming its sum and the record's."""
+    sqsh, sha = image_with_record(image, tmp_path / "lustre")
+    dest = tmp_path / "local"  # one folder: the local cluster's nodes are one host
+    d = run_cli("image", "distribute", str(sqsh), "--nodelist", f"{CLUSTER}[1-3]", "--dest", str(dest), timeout=600)
+    assert d.returncode == 0, (d.stdout + d.stderr)[-3000:]
+    assert "3/3 node(s) ready" in d.stdout and "copied" in d.stdout, d.stdout
+    copy, record = str(dest / sqsh.name), f"{sqsh}.json"
+    p, doc = cluster_run(tmp_path / "r", copy, "--image-record", record, checks="versions")
+    assert all(n["accepted"] for n in doc["nodes"]), (p.stdout + p.stderr)[-3000:]
+    assert doc["context"]["image_record"]["sha256"] == sha, doc["context"]
+    for node in NODES:
+        c = json.loads(Path(by_node(doc)[node]["record"]).read_text())["container"]
+        assert c["image_sha256"] == sha and c["image_record"]["sha256"] == sha, c
+        assert c["image_record"]["digest"] == "sha256:" + "d" * 64 and c["image_record"]["reference"].startswith("docker://")
+    other = tmp_path / "other.sqsh"
+    shutil.copyfile(sqsh, other)
+    (tmp_path / "extra").mkdir()
+    (tmp_path / "extra" / "note").write_text("one file more\n")
+    subprocess.run(["mksquashfs", str(tmp_path / "extra"), str(other), "-quiet"], check=True, capture_output=True)
+    p, doc = cluster_run(tmp_path / "r2", copy, "--image-record", record, "--plant", f"cluster.image={CLUSTER}2:{other}",
+                         checks="versions")
+    n = by_node(doc)
+    assert n[f"{CLUSTER}1"]["accepted"] and n[f"{CLUSTER}3"]["accepted"], n
+    bad = n[f"{CLUSTER}2"]
+    assert not bad["accepted"] and bad["causes"] == ["image differs"], bad
+    theirs = "sha256:" + subprocess.run(["sha256sum", str(other)], capture_output=True, text=True).stdout.split()[0]
+    assert f"{theirs} on this node vs {sha} (record {record})" in bad["reasons"][0], bad["reasons"]
+
+
 def test_an_image_broken_for_every_node_is_a_fleet_wide_cause_and_drains_nothing(pyxis, tmp_path) -> None:
     """Every node is given a file that is no squashfs: enroot's 'Invalid image format' on each, one cause, and
     --drain drains none of them (the guard: a cause this wide is the run's, not the nodes')."""
