@@ -13,6 +13,7 @@ def _run(tmp_path, faults=None, timeout=60.0):
     return REGISTRY["allreduce"]().execute(CheckContext(spec, tmp_path, faults or {}))
 
 
+@pytest.mark.slow
 def test_wrong_value_fails_before_healthy_passes(tmp_path):
     bad = _run(tmp_path, {"allreduce.wrong_rank": "2"})
     assert bad.status == Status.FAIL and "expected 36" in bad.message and "36.5" in bad.message
@@ -23,6 +24,7 @@ def test_wrong_value_fails_before_healthy_passes(tmp_path):
     assert len(sums) == 8 and all(m.value == 36 and m.ok for m in sums)
 
 
+@pytest.mark.slow
 def test_dead_rank_is_named(tmp_path):
     r = _run(tmp_path, {"allreduce.die_rank": "5"})
     assert r.status == Status.FAIL and "rank 5 died (exit code 17)" in r.message

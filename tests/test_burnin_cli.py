@@ -22,6 +22,7 @@ from conftest import SRC
 BURNIN = ("node", "--spec", "example:cpu-default", "--only", "burnin")
 
 
+@pytest.mark.slow
 def test_planted_slowdown_and_counter_fail_and_the_plain_run_passes(cli, tmp_path: Path) -> None:
     bad = cli(*BURNIN, "--duration", "8s", "--plant", "burnin.slow=0:3", "--plant",
               "burnin.counter=1:ecc_uncorrected", "--json", str(tmp_path / "bad.json"),
@@ -63,6 +64,7 @@ def test_planted_slowdown_and_counter_fail_and_the_plain_run_passes(cli, tmp_pat
     assert "BF16 GEMM per GPU over time" in page and "HBM copy per GPU over time" in page
 
 
+@pytest.mark.slow
 def test_ctrl_c_records_the_part_measured_as_partial(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(SRC), "COLUMNS": "160"}
     out = tmp_path / "part.json"
@@ -82,6 +84,7 @@ def test_ctrl_c_records_the_part_measured_as_partial(tmp_path: Path) -> None:
     assert res["status"] == "warn" and res["details"]["measured_s"] > 0
 
 
+@pytest.mark.slow
 def test_duration_only_with_the_burn_in(cli) -> None:
     r = cli("node", "--only", "versions", "--duration", "5m")
     assert r.returncode == 2 and "--duration: only the burn-in uses it" in r.stderr
@@ -124,6 +127,7 @@ def test_fleet_verdict_compares_sustained_burn_in_figures() -> None:
     assert any(r.startswith("slow: GPU 5 burnin_gemm_sustained") for r in v[bad].reasons), v[bad].reasons
 
 
+@pytest.mark.slow
 def test_selftest_list_marks_the_counter_case_judge_only(cli) -> None:
     r = cli("selftest", "--list")
     rows = {line.split()[0]: line for line in r.stdout.splitlines() if line.strip()}

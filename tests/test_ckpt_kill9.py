@@ -42,6 +42,7 @@ CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 def test_kill_9_mid_save_keeps_previous_checkpoint(tmp_path: Path) -> None:
     root, marker = tmp_path / "ckpt", tmp_path / "marker"

@@ -17,6 +17,7 @@ from trainready.workload.loop import TrainConfig, Trainer
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 
 
+@pytest.mark.slow
 def test_round_trip_restores_model_and_optimizer(tmp_path: Path) -> None:
     tr = trained_cpu(3)
     save_checkpoint(tmp_path, 3, tr.model, tr.optimizer, {"note": "x"})
@@ -34,6 +35,7 @@ def test_round_trip_restores_model_and_optimizer(tmp_path: Path) -> None:
     assert (tmp_path / "latest").read_text().strip() == "step-3"
 
 
+@pytest.mark.slow
 def test_flipped_byte_is_rejected_not_loaded(tmp_path: Path) -> None:
     tr = trained_cpu(2)
     d = save_checkpoint(tmp_path, 2, tr.model, tr.optimizer, {})
@@ -58,6 +60,7 @@ def test_truncated_file_is_rejected(tmp_path: Path) -> None:
         load_checkpoint(d, tr.model, tr.optimizer)
 
 
+@pytest.mark.slow
 def test_half_written_and_missing_pointer(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="no 'latest' pointer"):
         resolve_latest(tmp_path)

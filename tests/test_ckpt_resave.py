@@ -51,6 +51,7 @@ def _crash_at(n: int, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return calls
 
 
+@pytest.mark.slow
 def test_crash_at_every_point_of_a_resave_leaves_latest_loadable(tmp_path: Path) -> None:
     old_tr, new_tr = trained_cpu(1, 2, 32), trained_cpu(3, 2, 32)
     old, new = params(old_tr), params(new_tr)

@@ -15,6 +15,7 @@ from trainready.suite.base import CheckContext
 from trainready.suite.options import CheckOptions, ThroughputOptions
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 def test_measure_reports_all_variants_and_cleans_up(tmp_path: Path) -> None:
     res = measure(tmp_path, 8 << 20, rounds=1, device="cpu")
@@ -24,6 +25,7 @@ def test_measure_reports_all_variants_and_cleans_up(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []  # nothing left behind on the target directory
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 def test_check_judges_the_save_ratio(tmp_path: Path) -> None:
     spec, _ = load_spec(None)
@@ -35,6 +37,7 @@ def test_check_judges_the_save_ratio(tmp_path: Path) -> None:
     assert (res.status == Status.PASS) == (ratio.value >= 0.85)
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 def test_no_timed_save_reuses_a_staging_buffer_from_an_earlier_step(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from trainready.ranks.launch import free_port
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -48,6 +50,7 @@ def collective(tmp_path: Path, faults: dict[str, Any]) -> dict[str, Any]:
     return next(r for r in json.loads(out.read_text())["results"] if r["name"] == "comm.all_reduce")
 
 
+@pytest.mark.slow
 def test_a_slow_fabric_fails_twice_and_a_burst_is_measured_again_and_cleared(tmp_path: Path) -> None:
     slow = collective(tmp_path, SLOW)
     assert slow["status"] == "fail", slow["message"]

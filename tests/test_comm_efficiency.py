@@ -98,6 +98,7 @@ def test_efficiency_keys_round_trip_and_bad_values_are_one_line_errors(tmp_path)
     assert old.spec.comm.min_fraction_efficiency is None and old.spec.comm.expected_efficiency == {}  # older records
 
 
+@pytest.mark.slow
 def test_a_slow_collective_fails_efficiency_end_to_end_on_gloo() -> None:
     from trainready.comm.run import CommOptions, outcomes, sweep_local, tables
     from trainready.spec.model import CommSpec, NodeSpec

@@ -44,6 +44,7 @@ def run_pair(tmp_path: Path, *args: str) -> tuple[list[int], list[str], dict[str
     return [p.returncode for p in procs], texts, rec
 
 
+@pytest.mark.slow
 def test_healthy_pair_passes(tmp_path: Path) -> None:
     codes, texts, rec = run_pair(tmp_path)
     assert codes == [0, 0], texts
@@ -70,6 +71,7 @@ def test_planted_hang_names_the_silent_peer(tmp_path: Path) -> None:
     assert codes[1] == 3 and "rank 1 (this rank)" in texts[1], texts[1]
 
 
+@pytest.mark.slow
 def test_planted_death_is_a_fail_record_naming_the_peer(tmp_path: Path) -> None:
     codes, texts, rec = run_pair(tmp_path, "--plant", "comm.die_rank=1", "--plant", "comm.fault_step=1")
     assert codes[1] == 17  # the planted exit code of the dead rank

@@ -72,6 +72,7 @@ def test_planted_wrong_rank_is_counted() -> None:
     assert "wrong element" in by["comm.all_gather"].message
 
 
+@pytest.mark.slow
 def test_planted_slow_rank_is_named() -> None:
     res, _ = sweep_local(opts(ops=["all_reduce"], slow_rank=1, slow_ms=150.0))  # >> a loaded 2-core exchange (gloo floor 3x)
     assert res.ok, res.describe()
@@ -122,6 +123,7 @@ def test_cli_8_ranks_json_record(tmp_path: Path) -> None:
     assert "nccl_env" in rec["context"]["versions"]
 
 
+@pytest.mark.slow
 def test_cli_planted_wrong_fails_and_exits_3() -> None:
     p = cli("-b", "1K", "-e", "1K", "--ops", "all_reduce", "--world-size", "2", "-w", "0", "-n", "1",
             "--plant", "comm.wrong_rank=1", "-q")
@@ -153,6 +155,7 @@ def _ctx(tmp_path: Path, faults: dict[str, str], expected: dict[str, float]) -> 
     return CheckContext(dataclasses.replace(SPEC, comm=comm), tmp_path, faults)
 
 
+@pytest.mark.slow
 def test_node_check_passes_when_expectations_met(tmp_path: Path) -> None:
     tiny = {op: 1e-9 for op in OPS}  # met by any working machine: exercises the PASS path
     r = CommSweepCheck().execute(_ctx(tmp_path, {}, tiny))
@@ -160,6 +163,7 @@ def test_node_check_passes_when_expectations_met(tmp_path: Path) -> None:
     assert "zero wrong elements" in r.message
 
 
+@pytest.mark.slow
 def test_node_check_says_why_an_expectation_was_not_applied(tmp_path: Path) -> None:
     ctx = _ctx(tmp_path, {}, {op: 1e-9 for op in OPS})
     far = dataclasses.replace(ctx.spec.comm, expected_sizes_bytes=(64 << 20, 128 << 20))  # beyond the node sweep
@@ -169,6 +173,7 @@ def test_node_check_says_why_an_expectation_was_not_applied(tmp_path: Path) -> N
     assert "trainready comm -b 64M -e 128M" in r.remedy
 
 
+@pytest.mark.slow
 def test_node_check_fails_on_planted_wrong_rank(tmp_path: Path) -> None:
     r = CommSweepCheck().execute(_ctx(tmp_path, {"comm.wrong_rank": "0"}, {op: 1e-9 for op in OPS}))
     assert r.status == Status.FAIL

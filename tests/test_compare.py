@@ -149,6 +149,7 @@ def test_planted_and_non_records_refused(tmp_path):
         read_side(str(q), "NEW")
 
 
+@pytest.mark.slow
 def test_cli_exit_codes_and_json(cli, tmp_path):
     base, new, bad = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
     base.write_text(json.dumps(record()))

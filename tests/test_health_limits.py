@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 
+@pytest.mark.slow
 def test_each_health_check_runs_under_its_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     import trainready.suite.runner as runner
     from trainready.cluster.health import CHECK_TIMEOUT_S, CHECKS, run_health

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from trainready.manifest import container
 
 D = "sha256:" + "ab" * 32
@@ -33,6 +35,7 @@ def test_runtime_digest_only_where_the_runtime_exposes_one(tmp_path: Path) -> No
     assert container.image_digest(D, {container.DIGEST_ENV: OTHER}, tmp_path) == (D, "--image-digest")
 
 
+@pytest.mark.slow
 def test_node_takes_image_digest_and_versions_judges_it(cli, tmp_path: Path) -> None:
     spec = tmp_path / "pin.toml"
     spec.write_text(f'name = "pin"\n[software]\nimage_digest = "{D}"\n')

@@ -39,6 +39,7 @@ def test_nondeterminism_is_caught(small_inputs):
     assert r["repeat_mismatches"] == 1 and r["exact_mismatches"] == 0
 
 
+@pytest.mark.slow
 def test_check_fails_naming_dtype_and_device_then_passes(tmp_path):
     bad = _run(tmp_path, {"matmul.corrupt": "0"})
     assert bad.status == Status.FAIL

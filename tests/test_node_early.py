@@ -24,6 +24,7 @@ def _probe(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, env=env, timeout=300)
 
 
+@pytest.mark.slow
 def test_a_spec_typo_is_one_line_before_torch_is_imported(tmp_path: Path) -> None:
     typo = tmp_path / "typo.toml"
     typo.write_text("[gpu]\ncuont = 8\n")
@@ -48,6 +49,7 @@ def test_other_command_line_errors_come_before_torch(args: list[str], line: str)
     assert len(err) == 1 and err[0].startswith(f"trainready: error: {line}"), p.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv", [
     ["node", "--only", "versions", "--json"], ["node", "--only", "versions", "--junit"],
     ["node", "--only", "versions", "--prometheus"], ["comm", "--world-size", "2", "-b", "1K", "-e", "1K", "--json"],

@@ -72,6 +72,7 @@ def test_failed_run_with_nothing_to_inspect_leaves_no_scratch_folder(cli, tmp_pa
     assert "kept for inspection" not in res.stdout + res.stderr
 
 
+@pytest.mark.slow
 def test_a_deep_tmpdir_still_launches_ranks(tmp_path: Path) -> None:
     """A TMPDIR deeper than sun_path allows for multiprocessing's socket (a Slurm job folder, a CI workspace)
     used to fail every rank launch with 'OSError: AF_UNIX path too long'; TMPDIR itself stays where it is."""

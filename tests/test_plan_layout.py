@@ -55,6 +55,7 @@ def test_search_exits_0_when_layouts_fit_even_if_the_given_one_does_not(capsys: 
     assert rc == 1
 
 
+@pytest.mark.slow
 def test_search_table_shows_each_varied_degree_and_explains_cost(capsys: pytest.CaptureFixture[str],
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "80")
@@ -147,6 +148,7 @@ def test_explain_fits_80_columns(capsys: pytest.CaptureFixture[str], monkeypatch
     assert max(len(ln) for ln in out.splitlines()) > 80
 
 
+@pytest.mark.slow
 def test_a_held_sp_is_applied_to_the_chosen_layout(capsys: pytest.CaptureFixture[str]) -> None:
     """`--sp` without --tp means 'sequence parallel wherever tp > 1' (also when nothing fits: no exit 2)."""
     rc, on, _ = _json(["--preset", "llama3-70b", "--gpus", "64", "--sp", "--search", "--top", "0"], capsys)

@@ -84,6 +84,7 @@ def test_parse_plants_checks_names_per_command() -> None:
     assert parse_plants(["allreduce.hang_rank=1"], "node") == {"allreduce.hang_rank": "1"}
 
 
+@pytest.mark.slow
 def test_misspelled_plant_is_exit_2_naming_it(cli) -> None:
     bad = cli("node", "--only", "matmul", "--plant", "matmul.corupt=0")
     assert bad.returncode == 2, bad.stdout + bad.stderr

@@ -43,6 +43,7 @@ def saved(tmp_path_factory):
     return d
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("plant, component, note", [
     ("compat.dtype=tok_emb.weight", "tensor model.tok_emb.weight", "dtype differs"),
     ("compat.missing=tok_emb.weight", "tensor model.tok_emb.weight", "missing tensor"),
@@ -58,6 +59,7 @@ def test_planted_difference_is_named(cli, tmp_path, plant, component, note):
     assert doc["context"]["planted"]  # a load of a planted checkpoint is marked as a test
 
 
+@pytest.mark.slow
 def test_continuation_that_differs_is_named_then_tolerance_declared(cli, tmp_path, saved):
     d = tmp_path / "ck"
     shutil.copytree(saved, d)
@@ -72,6 +74,7 @@ def test_continuation_that_differs_is_named_then_tolerance_declared(cli, tmp_pat
     assert rc == 0 and "within atol=0.001" in doc["results"][0]["message"]
 
 
+@pytest.mark.slow
 def test_unreadable_dcp_metadata_is_named(cli, tmp_path, saved):
     d = tmp_path / "ck"
     shutil.copytree(saved, d)
@@ -82,6 +85,7 @@ def test_unreadable_dcp_metadata_is_named(cli, tmp_path, saved):
     assert "unreadable by torch" in failing(doc)[0]["here"]
 
 
+@pytest.mark.slow
 def test_clean_save_loads_and_continues_bitwise_in_a_fresh_process(cli, tmp_path, saved):
     rc, doc = load(cli, saved, tmp_path / "l.json")
     assert rc == 0, doc["results"][0]["message"]

@@ -47,6 +47,7 @@ RNG = ("RNG python", "RNG numpy", "RNG torch_cpu")
 OTHERS = ("data position", "LR scheduler")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "plant, expected, unrestored",
     [
@@ -69,6 +70,7 @@ def test_unrestored_piece_fails_and_is_named(tmp_path: Path, plant: str, expecte
     assert all(res.details["differs_before_load"][g] for g in RNG)
 
 
+@pytest.mark.slow
 def test_flipped_byte_fails_as_corrupted_checkpoint(tmp_path: Path) -> None:
     res = _run(tmp_path, {"resume.flip_byte": "1"})
     assert res.status == Status.FAIL, res.message
@@ -76,6 +78,7 @@ def test_flipped_byte_fails_as_corrupted_checkpoint(tmp_path: Path) -> None:
     assert ".distcp: sha256" in res.message
 
 
+@pytest.mark.slow
 @cpu_machine_only  # asserts the CPU default (8 gloo ranks, gloo's sweep table)
 def test_short_run_passes(tmp_path: Path) -> None:
     res = _run(tmp_path)

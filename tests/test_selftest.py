@@ -50,6 +50,7 @@ def test_every_placeholder_is_provided(tmp_path: Path) -> None:
     assert facts["nvml"]["gpus"][2]["remap_pending"] is True and facts["nvml"]["count"] == 8
 
 
+@pytest.mark.slow
 def test_a_case_that_plants_nothing_is_missed_and_one_that_plants_is_detected(tmp_path: Path) -> None:
     values = placeholders(tmp_path / "in", 0)
     nothing = Case("versions.none", "nothing planted", ("node", "--spec", "{spec}", "--only", "versions"),

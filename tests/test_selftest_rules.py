@@ -88,6 +88,7 @@ def test_each_expectation_is_its_detectors_own_line() -> None:
         assert len(literal) >= 14, (c.name, c.expect)
 
 
+@pytest.mark.slow
 def test_a_case_whose_control_run_fails_is_broke(tmp_path: Path) -> None:
     values = placeholders(tmp_path / "in", 0)
     # The "fault" is in the input and there is no clean twin: the control run (no plant) fails the same way,
@@ -100,6 +101,7 @@ def test_a_case_whose_control_run_fails_is_broke(tmp_path: Path) -> None:
     assert res.outcome == "detected", res.message
 
 
+@pytest.mark.slow
 def test_a_failed_preparation_step_is_broke_with_its_message(tmp_path: Path) -> None:
     values = placeholders(tmp_path / "in", 0)
     case = Case("compat.badprep", "a save that cannot run", ("node", "--spec", "{spec}", "--only", "versions"),

@@ -32,6 +32,7 @@ def run(z: Zygote, tmp: Path, name: str, argv: list[str], env: dict[str, str] | 
     return rc, out.read_text(), err.read_text()
 
 
+@pytest.mark.slow
 def test_each_fork_has_its_own_exit_code_output_cwd_and_environment(zygote, tmp_path) -> None:  # type: ignore[no-untyped-def]
     got: dict[str, tuple[int | None, str, str]] = {}
     spec = tmp_path / "bad.toml"
@@ -51,6 +52,7 @@ def test_each_fork_has_its_own_exit_code_output_cwd_and_environment(zygote, tmp_
     assert rc == 0 and "\x1b[" not in out
 
 
+@pytest.mark.slow
 def test_a_fork_past_its_limit_is_killed_with_its_group(zygote, tmp_path) -> None:  # type: ignore[no-untyped-def]
     argv = ["cluster", "node-task", "--results", str(tmp_path), "--plant", "cluster.hang=zy1"]
     pids: list[int] = []
@@ -73,6 +75,7 @@ def test_a_fork_past_its_limit_is_killed_with_its_group(zygote, tmp_path) -> Non
         os.killpg(pids[0], 0)  # no process of its group is left
 
 
+@pytest.mark.slow
 def test_forks_draw_different_random_numbers(zygote, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Without re-seeding, every fork would inherit the server's generator state: the same numpy draws (Python's
     `random`, from which the cross-node step draws MASTER_PORT, re-seeds itself at fork).  Two forks of a module

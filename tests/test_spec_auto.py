@@ -49,6 +49,7 @@ HEALTH_MODULES = ("import sys; from trainready.cluster.health import run_health;
                   "print('MODULES', ' '.join(sorted(sys.modules)))")
 
 
+@pytest.mark.slow
 def test_health_check_imports_neither_the_checkpoint_stack_nor_every_check() -> None:
     p = subprocess.run([sys.executable, "-c", HEALTH_MODULES], capture_output=True, text=True,
                        env={**os.environ, "SLURMD_NODENAME": "health-import-test"})

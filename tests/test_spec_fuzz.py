@@ -118,6 +118,7 @@ def load(path: Path) -> str | None:
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
 def test_one_line_mutations_of_shipped_specs(tmp_path: Path, example: Path) -> None:
     lines = example.read_text(encoding="utf-8").splitlines()

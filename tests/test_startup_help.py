@@ -57,11 +57,13 @@ def _loaded(args: list[str]) -> list[str]:
     return json.loads(m.group(1))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", LIGHT, ids=" ".join)
 def test_light_commands_do_not_import_torch(args: list[str]) -> None:
     assert "torch" not in _loaded(args)
 
 
+@pytest.mark.slow
 def test_the_probe_sees_torch_when_a_command_imports_it() -> None:
     """The planted case: `node --list` builds the check registry, which imports torch."""
     assert "torch" in _loaded(["node", "--list"])
@@ -156,6 +158,7 @@ def _user_strings(path: os.PathLike[str]) -> list[str]:
             and id(n) not in docs]
 
 
+@pytest.mark.slow
 def test_user_facing_text_names_public_sources_not_project_notes() -> None:
     hits = [(str(p.relative_to(SRC)), s[:80]) for p in sorted(SRC.rglob("*.py")) for s in _user_strings(p)
             if PROJECT_NOTES.search(s)]

@@ -21,6 +21,7 @@ def test_planted_leak() -> None:
     tempfile.mkdtemp(prefix="trainready-")  # what a node/resume run that kept its scratch folder leaves
 
 
+@pytest.mark.slow
 def test_a_leaked_scratch_folder_fails_its_test(tmp_path: Path) -> None:
     outer = tmp_path / "outer-tmp"
     outer.mkdir()

@@ -38,6 +38,7 @@ def _sweep_literals(tree: ast.Module) -> list[str]:
     return out
 
 
+@pytest.mark.slow
 def test_sweep_defaults_are_written_only_in_the_table() -> None:
     found = {str(p.relative_to(PKG)): lits for p, t in _trees()
              if p.name != "defaults.py" and (lits := _sweep_literals(t))}
@@ -46,6 +47,7 @@ def test_sweep_defaults_are_written_only_in_the_table() -> None:
     assert found == {}, found
 
 
+@pytest.mark.slow
 def test_one_gpu_table() -> None:
     tables = [f"{p.relative_to(PKG)}:{node.lineno}" for p, tree in _trees() for node in ast.walk(tree)
               if isinstance(node, ast.Dict)

@@ -26,6 +26,7 @@ def model_and_batch():
     return GPT(cfg), torch.randint(0, cfg.vocab_size, (8, cfg.seq_len + 1), generator=torch.Generator().manual_seed(26))
 
 
+@pytest.mark.slow
 def test_frozen_parameter_is_named_before_clean_run_passes(model_and_batch):
     model, batch = model_and_batch
     bad = train_on_device("cpu", model, batch, freeze="blocks.1.mlp.0.bias", nan=None)
@@ -69,6 +70,7 @@ def test_adamw_fused_vs_foreach(model_and_batch):
     assert good is not None and good["err"] <= good["tol"] < 1e-4
 
 
+@pytest.mark.slow
 def test_check_fails_on_each_planted_fault_then_passes(tmp_path):
     frozen = _run(tmp_path, {"train_step.freeze": "lm_head.weight"})
     assert frozen.status == Status.FAIL
