@@ -61,11 +61,19 @@ instance() {  # every name and port of cluster $1 ("local": the default cluster,
         STATE=/var/lib/trainready-local-slurm LOG=/var/log/trainready-local-slurm
         CTLD_PID=/var/run/slurmctld-trainready.pid
     else
-        # k = 1..6 from the name: slurmctld on 16818..16823, slurmd on 10001..15999: below Linux's default
+        # k = 1..6: slurmctld on 16818..16823, slurmd on 10001..15999 (9 and 10: 16826-16827, 18001..19999): below Linux's default
         # ephemeral ports (32768.., where a client socket could hold one first) and outside 20000..29999, where
         # `cluster run` picks its all_reduce rendezvous port (cluster/steps.py)
-        local k=$(( $(printf %s "$NAME" | cksum | cut -d' ' -f1) % 6 + 1 ))
-        [ "$NAME" = pyxis ] && k=9  # a seventh slot: slurmctld 16826, slurmd 18001..18999 (free of the others)
+        # The test suite's clusters run side by side, so each has a slot of its own; another name takes one from
+        # its checksum (two such names may share a slot: never run those two at once).  k=7 and 8 are skipped:
+        # their slurmd ports would reach the slurmctld ports (16817..) and the default cluster's (17001..).
+        local k
+        case $NAME in
+            outage) k=1 ;; site) k=2 ;; scale) k=3 ;; alt) k=4 ;; img) k=5 ;; hostset) k=6 ;;
+            pyxis) k=9 ;;   # slurmctld 16826, slurmd 18001..18999
+            sweep) k=10 ;;  # slurmctld 16827, slurmd 19001..19999
+            *) k=$(( $(printf %s "$NAME" | cksum | cut -d' ' -f1) % 6 + 1 )) ;;
+        esac
         CONF_DIR=/etc/slurm-$NAME CLUSTER=trainready-$NAME PREFIX=$NAME CTLD_PORT=$((16817 + k)) BASE=$((9000 + 1000 * k))
         STATE=/var/lib/trainready-$NAME-slurm LOG=/var/log/trainready-$NAME-slurm
         CTLD_PID=/var/run/slurmctld-trainready-$NAME.pid
