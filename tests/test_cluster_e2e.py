@@ -5,6 +5,7 @@ asserted (rejected, with the right reason) before the healthy nodes of the same 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,10 +153,11 @@ def test_health_check_drains_its_own_node_never_an_admin_drain(local_slurm, monk
     from trainready.cluster.health import run_health
 
     try:
-        p = run_cli("node", "--health-check", "--plant", "matmul.corrupt=0", env={"SLURMD_NODENAME": "node2"})
+        p = run_cli("node", "--health-check", "--active", "--plant", "matmul.corrupt=0",
+                    env={"SLURMD_NODENAME": "node2"})
         assert p.returncode == 3, p.stdout + p.stderr  # unhealthy, and planted: records.PLANTED_EXIT
         state, reason = sinfo_reason("node2")
-        assert "drain" in state and reason.startswith("trainready: health check: matmul")
+        assert "drain" in state and re.match(r"trainready: \[health\] \d{4}-\d\d-\d\d: matmul", reason)
         subprocess.run(["scontrol", "update", "nodename=node3", "state=drain", "reason=admin: psu"], check=True)
         monkeypatch.setenv("SLURMD_NODENAME", "node3")  # the same run in-process: no second interpreter start
         said: list[str] = []

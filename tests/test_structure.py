@@ -145,7 +145,8 @@ LAYERS = (
     "trainready.bundle", "trainready.image", "trainready.suite", "trainready.checks",
     "trainready.cluster.control", "trainready.cluster.plants", "trainready.cluster.tasks", "trainready.cluster.judge",
     "trainready.cluster", "trainready.cluster.pairs",
-    "trainready.selftest", "trainready.commands", "trainready.cli", "trainready.entry", "trainready.__main__",
+    "trainready.selftest", "trainready.commands", "trainready.cli", "trainready.healthfast", "trainready.entry",
+    "trainready.__main__",
 )
 
 

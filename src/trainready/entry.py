@@ -17,6 +17,11 @@ def run_main(argv: list[str] | None = None) -> None:
     first instruction, so an interrupt while modules load (torch takes seconds) is the same one line."""
     with interrupts_raise():
         try:
+            from trainready.healthfast import run as health_fast
+
+            code = health_fast(sys.argv[1:] if argv is None else argv)  # Slurm's HealthCheckProgram: its start-up
+            if code is not None:
+                sys.exit(code)
             try:
                 from trainready.cli import main
             except ModuleNotFoundError as exc:  # a checkout run with PYTHONPATH=src on a host without the deps

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 CHECKS = ("gpus", "versions", "matmul")  # seconds each: devices visible, version chain, known-answer matmul
 CHECK_TIMEOUT_S = 15.0  # per check; the three together stay well inside Slurm's 60 s kill
@@ -21,11 +21,7 @@ def run_health(spec_arg: str | None, plants: Mapping[str, str], say: Callable[[s
     import shutil
 
     from trainready.checks import CheckContext, only
-    from trainready.cluster import ledger
-    from trainready.cluster.control import slurm
     from trainready.cluster.tasks.layout import node_name
-    from trainready.errors import SlurmError
-    from trainready.records import PLANTED_EXIT
     from trainready.spec import load_spec
     from trainready.suite.runner import run_checks
 
@@ -45,15 +41,25 @@ def run_health(spec_arg: str | None, plants: Mapping[str, str], say: Callable[[s
         say(f"trainready health check: {node}: OK ({', '.join(r.name for r in report.results)}; "
             f"{report.duration_s:.1f} s)")
         return 0
-    why = "; ".join(f"{r.name}: {r.message}" for r in bad)
-    say(f"trainready health check: {node}: FAIL: {why}")
+    return drain_self(node, [f"{r.name}: {r.message}" for r in bad], "health", plants, say)
+
+
+def drain_self(node: str, why: Sequence[str], kind: str, plants: Mapping[str, str], say: Callable[[str], None]) -> int:
+    """Say FAIL and drain `node` with a dated, prefixed reason ('trainready: [KIND] YYYY-MM-DD: ...'), never over
+    an administrator's drain.  The exit code: 1, or 3 for a planted run (a test, never evidence)."""
+    from trainready.cluster import ledger
+    from trainready.cluster.control import slurm
+    from trainready.errors import SlurmError
+    from trainready.records import PLANTED_EXIT
+
+    say(f"trainready health check: {node}: FAIL: {'; '.join(why)}")
     try:
         info = slurm.nodes([node]).get(node)
         if info is not None and info.drained and not info.ours:
             say(f"{node}: already drained by an administrator ({info.reason or 'no reason'}); left alone")
         else:
-            slurm.drain(node, ledger.reason_text([f"health check: {why}"]))
+            slurm.drain(node, ledger.dated_reason(kind, why))
             say(f"{node}: drained")
     except SlurmError as exc:
         say(f"{node}: could not drain: {exc}")
-    return PLANTED_EXIT if plants else 1  # a planted run is a test, never evidence (records.PLANTED_EXIT)
+    return PLANTED_EXIT if plants else 1  # records.PLANTED_EXIT

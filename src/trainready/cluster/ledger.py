@@ -60,6 +60,13 @@ def reason_text(reasons: Sequence[str]) -> str:
     return (text[: REASON_MAX - len(more) - 3] + "..." if len(text) + len(more) > REASON_MAX else text) + more
 
 
+def dated_reason(kind: str, reasons: Sequence[str], day: dt.date | None = None) -> str:
+    """'trainready: [KIND] YYYY-MM-DD: first reason (+n more)': prefixed (ours, `slurm.PREFIX`), with what
+    found it and when, so a site's automation can read `sinfo -R`."""
+    when = (day or dt.datetime.now(dt.timezone.utc).date()).isoformat()
+    return reason_text([f"[{kind}] {when}: {reasons[0] if reasons else 'rejected'}", *reasons[1:]])
+
+
 def drain_rejected(results: Path, verdict: FleetVerdict, say: Callable[[str], None],
                    guard: DrainPlan | None = None) -> list[str]:
     """Drain each rejected node the guard allows (all of them without a guard: resume drains again the nodes

@@ -21,6 +21,15 @@ if TYPE_CHECKING:
     from trainready.spec.model import NodeSpec
 
 
+HEALTH_HELP = ("Slurm HealthCheckProgram mode, passive: NVML and the kernel log only (GPU count and health, XIDs, ECC "
+               "and row-remap counters, PCIe link, slowdown), no torch, ~1 s; on failure drain this node with a "
+               "'trainready: [health] DATE:' reason (docs/cluster.md).")
+ACTIVE_HELP = ("With --health-check: the seconds-long compute checks instead (gpus, versions, matmul; imports torch, "
+               "~6 s on an H100).")
+STATE_HELP = ("With --health-check: the last reading, for counters and XIDs since (default: env "
+              "TRAINREADY_HEALTH_STATE, else /var/lib/trainready/health-state.json).")
+
+
 def node(
     spec: str = typer.Option(None, "--spec", "-s", help=SPEC_HELP),
     level: Level = typer.Option(Level.STANDARD, "--level", "-l", help="light: versions only; quick: seconds-long checks only; standard: all but the burn-in; burn-in: all, then the burn-in (--duration)."),
@@ -39,9 +48,9 @@ def node(
     list_checks: bool = typer.Option(False, "--list", help="List the checks and exit."),
     timeout: list[str] = typer.Option(None, "--timeout", metavar="CHECK=SECONDS", help=TIMEOUT_HELP),
     plant: list[str] = typer.Option(None, "--plant", hidden=True, help="Plant a fault NAME=VALUE (tests)."),
-    health_check: bool = typer.Option(False, "--health-check", help="Slurm HealthCheckProgram mode: quick checks "
-                                      "(gpus, versions, matmul) in seconds; on failure drain this node with a "
-                                      "'trainready:' reason (docs/cluster.md)."),
+    health_check: bool = typer.Option(False, "--health-check", help=HEALTH_HELP),
+    active: bool = typer.Option(False, "--active", help=ACTIVE_HELP),
+    health_state: str = typer.Option(None, "--health-state", metavar="PATH", help=STATE_HELP),
 ) -> None:
     """Accept this machine: GPUs visible, compute right, GPUs exchange results, training resumes.
 
@@ -67,12 +76,10 @@ def node(
       trainready node --spec fleet.toml --image-digest sha256:<64 hex>
       trainready node --level burn-in --duration 15m --json node.json
       trainready node --only burnin --duration 5m   # the burn-in alone
-      trainready node --health-check   # Slurm HealthCheckProgram
+      trainready node --health-check   # Slurm HealthCheckProgram: passive, ~1 s
     """
     if health_check:
-        from trainready.cluster.health import run_health
-
-        raise typer.Exit(run_health(spec, parse_plants(plant, "node"), typer.echo))
+        raise typer.Exit(_health(spec, active, health_state, parse_plants(plant, "node"), json_path))
     if list_checks:
         raise typer.Exit(_list(split_names(only), split_names(skip), level))
     node_spec, source = _early(spec, json_path, work, image_digest)
@@ -99,6 +106,23 @@ class NodeRun:
     timeouts: tuple[str, ...]  # --timeout CHECK=SECONDS, as given
     plants: tuple[str, ...]  # --plant NAME=VALUE, as given (tests)
     burnin_s: float | None = None  # --duration in seconds; None = the spec's burnin.duration_s
+
+
+def _health(spec: str | None, active: bool, state: str | None, plants: dict[str, str], json_path: str | None) -> int:
+    if active:
+        from trainready.cluster.health import run_health
+
+        return run_health(spec, plants, typer.echo)
+    from trainready.cluster.passive import run_passive
+
+    want = None
+    if spec:
+        from trainready.spec import load_spec
+
+        want = load_spec(spec)[0].gpu.count
+    if json_path:
+        check_out_path(json_path)
+    return run_passive(want, state, plants, typer.echo, json_path)
 
 
 def _list(only: list[str] | None, skip: list[str] | None, level: Level) -> int:

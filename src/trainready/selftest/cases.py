@@ -133,6 +133,11 @@ CASES: tuple[Case, ...] = (
     Case("gpus.facts", "GPU 2 has a row remap pending (replayed NVML facts of an 8x H200 node)",
          ("node", "--spec", "example:h200-8x", "--only", "gpus", "--plant", "gpus.facts={facts_remap}"),
          "gpus", r"GPU 2\b.*: row remap pending", clean=(("facts_remap", "facts_ok"),)),
+    Case("health.reading", "GPU 3 of a replayed 8x H100 node logged Xid 79 (fallen off the bus), its PCIe link at "
+         "x8 of x16 (the passive health check)",
+         ("node", "--health-check", "--health-state", "{scratch}/health-state.json", "--plant",
+          "health.reading={health_bad}"), "health", r"Xid 79 on 0000:1b:00: GPU fallen off the bus",
+         clean=(("health_bad", "health_ok"),)),
     Case("versions.facts", "the driver supports CUDA 12.4 but torch is built for CUDA 13.0 (replayed facts)",
          ("node", "--spec", "example:h200-8x", "--only", "versions", "--plant", "versions.facts={facts_old_driver}"),
          "versions", r"driver supports CUDA ≤ 12\.4, torch built for CUDA 13\.0",

@@ -59,6 +59,7 @@ def synth_facts(n: int = 8) -> dict[str, Any]:
 
 
 def _truncated_corpus(root: Path, which: str) -> Path:
+    values.update(health_readings(root))
     from trainready.data.corpus import write_sample_corpus
 
     prefix = write_sample_corpus(root / f"truncated-{which}", num_docs=50)
@@ -207,6 +208,26 @@ LAZY = {"spec_busbw": spec_busbw, "spec_busbw_loose": spec_busbw_loose, "small_d
         **{f"node{k + 1}": _fleet_node(k) for k in range(FLEET)}}
 
 
+def health_readings(root: Path) -> dict[str, str]:
+    """Passive readings of an 8x H100 node (`--plant health.reading`): healthy, and GPU 3 fallen off the bus
+    (Xid 79 logged) with its PCIe link trained down to x8."""
+    from trainready.manifest.gpuhealth import HealthReading, spare
+    from trainready.manifest.kmsg import Xid
+
+    gpus = [spare(index=i, uuid=f"GPU-{i}", serial=f"16500000000{i:02d}", pci_bus_id=f"00000000:{0x18 + i:02x}:00.0")
+            for i in range(8)]
+    ok = HealthReading(None, tuple(gpus), kmsg_seq=100, boot_id="selftest")
+    bad_gpus = list(gpus)
+    bad_gpus[3] = spare(**{**gpus[3].__dict__, "pcie_width_current": 8})
+    bad = HealthReading(None, tuple(bad_gpus), (Xid(99, "0000:1b:00", 79, "pid=1, GPU has fallen off the bus."),),
+                        kmsg_seq=100, boot_id="selftest")
+    out = {}
+    for name, reading in (("health_ok", ok), ("health_bad", bad)):
+        (root / f"{name}.json").write_text(json.dumps(reading.to_json()))
+        out[name] = str(root / f"{name}.json")
+    return out
+
+
 def placeholders(root: Path, gpus: int) -> dict[str, str]:
     """{name: value} for every placeholder of the cases, its files written under `root`."""
     root.mkdir(parents=True, exist_ok=True)
@@ -228,6 +249,7 @@ def placeholders(root: Path, gpus: int) -> dict[str, str]:
     for name, doc in (("facts_ok", facts), ("facts_remap", remap), ("facts_old_driver", old)):
         (root / f"{name}.json").write_text(json.dumps(doc))
         values[name] = str(root / f"{name}.json")
+    values.update(health_readings(root))
     from trainready.data.corpus import write_sample_corpus
 
     values["data_ok"] = str(write_sample_corpus(root / "intact", num_docs=50))  # the truncated cases' control

@@ -39,6 +39,12 @@ CHECK_PLANTS: dict[str, str] = {
     "allreduce.die_rank": "RANK: this rank's process exits mid-run",
 }
 
+# Read by `trainready node --health-check` (cluster/passive.py).
+HEALTH_PLANTS: dict[str, str] = {
+    "health.reading": "PATH: judge this passive reading (the `reading` of a trainready.healthstate/1 file) instead "
+                      "of NVML and the kernel log",
+}
+
 # Read by the comm sweep (check `comm` and `trainready comm`): kwargs of comm.sweep.sweep_rank.
 COMM_PLANTS: dict[str, str] = {
     "comm.slow_rank": "RANK: this rank sleeps before every collective (a straggler)",
@@ -93,11 +99,11 @@ COMPAT_PLANTS: dict[str, str] = {
     "compat.rng": "1: save torch's CPU generator state in another format (a CUDA generator's 16 bytes)",
 }
 
-PLANTS: dict[str, str] = {**CHECK_PLANTS, **COMM_PLANTS, **RESUME_PLANTS, **COMPAT_PLANTS, **CLUSTER_PLANTS}
+PLANTS: dict[str, str] = {**CHECK_PLANTS, **HEALTH_PLANTS, **COMM_PLANTS, **RESUME_PLANTS, **COMPAT_PLANTS, **CLUSTER_PLANTS}
 
 # Which names each command's checks read: `node` runs every check (incl. comm and resume); `cluster` its own.
 BY_COMMAND: dict[str, dict[str, str]] = {
-    "node": {**CHECK_PLANTS, **COMM_PLANTS, **RESUME_PLANTS},
+    "node": {**CHECK_PLANTS, **HEALTH_PLANTS, **COMM_PLANTS, **RESUME_PLANTS},
     "comm": COMM_PLANTS,
     "resume": {**RESUME_PLANTS, **COMPAT_PLANTS},
     "cluster": CLUSTER_PLANTS,
