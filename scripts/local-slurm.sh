@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A real N-node Slurm cluster on this one host (3 by default), for trainready's tests and CI.
 #
-#   scripts/local-slurm.sh up [--nodes N] [--cluster NAME] [--plain] [--cpus C] [--own-munge]
+#   scripts/local-slurm.sh up [--nodes N] [--cluster NAME] [--plain] [--preempt] [--cpus C] [--own-munge]
 #                                           install (apt) what is missing, write the config, start munged,
 #                                           slurmctld and one slurmd per node (node1..nodeN); idempotent;
 #                                           a cluster up with another N, C or --plain is reconfigured to it.
@@ -20,6 +20,11 @@
 #                                           --pyxis[=SRC]: Pyxis + enroot too, built by scripts/local-pyxis.sh from SRC
 #                                           (default ../shared/thirdparty) into $STATE/pyxis (reused), registered
 #                                           in the cluster's plugstack.conf, enroot's paths private to it
+#                                           --preempt: preemption as a site sets it for low-priority sweeps
+#                                           (slurm.conf(5) PreemptType=preempt/partition_prio, PreemptMode=CANCEL):
+#                                           beside `debug`, a partition `sweep` (PriorityTier=1) and `batch`
+#                                           (PriorityTier=10) over the same nodes, none oversubscribed (--plain):
+#                                           a batch job that needs a node cancels the sweep's task on it
 #   scripts/local-slurm.sh down [--cluster NAME]    stop the daemons this script started, remove its state and logs
 #   scripts/local-slurm.sh status [--cluster NAME]  exit 0 when sinfo shows the nodes up, else 1 (with the reason)
 #
@@ -45,6 +50,7 @@ set -u
 NODES=${LOCAL_SLURM_NODES:-3}
 CPUS= CPUS_SET=0  # --cpus C (default 2)
 PLAIN=0  # --plain: 1 = no OverSubscribe in the partition
+PREEMPT=0  # --preempt: 1 = preemption by partition priority, a low "sweep" and a high "batch" partition
 OWN_MUNGE=0  # --own-munge: 1 = this cluster's own munged
 PYXIS= PYXIS_SCRIPT="$(dirname "$0")/local-pyxis.sh"  # --pyxis[=SRC]: the sources' folder
 # --cpus at most this host's CPUs: every slurmd here reports the host's, and a node that registers with fewer
@@ -142,6 +148,14 @@ write_conf() {  # the config for these options, as $CONF.tmp (up() compares it w
     mkdir -p "$CONF_DIR"
     local last=$((BASE + NODES)) share=" OverSubscribe=FORCE:4" auth=""
     [ "$PLAIN" = 1 ] && share=""
+    local preempt="" tiers=""
+    if [ "$PREEMPT" = 1 ]; then
+        share=""
+        preempt="PreemptType=preempt/partition_prio
+PreemptMode=CANCEL"
+        tiers="PartitionName=sweep Nodes=$PREFIX[1-$NODES] MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=CANCEL
+PartitionName=batch Nodes=$PREFIX[1-$NODES] MaxTime=INFINITE State=UP PriorityTier=10"
+    fi
     [ "$OWN_MUNGE" = 1 ] && auth="
 AuthInfo=socket=$MUNGE_DIR/munge.socket"
     [ -n "$PYXIS" ] && auth="$auth
@@ -175,8 +189,10 @@ PropagateResourceLimitsExcept=NOFILE
 SlurmdTimeout=60
 InactiveLimit=0
 KillWait=5
+$preempt
 NodeName=$PREFIX[1-$NODES] NodeHostname=$HOST NodeAddr=$HOST Port=[$((BASE + 1))-$last] CPUs=$CPUS RealMemory=4000 State=UNKNOWN
 PartitionName=debug Nodes=$PREFIX[1-$NODES] Default=YES MaxTime=INFINITE State=UP$share
+$tiers
 EOF
 }
 
@@ -221,7 +237,7 @@ up() {
     ensure_munge_once
     write_conf
     if [ -f "$CONF" ] && ! cmp -s "$CONF" "$CONF.tmp"; then
-        say "reconfiguring from $(running_nodes) to $NODES node(s), $CPUS CPUs each$([ "$PLAIN" = 1 ] && echo ', --plain')"
+        say "reconfiguring from $(running_nodes) to $NODES node(s), $CPUS CPUs each$([ "$PLAIN" = 1 ] && echo ', --plain')$([ "$PREEMPT" = 1 ] && echo ', --preempt')"
         down  # slurmctld keeps node records in its state: another node count, CPU count or partition starts clean
     fi
     mv "$CONF.tmp" "$CONF"
@@ -285,11 +301,12 @@ parse_opts() {  # $1: the command; then --nodes N, --cpus C, --plain (up only) a
             --cluster) [ $# -ge 2 ] || { echo "local-slurm: --cluster: expected a name" >&2; exit 2; }; name=$2; shift 2 ;;
             --cluster=*) name=${1#--cluster=}; shift ;;
             --plain) up_only "$cmd" --plain; PLAIN=1; shift ;;
+            --preempt) up_only "$cmd" --preempt; PREEMPT=1; shift ;;
             --own-munge) up_only "$cmd" --own-munge; OWN_MUNGE=1; shift ;;
             --pyxis|--pyxis=*) up_only "$cmd" --pyxis; PYXIS=${1#--pyxis=}; [ "$PYXIS" = --pyxis ] && PYXIS=$(dirname "$0")/../../shared/thirdparty; shift ;;
             --cpus) up_only "$cmd" "--cpus C"; [ $# -ge 2 ] || { echo "local-slurm: --cpus: expected a number" >&2; exit 2; }; CPUS=$2 CPUS_SET=1; shift 2 ;;
             --cpus=*) up_only "$cmd" "--cpus C"; CPUS=${1#--cpus=} CPUS_SET=1; shift ;;
-            *) echo "local-slurm: $cmd: unknown option '$1' (expected --nodes N, --cluster NAME, --plain, --cpus C, --own-munge, --pyxis[=SRC])" >&2; exit 2 ;;
+            *) echo "local-slurm: $cmd: unknown option '$1' (expected --nodes N, --cluster NAME, --plain, --preempt, --cpus C, --own-munge, --pyxis[=SRC])" >&2; exit 2 ;;
         esac
     done
     if [ "$CPUS_SET" = 1 ]; then
@@ -315,5 +332,5 @@ cmd=${1:-}
 [ $# -gt 0 ] && shift
 case "$cmd" in
     up|down|status) parse_opts "$cmd" "$@"; "$cmd" ;;
-    *) echo "usage: $0 up [--nodes N] [--cluster NAME] [--plain] [--cpus C] [--own-munge] [--pyxis[=SRC]] | down [--cluster NAME] | status [--cluster NAME]" >&2; exit 2 ;;
+    *) echo "usage: $0 up [--nodes N] [--cluster NAME] [--plain] [--preempt] [--cpus C] [--own-munge] [--pyxis[=SRC]] | down [--cluster NAME] | status [--cluster NAME]" >&2; exit 2 ;;
 esac

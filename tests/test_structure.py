@@ -144,7 +144,7 @@ LAYERS = (
     "trainready.comm", "trainready.resume", "trainready.burnin", "trainready.compare", "trainready.report",
     "trainready.bundle", "trainready.image", "trainready.suite", "trainready.checks",
     "trainready.cluster.control", "trainready.cluster.plants", "trainready.cluster.tasks", "trainready.cluster.judge",
-    "trainready.cluster", "trainready.cluster.pairs",
+    "trainready.cluster", "trainready.cluster.pairs", "trainready.cluster.sweep",
     "trainready.selftest", "trainready.commands", "trainready.cli", "trainready.healthfast", "trainready.entry",
     "trainready.__main__",
 )

@@ -1,0 +1,80 @@
+"""The sweep's verdicts: pass / fail / unknown per node, strikes across sweeps, and the drain bound.
+
+* fail: the node ran its checks and one failed (its own record says so).  Anything that kept it from finishing
+  is unknown, never fail: preempted by a job, cancelled, busy, never started, timed out, no record.  Unknown
+  leaves the strikes as they are and is never drained.
+* strikes: consecutive failing sweeps; a node is drained only at `--strikes` (default 2), the failure measured
+  again.  Before that it is a WARN that says so.  A pass clears the strikes.
+* the bound: past `--max-drain` drains (a count, or a percentage of the partition's nodes) within the window, the
+  sweep drains no more and says so loudly: so many nodes failing alike is a fleet-wide cause (a driver, a
+  filesystem, the spec), not so many broken nodes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from trainready.cluster.judge.guard import MaxDrain
+from trainready.cluster.judge.verdict import NodeVerdict
+from trainready.cluster.sweep import state
+
+PASS, FAIL, UNKNOWN = "pass", "fail", "unknown"
+STOPPED = ("PREEMPTED", "CANCELLED", "REQUEUED")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    node: str
+    verdict: str  # pass / fail / unknown
+    text: str  # the reasons (fail), why it could not be judged (unknown), or its warnings (pass)
+    strikes: int = 0  # consecutive failing sweeps, this one included
+    action: str = ""  # "", "warn" (a first failure), "drain", "held" (past the bound), "left-alone" (admin's drain)
+
+
+def outcome(nv: NodeVerdict, stopped_by: Mapping[str, str]) -> Outcome:
+    """One node's verdict of this sweep; `stopped_by`: node → what stopped its task ('preempted by job N after
+    40 s'), for tasks Slurm preempted or cancelled."""
+    if nv.not_tested:
+        return Outcome(nv.node, UNKNOWN, nv.not_tested)
+    if nv.node in stopped_by:
+        return Outcome(nv.node, UNKNOWN, stopped_by[nv.node])
+    if nv.accepted:
+        return Outcome(nv.node, PASS, "; ".join(nv.warnings))
+    if no_record(nv):  # it did not finish (died, timed out, killed): it could not be judged
+        return Outcome(nv.node, UNKNOWN, "; ".join(nv.reasons) or "no record")
+    return Outcome(nv.node, FAIL, "; ".join(nv.reasons))
+
+
+def no_record(nv: NodeVerdict) -> bool:
+    """The node's task left no record (fleet verdict cause 'no result: ...')."""
+    return any(c.startswith("no result") for c in nv.causes)
+
+
+def strike(doc: dict[str, Any], o: Outcome, strikes: int, t: dt.datetime) -> Outcome:
+    """Record `o` in the node's state; a failure becomes 'warn' until the `strikes`-th in a row, then 'drain'."""
+    mine = state.node(doc, o.node)
+    mine["last_swept"] = state.stamp(t)
+    mine["runs"] = (mine.get("runs", []) + [{"when": state.stamp(t), "verdict": o.verdict, "text": o.text}])[-20:]
+    if o.verdict == PASS:
+        mine["strikes"], mine["last_pass"] = 0, state.stamp(t)
+        return o
+    if o.verdict == UNKNOWN:
+        return o
+    mine["strikes"] = int(mine.get("strikes", 0)) + 1
+    n = mine["strikes"]
+    return Outcome(o.node, o.verdict, o.text, n, "drain" if n >= strikes else "warn")
+
+
+def bound(doc: dict[str, Any], wanted: Sequence[str], most: MaxDrain, fleet: int, window_s: float,
+          t: dt.datetime) -> tuple[list[str], list[str], str]:
+    """(drain, hold, loud line): the nodes that may be drained within `--max-drain` over the window."""
+    recent = [d for d in doc.get("drains", []) if (t - state.parse(d["when"])).total_seconds() < window_s]
+    room = max(0, most.limit(fleet) - len(recent))
+    drain, hold = list(wanted[:room]), list(wanted[room:])
+    if not hold:
+        return drain, hold, ""
+    return drain, hold, (f"DRAINING STOPPED: {len(recent) + len(wanted)} node(s) failed to be drained within "
+                         f"{window_s / 3600:g} h, past --max-drain {most} of {fleet}: a fleet-wide cause is likelier "
+                         f"than so many broken nodes (driver, filesystem, spec?); not drained: {', '.join(hold)}")

@@ -1,0 +1,161 @@
+"""One sweep: lock, pick idle nodes, run their acceptance at low priority, judge with strikes, drain within bounds.
+
+The acceptance is `cluster run`'s (fleet.run_fleet) on the nodes picked, without the cross-node step, in the
+partition (`--partition`) and QOS (`--qos`, through sbatch's SBATCH_QOS) the operator gives for the low tier: a
+real job that needs the node preempts the sweep's task by Slurm's own preemption (slurm.conf(5) PreemptType
+preempt/partition_prio or preempt/qos, PreemptMode CANCEL or REQUEUE; the tasks are submitted with
+SBATCH_NO_REQUEUE, so REQUEUE ends them too).  A task preempted or cancelled is `unknown: preempted by job N
+after S s`, never a failure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from trainready.cluster.control import slurm
+from trainready.cluster.judge.verdict import FleetVerdict
+from trainready.cluster.options import FleetOptions
+from trainready.cluster.sweep import judge, select, state
+
+RECORD = "trainready.sweep/1"
+DAY_S = 86400.0
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    qos: str | None = None  # --qos: the low tier's QOS
+    max_nodes: int | None = None  # --max-nodes: at most this many under test at once
+    max_fraction: float | None = None  # --max-fraction: at most this fraction of the partition
+    skip_passed_s: float | None = None  # --skip-passed-within: leave out nodes that passed this recently
+    strikes: int = 2  # --strikes: consecutive failing sweeps before a drain
+    window_s: float = DAY_S  # the window --max-drain counts drains in
+
+
+def sweep(fleet: FleetOptions, opts: SweepOptions, say: Callable[[str], None]) -> int:
+    """The exit code: 0 nothing failed (unknown allowed), 1 a node failed, 3 planted; a second sweep on the same
+    RESULTS while one runs says so and exits 0."""
+    try:
+        held = state.lock(fleet.results)
+    except state.Busy as busy:
+        say(f"a sweep is already running on {fleet.results} ({busy}): this one exits")
+        return 0
+    with held:
+        return _sweep(fleet, opts, say)
+
+
+def _sweep(fleet: FleetOptions, opts: SweepOptions, say: Callable[[str], None]) -> int:
+    t = state.now()
+    doc = state.load(fleet.results)
+    info = slurm.nodes(None, fleet.partition)
+    p = select.pick(info, doc, select.cap(len(info), opts.max_nodes, opts.max_fraction), opts.skip_passed_s, t)
+    for n, why in p.left.items():
+        say(f"{n}: not swept: {why}")
+    outs: list[judge.Outcome] = []
+    verdict = None
+    if p.nodes:
+        verdict = accept(fleet, opts, list(p.nodes), say)
+        stopped = stopped_tasks(verdict)
+        outs = [judge.strike(doc, judge.outcome(nv, stopped), opts.strikes, t) for nv in verdict.nodes
+                if nv.node in p.nodes]
+        outs = act(fleet, doc, outs, len(info), opts, t, say)
+    else:
+        say("no idle node to sweep now")
+    state.save(fleet.results, doc)
+    write_record(fleet, opts, p, outs, verdict, t)
+    for o in outs:
+        say(line(o, opts.strikes))
+    planted = bool(verdict and verdict.planted)
+    return 3 if planted else 1 if any(o.verdict == judge.FAIL for o in outs) else 0
+
+
+def accept(fleet: FleetOptions, opts: SweepOptions, nodes: list[str], say: Callable[[str], None]) -> FleetVerdict:
+    """`cluster run`'s acceptance on `nodes`, no cross-node step, no drain (the sweep drains after its strikes)."""
+    from trainready.cluster.fleet import run_fleet, write_verdict
+
+    os.environ["SBATCH_NO_REQUEUE"] = "1"  # sbatch(1): preempted with PreemptMode=REQUEUE, the task ends
+    if opts.qos:
+        os.environ["SBATCH_QOS"] = opts.qos
+    here = dataclasses.replace(fleet, nodelist=slurm.hostlist(nodes), count=None, cross=False, drain=False)
+    verdict = run_fleet(here, say, kind="sweep")
+    write_verdict(verdict, fleet.results)
+    return verdict
+
+
+def stopped_tasks(verdict: FleetVerdict) -> dict[str, str]:
+    """node → 'preempted by job N after S s' (or 'cancelled after S s') for each task Slurm stopped."""
+    out = {}
+    for nv in verdict.nodes:
+        st = dict(nv.slurm)
+        if not judge.no_record(nv) or (st.get("state") or "").split(" ")[0] not in judge.STOPPED:
+            continue
+        job = st.get("job_id", "")
+        kv = dict(slurm.KV.findall(slurm.call(["scontrol", "--local", "show", "job", "-o", job]))) if job else {}
+        took = f" after {slurm._seconds(kv.get('RunTime', '')):.0f} s" if kv.get("RunTime") else ""
+        now = [ln.split() for ln in slurm.call(["squeue", "--local", "-h", "-w", nv.node, "-o", "%i %j"]).splitlines()]
+        other = [j for j, *name in now if name != ["trainready-accept"]]
+        out[nv.node] = f"preempted by job {other[0]}{took}" if other else f"{st.get('state', '').lower()}{took}"
+    return out
+
+
+def act(fleet: FleetOptions, doc: dict[str, Any], outs: list[judge.Outcome], fleet_size: int, opts: SweepOptions,
+        t: Any, say: Callable[[str], None]) -> list[judge.Outcome]:
+    """Drain the confirmed failures (with --drain), within the bound, never over an administrator's drain."""
+    from trainready.cluster import ledger
+
+    wanted = [o.node for o in outs if o.action == "drain"]
+    if not wanted or not fleet.drain:
+        return [dataclasses.replace(o, action="would drain (no --drain)") if o.action == "drain" else o for o in outs]
+    drain, hold, loud = judge.bound(doc, wanted, fleet.max_drain, fleet_size, opts.window_s, t)
+    if loud:
+        say(loud)
+    info = slurm.nodes(drain) if drain else {}
+    done: dict[str, str] = {n: "held" for n in hold}
+    for o in outs:
+        if o.node not in drain:
+            continue
+        i = info.get(o.node)
+        if i is not None and i.drained and not i.ours:
+            done[o.node] = "left-alone"
+            ledger.append(fleet.results, {"action": "left-alone", "node": o.node, "why": [o.text], "by": "sweep",
+                                          "slurm_reason": i.reason})
+            continue
+        reason = ledger.dated_reason("sweep", [o.text])
+        slurm.drain(o.node, reason)
+        ledger.append(fleet.results, {"action": "drain", "node": o.node, "why": [o.text], "by": "sweep",
+                                      "strikes": o.strikes, "slurm_reason": reason, "planted": dict(fleet.plants)})
+        doc["drains"].append({"node": o.node, "when": state.stamp(t), "reason": reason})
+        state.node(doc, o.node)["drained"] = {"when": state.stamp(t), "reason": reason}
+        done[o.node] = "drain"
+    return [dataclasses.replace(o, action=done.get(o.node, o.action)) for o in outs]
+
+
+def line(o: judge.Outcome, strikes: int) -> str:
+    if o.verdict != judge.FAIL:
+        return f"{o.node}: {o.verdict}" + (f": {o.text}" if o.text else "")
+    what = {"warn": f"WARN (failed {o.strikes} of {strikes} sweeps in a row: measured again before a drain)",
+            "drain": "FAIL, drained", "held": "FAIL, NOT drained (draining stopped: see above)",
+            "left-alone": "FAIL, already drained by an administrator: left alone"}.get(o.action, f"FAIL, {o.action}")
+    return f"{o.node}: {what}: {o.text}"
+
+
+def write_record(fleet: FleetOptions, opts: SweepOptions, p: select.Pick, outs: list[judge.Outcome],
+                 verdict: FleetVerdict | None, t: Any) -> Path:
+    """RESULTS/sweep/runs/STAMP.json and RESULTS/sweep/last.json (`trainready.sweep/1`), atomically."""
+    from trainready.util.atomic import atomic_write_text
+
+    doc = {"schema": RECORD, "started": state.stamp(t), "finished": state.stamp(), "partition": fleet.partition,
+           "qos": opts.qos, "level": fleet.level.value, "cap": p.cap, "swept": list(p.nodes), "left": dict(p.left),
+           "strikes": opts.strikes, "outcomes": [dataclasses.asdict(o) for o in outs],
+           "run": verdict.context.get("run") if verdict else None, "planted": dict(fleet.plants)}
+    folder = fleet.results / state.FOLDER / "runs"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{t.strftime('%Y%m%dT%H%M%SZ')}.json"
+    text = json.dumps(doc, indent=1) + "\n"
+    atomic_write_text(path, text)
+    atomic_write_text(fleet.results / state.FOLDER / "last.json", text)
+    return path

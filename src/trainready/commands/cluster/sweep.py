@@ -1,0 +1,97 @@
+"""`trainready cluster sweep`: the node acceptance again on idle nodes, at low priority, capped, with strikes."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import sys
+
+import typer
+from rich.console import Console
+
+from trainready.cluster.options import FleetOptions
+from trainready.commands.cluster.options import CHECKS, JOB, VERDICT, fleet_options
+from trainready.errors import UsageError
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def window_s(option: str, text: str) -> float:
+    """'24h', '7d', '90m', '3600s' → seconds > 0; anything else one line naming the option (exit 2)."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd])\s*", text or "")
+    if not m or float(m.group(1)) <= 0:
+        raise UsageError(f"{option} '{text}': expected a time such as 24h, 7d or 90m")
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def scrontab_line(schedule: str, argv: list[str]) -> str:
+    """The scrontab(1) entry: '#SCRON' options for the collector's own job, then the schedule and the command."""
+    if len(schedule.split()) != 5 and not schedule.startswith("@"):
+        raise UsageError(f"--scrontab '{schedule}': expected a cron schedule of five fields (e.g. '0 3 * * 0') "
+                         "or @daily/@weekly (scrontab(1))")
+    keep, it = [], iter(argv)
+    for a in it:
+        if a == "--scrontab":
+            next(it, None)
+        elif not a.startswith("--scrontab="):
+            keep.append(a)
+    cmd = shlex.join([sys.argv[0] if sys.argv[0].endswith("trainready") else "trainready", *keep])
+    return f"#SCRON --job-name=trainready-sweep --time=1-00:00:00 --cpus-per-task=1\n{schedule} {cmd}"
+
+
+@fleet_options(JOB, CHECKS, VERDICT)
+def sweep_cmd(
+    fleet: FleetOptions,
+    qos: str = typer.Option(None, "--qos", help="The QOS of the sweep's tasks (the low tier; slurm.conf(5) "
+                            "PreemptType=preempt/qos), through sbatch's SBATCH_QOS."),
+    max_nodes: int = typer.Option(None, "--max-nodes", help="At most this many nodes under test at once."),
+    max_fraction: float = typer.Option(None, "--max-fraction", help="At most this fraction (0-1] of the "
+                                       "partition's nodes under test at once."),
+    skip_passed: str = typer.Option(None, "--skip-passed-within", metavar="TIME", help="Leave out nodes that "
+                                    "passed a sweep within TIME (24h, 7d): a capped sweep walks the fleet over days."),
+    strikes: int = typer.Option(2, "--strikes", help="Consecutive failing sweeps before a node is drained "
+                                "(1: drain at the first failure)."),
+    drain_window: str = typer.Option("24h", "--drain-window", metavar="TIME", help="The window --max-drain counts "
+                                     "the sweep's drains in."),
+    scrontab: str = typer.Option(None, "--scrontab", metavar="SCHEDULE", help="Print the scrontab(1) lines that "
+                                 "run this sweep on SCHEDULE ('0 3 * * 0', @daily) and exit."),
+) -> None:
+    """Sweep idle nodes: the node acceptance at --level, only where no job runs, preemptible by real jobs.
+
+    Each sweep picks idle nodes of --partition (the low tier: a partition or --qos that real jobs preempt,
+    slurm.conf(5) PreemptType/PreemptMode), the least recently swept first, at most --max-nodes /
+    --max-fraction, and runs `cluster run`'s acceptance on them (no cross-node step).  Per node: pass, fail
+    (its own checks failed) or unknown (preempted, busy, timed out, no record: never a failure, never
+    drained).  A failure is a WARN until --strikes failing sweeps in a row; then, with --drain, the node is
+    drained ('trainready: [sweep] DATE: ...'), never over an administrator's drain, and at most --max-drain
+    in --drain-window (past it: no more drains, said loudly).  `cluster resume` brings a drained node back
+    after re-acceptance.  One sweep at a time per --results (a lock).  Exit 0 no failure, 1 a node failed,
+    2 usage or Slurm error, 3 planted.
+
+    Examples:
+
+    \b
+      trainready cluster sweep -p sweep --results /lustre/sweep --level quick --max-fraction 0.1 \\
+        --skip-passed-within 24h --drain
+      trainready cluster sweep -p sweep --results /lustre/sweep --level burn-in --duration 30m \\
+        --max-nodes 32 --drain --scrontab '0 3 * * 6'
+    """
+    from trainready.cluster.sweep.run import SweepOptions, sweep
+
+    if max_nodes is not None and max_nodes < 1:
+        raise UsageError(f"--max-nodes {max_nodes}: expected at least 1")
+    if max_fraction is not None and not 0 < max_fraction <= 1:
+        raise UsageError(f"--max-fraction {max_fraction}: expected a fraction in (0, 1]")
+    if strikes < 1:
+        raise UsageError(f"--strikes {strikes}: expected at least 1")
+    opts = SweepOptions(qos, max_nodes, max_fraction, window_s("--skip-passed-within", skip_passed)
+                        if skip_passed else None, strikes, window_s("--drain-window", drain_window))
+    if scrontab:
+        print(scrontab_line(scrontab, sys.argv[1:]))
+        raise typer.Exit(0)
+    console = Console(stderr=True)
+    raise typer.Exit(sweep(fleet, opts, lambda s: console.print(s, highlight=False, markup=False)))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("sweep")(sweep_cmd)
