@@ -1,0 +1,143 @@
+"""`trainready cluster sweep` on a real local Slurm with real preemption (`scripts/local-slurm.sh up --preempt
+--cluster sweep --nodes 4`: slurm.conf(5) PreemptType=preempt/partition_prio, PreemptMode=CANCEL, a low-tier
+partition `sweep` and a high-tier `batch` over the same nodes sweep1..sweep4).
+
+A job already on a node: that node untouched, the cap respected.  A batch job submitted mid-sweep preempts the
+sweep's task: `unknown: preempted by job N`, nothing drained; a second sweep started meanwhile says the first runs
+and exits.  A planted failure once: warned; twice: drained with its dated, prefixed reason; an administrator's
+drain untouched.  Each sweep's own record says what it did (RESULTS/sweep/last.json)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import SRC, local_slurm_script, run_cli, undrain
+
+pytestmark = pytest.mark.slow
+
+CLUSTER = "sweep"
+CONF = f"/etc/slurm-{CLUSTER}/slurm.conf"
+NODES = [f"{CLUSTER}{k}" for k in (1, 2, 3, 4)]
+BASE = ("cluster", "sweep", "-p", "sweep", "--spec", "example:local-slurm", "--time", "5:00")
+
+
+@pytest.fixture(scope="module")
+def cluster():  # type: ignore[no-untyped-def]
+    was_up = local_slurm_script("status", "--cluster", CLUSTER, timeout=60).returncode == 0
+    p = local_slurm_script("up", "--preempt", "--cluster", CLUSTER, "--nodes", "4")
+    if p.returncode == 3:
+        pytest.skip((p.stdout.strip() or p.stderr.strip()).splitlines()[-1])
+    assert p.returncode == 0, p.stderr[-2000:]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SLURM_CONF", CONF)
+        yield NODES
+        undrain(*NODES)
+    if not was_up:
+        local_slurm_script("down", "--cluster", CLUSTER, timeout=120)
+
+
+def _sbatch(*args: str) -> str:
+    out = subprocess.run(["sbatch", "--parsable", "--output=/dev/null", *args], capture_output=True, text=True,
+                         check=True).stdout
+    return out.strip().split(";")[0]
+
+
+def _state(job: str) -> str:
+    out = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True).stdout
+    m = re.search(r"JobState=(\S+)", out)
+    return m.group(1) if m else "GONE"
+
+
+def _reason(node: str) -> tuple[str, str]:
+    out = subprocess.run(["sinfo", "-h", "-N", "-n", node, "-o", "%T|%E"], capture_output=True, text=True).stdout
+    state, _, reason = out.strip().splitlines()[0].partition("|")
+    return state, reason
+
+
+def _wait_running(node: str, deadline_s: float = 120) -> None:
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        out = subprocess.run(["squeue", "-h", "-p", "sweep", "-w", node, "-t", "R", "-o", "%i"], capture_output=True,
+                             text=True).stdout
+        if out.strip():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"no sweep task ran on {node} within {deadline_s} s")
+
+
+def _last(results: Path) -> dict:  # type: ignore[type-arg]
+    return json.loads((results / "sweep" / "last.json").read_text())
+
+
+def test_a_node_with_a_job_is_untouched_and_the_cap_is_kept(cluster, tmp_path: Path) -> None:
+    job = _sbatch("-p", "batch", "-w", "sweep1", "--wrap", "sleep 600")
+    try:
+        p = run_cli(*BASE, "--results", str(tmp_path), "--level", "light", "--max-nodes", "2")
+        assert p.returncode == 0, p.stdout + p.stderr
+        doc = _last(tmp_path)
+        assert doc["schema"] == "trainready.sweep/1" and doc["cap"] == 2
+        assert "sweep1" not in doc["swept"] and len(doc["swept"]) == 2
+        assert doc["left"]["sweep1"].startswith("busy: a job runs on it")
+        assert "sweep1: not swept: busy" in p.stderr
+        assert _state(job) == "RUNNING"  # the job was never touched
+        assert {o["verdict"] for o in doc["outcomes"]} == {"pass"}
+    finally:
+        subprocess.run(["scancel", job])
+
+
+def test_a_batch_job_preempts_the_sweep_task_unknown_never_drained_and_sweeps_never_overlap(cluster,
+                                                                                              tmp_path: Path) -> None:
+    argv = [sys.executable, "-m", "trainready", *BASE, "--results", str(tmp_path), "--level", "light", "--drain",
+            "--strikes", "1", "--plant", "cluster.hang=sweep2"]
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    first = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    batch = ""
+    try:
+        _wait_running("sweep2")
+        second = run_cli(*BASE, "--results", str(tmp_path), "--level", "light")
+        assert second.returncode == 0 and "a sweep is already running" in second.stderr, second.stderr
+        t0 = time.monotonic()
+        batch = _sbatch("-p", "batch", "-w", "sweep2", "--wrap", "sleep 30")
+        out, err = first.communicate(timeout=300)
+        assert first.returncode == 3, out + err  # planted: a test, never evidence
+        assert time.monotonic() - t0 < 120  # the hang ended by preemption, not by --time
+    finally:
+        if first.poll() is None:
+            first.kill()
+        if batch:
+            subprocess.run(["scancel", batch])
+    by = {o["node"]: o for o in _last(tmp_path)["outcomes"]}
+    assert by["sweep2"]["verdict"] == "unknown", by["sweep2"]
+    assert re.fullmatch(rf"preempted by job {batch} after \d+ s", by["sweep2"]["text"]), by["sweep2"]
+    assert f"sweep2: unknown: preempted by job {batch}" in err
+    assert "drain" not in _reason("sweep2")[0]
+
+
+def test_a_failure_warns_once_and_drains_when_it_repeats_never_an_admin_drain(cluster, tmp_path: Path) -> None:
+    subprocess.run(["scontrol", "update", "nodename=sweep4", "state=drain", "reason=admin: psu"], check=True)
+    try:
+        argv = (*BASE, "--results", str(tmp_path), "--level", "quick", "--only", "matmul", "--drain",
+                "--plant", "cluster.fail=sweep3")
+        p = run_cli(*argv)
+        assert p.returncode == 3, p.stdout + p.stderr
+        assert "sweep3: WARN (failed 1 of 2 sweeps in a row" in p.stderr and "check matmul" in p.stderr
+        assert "drain" not in _reason("sweep3")[0]
+        assert "sweep4: not swept: drained (admin: psu)" in p.stderr
+        p = run_cli(*argv)
+        assert p.returncode == 3, p.stdout + p.stderr
+        state, reason = _reason("sweep3")
+        assert "drain" in state and re.match(r"trainready: \[sweep\] \d{4}-\d\d-\d\d: check matmul", reason), reason
+        assert _reason("sweep4") == ("drained", "admin: psu")
+        by = {o["node"]: o for o in _last(tmp_path)["outcomes"]}
+        assert by["sweep3"]["action"] == "drain" and by["sweep3"]["strikes"] == 2
+        assert {by[n]["verdict"] for n in ("sweep1", "sweep2")} == {"pass"}
+    finally:
+        undrain("sweep3", "sweep4")

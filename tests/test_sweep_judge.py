@@ -1,0 +1,80 @@
+"""The sweep's verdicts without Slurm: unknown is never a failure, strikes before a drain, the drain bound over a
+window, the pick of idle nodes under the cap, and the command line's refusals and scrontab line."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from trainready.cluster.control.slurm import NodeInfo
+from trainready.cluster.judge.guard import parse_max_drain
+from trainready.cluster.judge.verdict import NodeVerdict
+from trainready.cluster.sweep import judge, select
+
+T = dt.datetime(2026, 12, 5, 3, 0, tzinfo=dt.timezone.utc)
+
+
+def _doc() -> dict:  # type: ignore[type-arg]
+    return {"schema": "trainready.sweepstate/1", "nodes": {}, "drains": []}
+
+
+def test_only_a_failed_check_fails_everything_else_is_unknown() -> None:
+    failed = NodeVerdict("n1", False, ("check matmul: FAIL",), (), "r", {}, ("check matmul",))
+    died = NodeVerdict("n2", False, ("no result: task 7 FAILED",), (), "r", {"state": "FAILED"}, ("no result: FAILED",))
+    busy = NodeVerdict("n3", False, (), (), "r", {}, (), "its task 9 never started")
+    preempted = NodeVerdict("n4", False, ("no result",), (), "r", {"state": "PREEMPTED"}, ("no result: PREEMPTED",))
+    assert judge.outcome(failed, {}).verdict == "fail"
+    assert judge.outcome(died, {}) == judge.Outcome("n2", "unknown", "no result: task 7 FAILED")
+    assert judge.outcome(busy, {}).verdict == "unknown"
+    assert judge.outcome(preempted, {"n4": "preempted by job 12 after 40 s"}).text == "preempted by job 12 after 40 s"
+
+
+def test_a_failure_is_a_warning_until_the_strikes_and_a_pass_or_unknown_keeps_count() -> None:
+    doc = _doc()
+    fail = judge.Outcome("n1", "fail", "check matmul: FAIL")
+    assert judge.strike(doc, fail, 2, T).action == "warn"
+    assert judge.strike(doc, judge.Outcome("n1", "unknown", "preempted"), 2, T).action == ""
+    second = judge.strike(doc, fail, 2, T)
+    assert (second.action, second.strikes) == ("drain", 2)
+    judge.strike(doc, judge.Outcome("n1", "pass", ""), 2, T)
+    assert doc["nodes"]["n1"]["strikes"] == 0 and doc["nodes"]["n1"]["last_pass"].startswith("2026-12-05")
+    assert judge.strike(doc, fail, 2, T).action == "warn"
+
+
+def test_past_max_drain_in_the_window_nothing_more_is_drained_and_it_says_why() -> None:
+    doc = _doc()
+    doc["drains"] = [{"node": "old", "when": (T - dt.timedelta(hours=2)).isoformat()},
+                     {"node": "older", "when": (T - dt.timedelta(days=3)).isoformat()}]  # outside the 24 h window
+    drain, hold, loud = judge.bound(doc, ["a", "b", "c"], parse_max_drain("3"), 640, 86400, T)
+    assert drain == ["a", "b"] and hold == ["c"]
+    assert loud.startswith("DRAINING STOPPED: 4 node(s)") and "fleet-wide cause" in loud and "c" in loud
+    assert judge.bound(doc, ["a"], parse_max_drain("10%"), 640, 86400, T) == (["a"], [], "")
+
+
+def test_only_idle_nodes_least_recently_swept_first_within_the_cap() -> None:
+    info = {n: NodeInfo(n, s, n, r) for n, s, r in (("a", "idle", ""), ("b", "mixed", ""), ("c", "drained", "psu"),
+                                                     ("d", "idle", ""), ("e", "idle*", ""), ("f", "idle", ""))}
+    doc = _doc()
+    doc["nodes"] = {"a": {"last_swept": "2026-12-04T01:00:00+00:00", "last_pass": "2026-12-04T01:00:00+00:00"},
+                    "d": {"last_swept": "2026-12-01T01:00:00+00:00"}}
+    p = select.pick(info, doc, select.cap(len(info), 2, None), None, T)
+    assert p.nodes == ("f", "d")  # never swept first, then the oldest; "a" waits for the next sweep
+    assert p.left["b"].startswith("busy") and p.left["c"] == "drained (psu)" and p.left["e"] == "not idle (idle*)"
+    assert "past the cap of 2" in p.left["a"]
+    skipped = select.pick(info, doc, 6, 86400 * 2, T)
+    assert "a" not in skipped.nodes and "within --skip-passed-within" in skipped.left["a"]
+    assert select.cap(640, None, 0.1) == 64 and select.cap(5, None, 0.01) == 1
+
+
+def test_bad_options_are_one_line_exit_2_and_scrontab_prints_the_line(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    base = ("cluster", "sweep", "--results", str(tmp_path))
+    for extra, words in ((("--max-fraction", "1.5"), "--max-fraction 1.5: expected a fraction in (0, 1]"),
+                         (("--skip-passed-within", "soon"), "--skip-passed-within 'soon': expected a time"),
+                         (("--strikes", "0"), "--strikes 0: expected at least 1"),
+                         (("--scrontab", "weekly"), "--scrontab 'weekly': expected a cron schedule")):
+        p = cli(*base, *extra)
+        assert p.returncode == 2 and words in p.stderr and "Traceback" not in p.stderr, p.stderr
+    p = cli(*base, "-p", "sweep", "--level", "quick", "--scrontab", "0 3 * * *")
+    assert p.returncode == 0, p.stderr
+    head, entry = p.stdout.strip().splitlines()
+    assert head.startswith("#SCRON ") and entry.startswith("0 3 * * * ")
+    assert "cluster sweep --results" in entry and "--scrontab" not in entry and "--level quick" in entry
