@@ -142,9 +142,9 @@ def _xids(now: HealthReading, out: dict[str, list[str]]) -> None:
         (out["fail"] if x.code in XID_FAIL else out["note"] if x.code in XID_APP else out["warn"]).append(line)
 
 
-def reading_for(plants: Mapping[str, str], last: dict[str, Any] | None) -> HealthReading:
+def reading_for(faults: Mapping[str, str], last: dict[str, Any] | None) -> HealthReading:
     """This node's reading, or the replayed one of `--plant health.reading=PATH`."""
-    planted = plants.get("health.reading")
+    planted = faults.get("health.reading")
     if planted:
         return HealthReading.from_json(json.loads(Path(planted).read_text(encoding="utf-8")))
     old = last["reading"] if last else {}

@@ -108,6 +108,12 @@ def _cluster(name: str, plant: str, checks: str = "versions", collective: bool =
             *(() if collective else ("--no-collective",)), "--plant", plant)
 
 
+def _sweep(name: str, plant: str) -> tuple[str, ...]:
+    """`cluster sweep` over {node1} {node2} {node3} of the default partition (idle ones), train_step's figure."""
+    return ("cluster", "sweep", "--nodelist", "{node1},{node2},{node3}", "--results", f"{{cluster_results}}/{name}",
+            "--spec", "example:local-slurm", "--only", "train_step", "--time", "2:00", "--plant", plant)
+
+
 def _data(prefix: str) -> tuple[str, ...]:
     """A short resume on the token files at `prefix` (its control: the same files intact)."""
     return ("resume", "--spec", "{spec}", "--steps", "4", "--checkpoint-step", "2", "--batch-size", "2",
@@ -250,6 +256,10 @@ CASES: tuple[Case, ...] = (
          "told apart from a fault when it is measured again and accepted)",
          _cluster("slow", "cluster.slow_once={node2}:0.02", TRAINING), "cleared:{node2}",
          r"measured again: .* within the bound: not a fault", needs="slurm", judge_only=True),
+    Case("cluster.decline", "the third node's figures decline 30% a sweep (a slow decline, recorded over two "
+         "sweeps: the trend judge against the node's own history)", _sweep("decline", "cluster.decline={node3}:30"),
+         "cleared:{node3}", r"train_tokens_per_s@cpu: [\d.]+ tokens/s is 30% below this node's median",
+         needs="slurm", before=_sweep("decline", "cluster.decline={node3}:30"), judge_only=True, exclusive=True),
     Case("cluster.drift", "the second node reports another torch version (drift from the reference, the first)",
          _cluster("drift", "cluster.drift={node2}"), "node:{node2}",
          r"drift: torch.*0\.0\.0\+planted", needs="slurm", judge_only=True),

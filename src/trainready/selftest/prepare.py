@@ -59,7 +59,6 @@ def synth_facts(n: int = 8) -> dict[str, Any]:
 
 
 def _truncated_corpus(root: Path, which: str) -> Path:
-    values.update(health_readings(root))
     from trainready.data.corpus import write_sample_corpus
 
     prefix = write_sample_corpus(root / f"truncated-{which}", num_docs=50)

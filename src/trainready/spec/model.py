@@ -189,6 +189,15 @@ class FleetSpec:
         "k of the robust outlier bound median - k x 1.4826 x MAD (1.4826 x MAD estimates sigma for normal data; "
         "k = 3 is the 'very conservative' cut-off of Leys et al. 2013, J. Exp. Soc. Psychol. 49:764).",
     )
+    trend_fraction: float = doc_field(
+        0.10,
+        "`cluster sweep`: a node's figure (GEMM TFLOP/s, HBM GB/s, tokens/s, busbw) more than this fraction below "
+        "the median of its own last trend_runs sweeps is a trend WARN. 0.10: twice the fleet floor's 5% (a GPU's "
+        "repeats vary ~1-2%, docs/measured-h200.md), so it names a decline before the fleet floor fails the node.",
+    )
+    trend_runs: int = doc_field(
+        5, "`cluster sweep`: how many of a node's latest sweeps its trend median is taken over."
+    )
     expected_busbw_gbps: dict[str, float] = doc_field(
         default_factory=dict,
         doc="Expected bus bandwidth of the multi-node collective per op in GB/s (keys as comm.expected_busbw_gbps, "

@@ -89,6 +89,8 @@ CLUSTER_PLANTS: dict[str, str] = {
     "cluster.nofile": "NODE:N: that node lowers its open-files limit to N before the limits check",
     "cluster.silent": "NODE: that node's rank joins the cross-node all_reduce, then stops before the first collective",
     "cluster.vanish": "NODE: that node's cross-node task exits at once: no cross record, its rank never joins",
+    "cluster.decline": "NODE:PCT: `cluster sweep` records that node's figures as its first sweep's x (1 - PCT/100)^k, "
+                       "k its earlier sweeps (a slow decline; judge-only: planted after measuring)",
     "cluster.image": "NODE:PATH[,NODE:PATH...]: each NODE is given the squashfs PATH instead of --container-image (Pyxis runs it)",
 }
 

@@ -56,6 +56,18 @@ def validate(faults: Mapping[str, str]) -> None:
     """Every cluster plant's value parses (exit 2 before any job is submitted)."""
     for node in nodes_planted(faults):
         for_node(faults, node)
+        decline(faults, node)
+
+
+def decline(faults: Mapping[str, str], node: str) -> float | None:
+    """cluster.decline=NODE:PCT → PCT when NODE is `node` (read by the sweep's trend, cluster/sweep/trend.py)."""
+    value = faults.get("cluster.decline")
+    if value is None:
+        return None
+    who, pct = _split("cluster.decline", value, "PCT")
+    if pct is None or not 0 < pct < 100:
+        raise UsageError(f"--plant cluster.decline={value}: expected NODE:PCT, PCT in (0, 100)")
+    return pct if who == node else None
 
 
 def failing_check(value: str | None, node: str) -> str | None:

@@ -31,6 +31,7 @@ class Outcome:
     text: str  # the reasons (fail), why it could not be judged (unknown), or its warnings (pass)
     strikes: int = 0  # consecutive failing sweeps, this one included
     action: str = ""  # "", "warn" (a first failure), "drain", "held" (past the bound), "left-alone" (admin's drain)
+    trend: tuple[str, ...] = ()  # trend WARNs against the node's own history (trend.py)
 
 
 def outcome(nv: NodeVerdict, stopped_by: Mapping[str, str]) -> Outcome:

@@ -20,7 +20,7 @@ from typing import Any, Callable
 from trainready.cluster.control import slurm
 from trainready.cluster.judge.verdict import FleetVerdict
 from trainready.cluster.options import FleetOptions
-from trainready.cluster.sweep import judge, select, state
+from trainready.cluster.sweep import judge, select, state, trend
 
 RECORD = "trainready.sweep/1"
 DAY_S = 86400.0
@@ -34,6 +34,7 @@ class SweepOptions:
     skip_passed_s: float | None = None  # --skip-passed-within: leave out nodes that passed this recently
     strikes: int = 2  # --strikes: consecutive failing sweeps before a drain
     window_s: float = DAY_S  # the window --max-drain counts drains in
+    json_path: str | None = None  # --json: the sweep's record here too
 
 
 def sweep(fleet: FleetOptions, opts: SweepOptions, say: Callable[[str], None]) -> int:
@@ -51,7 +52,7 @@ def sweep(fleet: FleetOptions, opts: SweepOptions, say: Callable[[str], None]) -
 def _sweep(fleet: FleetOptions, opts: SweepOptions, say: Callable[[str], None]) -> int:
     t = state.now()
     doc = state.load(fleet.results)
-    info = slurm.nodes(None, fleet.partition)
+    info = slurm.nodes(slurm.hostnames(fleet.nodelist) if fleet.nodelist else None, fleet.partition)
     p = select.pick(info, doc, select.cap(len(info), opts.max_nodes, opts.max_fraction), opts.skip_passed_s, t)
     for n, why in p.left.items():
         say(f"{n}: not swept: {why}")
@@ -62,6 +63,7 @@ def _sweep(fleet: FleetOptions, opts: SweepOptions, say: Callable[[str], None]) 
         stopped = stopped_tasks(verdict)
         outs = [judge.strike(doc, judge.outcome(nv, stopped), opts.strikes, t) for nv in verdict.nodes
                 if nv.node in p.nodes]
+        outs = trends(fleet, verdict, outs, t)
         outs = act(fleet, doc, outs, len(info), opts, t, say)
     else:
         say("no idle node to sweep now")
@@ -71,6 +73,23 @@ def _sweep(fleet: FleetOptions, opts: SweepOptions, say: Callable[[str], None]) 
         say(line(o, opts.strikes))
     planted = bool(verdict and verdict.planted)
     return 3 if planted else 1 if any(o.verdict == judge.FAIL for o in outs) else 0
+
+
+def trends(fleet: FleetOptions, verdict: FleetVerdict, outs: list[judge.Outcome], t: Any) -> list[judge.Outcome]:
+    """Each node with a record: its figures and counters added to its history, judged against it (trend.py)."""
+    from trainready.spec import load_spec
+
+    fs = load_spec(fleet.spec)[0].fleet
+    by = {nv.node: nv for nv in verdict.nodes}
+    run = Path(str(verdict.context.get("run", ""))).name
+    out = []
+    for o in outs:
+        nv = by[o.node]
+        said = [] if nv.not_tested or judge.no_record(nv) else trend.follow(
+            fleet.results, o.node, nv.record, o.verdict, state.stamp(t), run, fleet.plants, fs.trend_fraction,
+            fs.trend_runs)
+        out.append(dataclasses.replace(o, trend=tuple(said)))
+    return out
 
 
 def accept(fleet: FleetOptions, opts: SweepOptions, nodes: list[str], say: Callable[[str], None]) -> FleetVerdict:
@@ -135,12 +154,13 @@ def act(fleet: FleetOptions, doc: dict[str, Any], outs: list[judge.Outcome], fle
 
 
 def line(o: judge.Outcome, strikes: int) -> str:
+    warned = "".join(f"\n{o.node}: TREND WARN: {w}" for w in o.trend)
     if o.verdict != judge.FAIL:
-        return f"{o.node}: {o.verdict}" + (f": {o.text}" if o.text else "")
+        return f"{o.node}: {o.verdict}" + (f": {o.text}" if o.text else "") + warned
     what = {"warn": f"WARN (failed {o.strikes} of {strikes} sweeps in a row: measured again before a drain)",
             "drain": "FAIL, drained", "held": "FAIL, NOT drained (draining stopped: see above)",
             "left-alone": "FAIL, already drained by an administrator: left alone"}.get(o.action, f"FAIL, {o.action}")
-    return f"{o.node}: {what}: {o.text}"
+    return f"{o.node}: {what}: {o.text}" + warned
 
 
 def write_record(fleet: FleetOptions, opts: SweepOptions, p: select.Pick, outs: list[judge.Outcome],
@@ -151,11 +171,17 @@ def write_record(fleet: FleetOptions, opts: SweepOptions, p: select.Pick, outs: 
     doc = {"schema": RECORD, "started": state.stamp(t), "finished": state.stamp(), "partition": fleet.partition,
            "qos": opts.qos, "level": fleet.level.value, "cap": p.cap, "swept": list(p.nodes), "left": dict(p.left),
            "strikes": opts.strikes, "outcomes": [dataclasses.asdict(o) for o in outs],
-           "run": verdict.context.get("run") if verdict else None, "planted": dict(fleet.plants)}
+           "run": verdict.context.get("run") if verdict else None, "planted": dict(fleet.plants),
+           "nodes": [{"node": o.node, "accepted": o.verdict == judge.PASS, "verdict": o.verdict,
+                      "reasons": [o.text] if o.verdict == judge.FAIL else [],
+                      "warnings": list(o.trend) + ([o.text] if o.verdict != judge.FAIL and o.text else [])}
+                     for o in outs]}
     folder = fleet.results / state.FOLDER / "runs"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{t.strftime('%Y%m%dT%H%M%SZ')}.json"
     text = json.dumps(doc, indent=1) + "\n"
     atomic_write_text(path, text)
     atomic_write_text(fleet.results / state.FOLDER / "last.json", text)
+    if opts.json_path:
+        atomic_write_text(Path(opts.json_path), text)
     return path

@@ -10,7 +10,8 @@ import typer
 from rich.console import Console
 
 from trainready.cluster.options import FleetOptions
-from trainready.commands.cluster.options import CHECKS, JOB, VERDICT, fleet_options
+from trainready.commands.cluster.options import CHECKS, JOB, NODES, VERDICT, fleet_options
+from trainready.commands.common import JSON_HELP, check_out_path
 from trainready.errors import UsageError
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -39,7 +40,7 @@ def scrontab_line(schedule: str, argv: list[str]) -> str:
     return f"#SCRON --job-name=trainready-sweep --time=1-00:00:00 --cpus-per-task=1\n{schedule} {cmd}"
 
 
-@fleet_options(JOB, CHECKS, VERDICT)
+@fleet_options(JOB, NODES, CHECKS, VERDICT)
 def sweep_cmd(
     fleet: FleetOptions,
     qos: str = typer.Option(None, "--qos", help="The QOS of the sweep's tasks (the low tier; slurm.conf(5) "
@@ -53,12 +54,13 @@ def sweep_cmd(
                                 "(1: drain at the first failure)."),
     drain_window: str = typer.Option("24h", "--drain-window", metavar="TIME", help="The window --max-drain counts "
                                      "the sweep's drains in."),
+    json_path: str = typer.Option(None, "--json", help=JSON_HELP),
     scrontab: str = typer.Option(None, "--scrontab", metavar="SCHEDULE", help="Print the scrontab(1) lines that "
                                  "run this sweep on SCHEDULE ('0 3 * * 0', @daily) and exit."),
 ) -> None:
     """Sweep idle nodes: the node acceptance at --level, only where no job runs, preemptible by real jobs.
 
-    Each sweep picks idle nodes of --partition (the low tier: a partition or --qos that real jobs preempt,
+    Each sweep picks idle nodes of --partition (of --nodelist, where given) (the low tier: a partition or --qos that real jobs preempt,
     slurm.conf(5) PreemptType/PreemptMode), the least recently swept first, at most --max-nodes /
     --max-fraction, and runs `cluster run`'s acceptance on them (no cross-node step).  Per node: pass, fail
     (its own checks failed) or unknown (preempted, busy, timed out, no record: never a failure, never
@@ -78,6 +80,10 @@ def sweep_cmd(
     """
     from trainready.cluster.sweep.run import SweepOptions, sweep
 
+    if fleet.count is not None:
+        raise UsageError("--nodes: the sweep picks idle nodes itself; cap it with --max-nodes (and name the "
+                         "candidates with --nodelist)")
+    check_out_path(json_path)
     if max_nodes is not None and max_nodes < 1:
         raise UsageError(f"--max-nodes {max_nodes}: expected at least 1")
     if max_fraction is not None and not 0 < max_fraction <= 1:
@@ -85,7 +91,7 @@ def sweep_cmd(
     if strikes < 1:
         raise UsageError(f"--strikes {strikes}: expected at least 1")
     opts = SweepOptions(qos, max_nodes, max_fraction, window_s("--skip-passed-within", skip_passed)
-                        if skip_passed else None, strikes, window_s("--drain-window", drain_window))
+                        if skip_passed else None, strikes, window_s("--drain-window", drain_window), json_path)
     if scrontab:
         print(scrontab_line(scrontab, sys.argv[1:]))
         raise typer.Exit(0)

@@ -1,0 +1,132 @@
+"""Each node's figures over its sweeps: RESULTS/sweep/trend/NODE.json (`trainready.sweeptrend/1`).
+
+Per sweep with a record: when, the verdict, the figures the fleet compares (GEMM TFLOP/s, HBM GB/s, train-step
+tokens/s, PCIe copies, the burn-in's sustained figures, a busbw) per device, keyed by the GPU's NVML UUID where
+the manifest has it, and per GPU its error counters (lifetime uncorrectable ECC, rows remapped).  Judged against
+the node's own past, not the fleet's:
+
+* a figure more than `fleet.trend_fraction` below the median of the node's last `fleet.trend_runs` sweeps is a
+  WARN naming the figure, the value, the median, the runs and their dates;
+* a counter that grew since the last sweep is a WARN naming both readings and dates;
+* a GPU UUID that changed on the same index is said (a part swapped in repair): its history starts again.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Any, Mapping
+
+from trainready.cluster.tasks.node import THROUGHPUT
+
+SCHEMA = "trainready.sweeptrend/1"
+KEEP = 100  # sweeps kept per node
+COUNTERS = ("ecc_uncorrected_aggregate", "remapped_rows_uncorrectable")
+
+
+def path(results: Path, node: str) -> Path:
+    return results / "sweep" / "trend" / f"{node}.json"
+
+
+def load(results: Path, node: str) -> list[dict[str, Any]]:
+    p = path(results, node)
+    if not p.exists():
+        return []
+    doc = json.loads(p.read_text(encoding="utf-8"))
+    return list(doc.get("runs", [])) if doc.get("schema") == SCHEMA else []
+
+
+def save(results: Path, node: str, runs: list[dict[str, Any]]) -> None:
+    from trainready.util.atomic import atomic_write_text
+
+    p = path(results, node)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(p, json.dumps({"schema": SCHEMA, "node": node, "runs": runs[-KEEP:]}, indent=1) + "\n")
+
+
+def _gpus(record: Mapping[str, Any]) -> list[dict[str, Any]]:
+    nvml = (record.get("manifest") or {}).get("gpu", {})
+    nvml = nvml.get("nvml", nvml) if isinstance(nvml, dict) else {}
+    return [g for g in nvml.get("gpus", []) if isinstance(g, dict)] if isinstance(nvml, dict) else []
+
+
+def figures(record: Mapping[str, Any]) -> dict[str, float]:
+    """'gemm_bf16@GPU-uuid' (or '@cpu') → value, for each figure the fleet compares and each busbw."""
+    uuid = {str(g.get("index")): str(g.get("uuid")) for g in _gpus(record)}
+    out: dict[str, float] = {}
+    for res in (record.get("report") or {}).get("results", []):
+        for m in res.get("metrics", []):
+            name, value = m.get("name", ""), m.get("value")
+            if not isinstance(value, (int, float)) or not (name in THROUGHPUT or "busbw" in name):
+                continue
+            labels = m.get("labels") or {}
+            dev = str(labels.get("gpu", labels.get("device", labels.get("op", ""))))
+            out[f"{name}@{uuid.get(dev, dev)}"] = float(value)
+    return out
+
+
+def counters(record: Mapping[str, Any]) -> dict[str, dict[str, int]]:
+    return {str(g.get("uuid")): {c: g[c] for c in COUNTERS if isinstance(g.get(c), int)} for g in _gpus(record)}
+
+
+def entry(when: str, verdict: str, record: Mapping[str, Any], run: str) -> dict[str, Any]:
+    return {"when": when, "verdict": verdict, "run": run, "figures": figures(record), "counters": counters(record),
+            "gpus": [str(g.get("uuid")) for g in _gpus(record)]}
+
+
+def plant_decline(now: dict[str, Any], past: list[dict[str, Any]], pct: float) -> dict[str, Any]:
+    """`--plant cluster.decline=NODE:PCT`: each figure recorded as the node's first recorded one x (1 - PCT/100)^k,
+    k its earlier sweeps (a steady slow decline; planted after measuring: it proves the trend judge)."""
+    first = next((e["figures"] for e in past if e.get("figures")), now["figures"])
+    k = len(past)
+    return {**now, "figures": {n: first.get(n, v) * (1 - pct / 100.0) ** k for n, v in now["figures"].items()}}
+
+
+def judge(now: dict[str, Any], past: list[dict[str, Any]], fraction: float, runs: int) -> list[str]:
+    """The trend WARNs of this sweep's entry against the node's earlier ones."""
+    out = []
+    for name, value in sorted(now["figures"].items()):
+        prior = [e for e in past if name in e.get("figures", {})][-runs:]
+        if not prior:
+            continue
+        med = statistics.median(e["figures"][name] for e in prior)
+        if med > 0 and value < med * (1 - fraction):
+            unit = THROUGHPUT.get(name.split("@")[0], "")
+            out.append(f"{name}: {value:.4g} {unit} is {100 * (1 - value / med):.0f}% below this node's median "
+                       f"{med:.4g} of its last {len(prior)} sweep(s) ({prior[0]['when'][:10]} .. "
+                       f"{prior[-1]['when'][:10]}; runs {', '.join(e.get('run', '?') for e in prior[-3:])})")
+    last = past[-1] if past else None
+    if last is None:
+        return out
+    for uuid, cs in now["counters"].items():
+        for c, v in cs.items():
+            before = last.get("counters", {}).get(uuid, {}).get(c)
+            if isinstance(before, int) and v > before:
+                out.append(f"{uuid} {c} grew {before} -> {v} between the sweeps of {last['when'][:16]} and "
+                           f"{now['when'][:16]}")
+    gone = [u for u in last.get("gpus", []) if u not in now["gpus"]]
+    new = [u for u in now["gpus"] if u not in last.get("gpus", [])]
+    if gone or new:
+        out.append(f"GPU(s) changed since {last['when'][:16]}: {', '.join(gone) or '-'} -> {', '.join(new) or '-'} "
+                   "(a part swapped in repair?)")
+    return out
+
+
+def follow(results: Path, node: str, record_path: str, verdict: str, when: str, run: str,
+           plants: Mapping[str, str], fraction: float, runs: int) -> list[str]:
+    """Add this sweep's entry to the node's history and judge it: the trend WARNs ([] without a record)."""
+    from trainready.cluster.plants.faults import decline
+
+    try:
+        record = json.loads(Path(record_path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    past = load(results, node)
+    now = entry(when, verdict, record, run)
+    pct = decline(plants, node)
+    if pct is not None:
+        now = plant_decline(now, past, pct)
+    said = judge(now, past, fraction, runs)
+    save(results, node, past + [{**now, "trend": said}])
+    return said
