@@ -141,3 +141,23 @@ def test_a_failure_warns_once_and_drains_when_it_repeats_never_an_admin_drain(cl
         assert {by[n]["verdict"] for n in ("sweep1", "sweep2")} == {"pass"}
     finally:
         undrain("sweep3", "sweep4")
+
+
+def test_a_planted_slow_decline_is_a_trend_warning_naming_node_figure_and_runs(cluster, tmp_path: Path) -> None:
+    argv = (*BASE, "--results", str(tmp_path), "--nodelist", "sweep1,sweep2", "--level", "quick", "--only",
+            "train_step", "--plant", "cluster.decline=sweep2:5")
+    warned = []
+    for k in range(5):  # 5% a sweep: 9.75% below the median at the fourth, 12% at the fifth (fleet.trend_fraction 0.10)
+        p = run_cli(*argv)
+        assert p.returncode == 3, p.stdout + p.stderr
+        warned.append([w for o in _last(tmp_path)["outcomes"] if o["node"] == "sweep2" for w in o["trend"]])
+    assert warned[:4] == [[], [], [], []], warned
+    assert len(warned[4]) == 1 and re.match(r"train_tokens_per_s@cpu: [\d.]+ tokens/s is 12% below this node's median "
+                                            r"[\d.]+ of its last 4 sweep\(s\) \(\d{4}-\d\d-\d\d", warned[4][0]), warned
+    assert "sweep2: TREND WARN: train_tokens_per_s@cpu" in p.stderr
+    h = run_cli("cluster", "history", "sweep2", "--results", str(tmp_path))
+    assert h.returncode == 0, h.stderr
+    rows = h.stdout.splitlines()
+    assert rows[0].split()[:4] == ["when", "(UTC)", "verdict", "train_tokens_per_s@cpu"] and len(rows) == 7
+    assert rows[-1].strip().startswith("WARN: train_tokens_per_s@cpu")
+    assert run_cli("cluster", "history", "sweep9", "--results", str(tmp_path)).returncode == 2

@@ -130,3 +130,17 @@ def follow(results: Path, node: str, record_path: str, verdict: str, when: str, 
     said = judge(now, past, fraction, runs)
     save(results, node, past + [{**now, "trend": said}])
     return said
+
+
+def table(runs: list[dict[str, Any]]) -> list[str]:
+    """A node's sweeps as text rows: when, verdict, each figure's value, the trend WARNs under their row."""
+    names = sorted({n for e in runs for n in e.get("figures", {})})
+    head = ["when (UTC)", "verdict", *names]
+    rows = [[e["when"][:16].replace("T", " "), e.get("verdict", "?"),
+             *(f"{e['figures'][n]:.4g}" if n in e.get("figures", {}) else "-" for n in names)] for e in runs]
+    width = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
+    out = ["  ".join(str(c).ljust(w) for c, w in zip(head, width))]
+    for e, r in zip(runs, rows):
+        out.append("  ".join(str(c).ljust(w) for c, w in zip(r, width)))
+        out += [f"    WARN: {w}" for w in e.get("trend", [])]
+    return out

@@ -99,5 +99,26 @@ def sweep_cmd(
     raise typer.Exit(sweep(fleet, opts, lambda s: console.print(s, highlight=False, markup=False)))
 
 
+def history_cmd(
+    node: str = typer.Argument(..., help="The node."),
+    results: str = typer.Option(..., "--results", "-r", help="The --results of the sweeps."),
+) -> None:
+    """A node's sweeps as a table: when, verdict, its figures (per device), and the trend WARNs.
+
+    Read from RESULTS/sweep/trend/NODE.json (`trainready.sweeptrend/1`).  Exit 0; 2 when the node has no
+    history there."""
+    from pathlib import Path
+
+    from trainready.cluster.sweep import trend
+
+    runs = trend.load(Path(results), node)
+    if not runs:
+        raise UsageError(f"{node}: no sweep history under --results {results} (expected "
+                         f"{trend.path(Path(results), node)})")
+    for row in trend.table(runs):
+        print(row)
+
+
 def register(app: typer.Typer) -> None:
     app.command("sweep")(sweep_cmd)
+    app.command("history")(history_cmd)
