@@ -124,8 +124,9 @@ def test_a_batch_job_preempts_the_sweep_task_unknown_never_drained_and_sweeps_ne
 def test_a_failure_warns_once_and_drains_when_it_repeats_never_an_admin_drain(cluster, tmp_path: Path) -> None:
     subprocess.run(["scontrol", "update", "nodename=sweep4", "state=drain", "reason=admin: psu"], check=True)
     try:
+        prom = tmp_path / "sweep.prom"
         argv = (*BASE, "--results", str(tmp_path), "--level", "quick", "--only", "matmul", "--drain",
-                "--plant", "cluster.fail=sweep3")
+                "--prometheus", str(prom), "--plant", "cluster.fail=sweep3")
         p = run_cli(*argv)
         assert p.returncode == 3, p.stdout + p.stderr
         assert "sweep3: WARN (failed 1 of 2 sweeps in a row" in p.stderr and "check matmul" in p.stderr
@@ -139,6 +140,12 @@ def test_a_failure_warns_once_and_drains_when_it_repeats_never_an_admin_drain(cl
         by = {o["node"]: o for o in _last(tmp_path)["outcomes"]}
         assert by["sweep3"]["action"] == "drain" and by["sweep3"]["strikes"] == 2
         assert {by[n]["verdict"] for n in ("sweep1", "sweep2")} == {"pass"}
+        text = prom.read_text()  # for node_exporter's textfile collector
+        assert 'trainready_sweep_verdict{node="sweep3",verdict="fail"} 1.0' in text
+        assert 'trainready_sweep_drained{node="sweep3"} 1.0' in text
+        assert 'trainready_sweep_drained{node="sweep4"} 0.0' in text  # an administrator's drain is not ours
+        assert re.search(r'trainready_sweep_drained_info\{node="sweep3",reason="trainready: \[sweep\] [^"]+"\} 1', text)
+        assert 'trainready_sweep_strikes{node="sweep3"} 2.0' in text
     finally:
         undrain("sweep3", "sweep4")
 

@@ -177,12 +177,16 @@ def _fmt(v: float) -> str:
 
 
 def exposition(records: Sequence[Record]) -> str:
+    """The text file of the records' samples."""
+    return render(s for rec in records for s in SAMPLES.get(rec.kind, lambda _r: [])(rec))
+
+
+def render(samples: Iterable[Sample]) -> str:
     """The text file: every family once (HELP + TYPE gauge), series deduplicated (first wins)."""
     families: dict[str, tuple[str, dict[tuple[tuple[str, str], ...], float]]] = {}
-    for rec in records:
-        for s in SAMPLES.get(rec.kind, lambda _r: [])(rec):
-            fam = families.setdefault(s.name, (s.help, {}))
-            fam[1].setdefault(s.labels, s.value)
+    for s in samples:
+        fam = families.setdefault(s.name, (s.help, {}))
+        fam[1].setdefault(s.labels, s.value)
     lines = []
     for name, (help_text, series) in families.items():
         lines.append(f"# HELP {name} {_escape(help_text)}")

@@ -35,6 +35,7 @@ class SweepOptions:
     strikes: int = 2  # --strikes: consecutive failing sweeps before a drain
     window_s: float = DAY_S  # the window --max-drain counts drains in
     json_path: str | None = None  # --json: the sweep's record here too
+    prometheus: str | None = None  # --prometheus: the fleet's health for node_exporter's textfile collector
 
 
 def sweep(fleet: FleetOptions, opts: SweepOptions, say: Callable[[str], None]) -> int:
@@ -69,6 +70,10 @@ def _sweep(fleet: FleetOptions, opts: SweepOptions, say: Callable[[str], None]) 
         say("no idle node to sweep now")
     state.save(fleet.results, doc)
     write_record(fleet, opts, p, outs, verdict, t)
+    if opts.prometheus:
+        from trainready.cluster.sweep import monitor
+
+        monitor.write(opts.prometheus, fleet.results, doc, slurm.nodes(list(info)) if info else {})
     for o in outs:
         say(line(o, opts.strikes))
     planted = bool(verdict and verdict.planted)

@@ -55,6 +55,9 @@ def sweep_cmd(
     drain_window: str = typer.Option("24h", "--drain-window", metavar="TIME", help="The window --max-drain counts "
                                      "the sweep's drains in."),
     json_path: str = typer.Option(None, "--json", help=JSON_HELP),
+    prometheus: str = typer.Option(None, "--prometheus", metavar="PATH", help="After each sweep, the fleet's "
+                                   "health as a node_exporter textfile (per node: last sweep and verdict, strikes, "
+                                   "figures, trend WARNs, drained by the sweep and why)."),
     scrontab: str = typer.Option(None, "--scrontab", metavar="SCHEDULE", help="Print the scrontab(1) lines that "
                                  "run this sweep on SCHEDULE ('0 3 * * 0', @daily) and exit."),
 ) -> None:
@@ -84,6 +87,7 @@ def sweep_cmd(
         raise UsageError("--nodes: the sweep picks idle nodes itself; cap it with --max-nodes (and name the "
                          "candidates with --nodelist)")
     check_out_path(json_path)
+    check_out_path(prometheus, "--prometheus")
     if max_nodes is not None and max_nodes < 1:
         raise UsageError(f"--max-nodes {max_nodes}: expected at least 1")
     if max_fraction is not None and not 0 < max_fraction <= 1:
@@ -91,7 +95,8 @@ def sweep_cmd(
     if strikes < 1:
         raise UsageError(f"--strikes {strikes}: expected at least 1")
     opts = SweepOptions(qos, max_nodes, max_fraction, window_s("--skip-passed-within", skip_passed)
-                        if skip_passed else None, strikes, window_s("--drain-window", drain_window), json_path)
+                        if skip_passed else None, strikes, window_s("--drain-window", drain_window), json_path,
+                        prometheus)
     if scrontab:
         print(scrontab_line(scrontab, sys.argv[1:]))
         raise typer.Exit(0)
