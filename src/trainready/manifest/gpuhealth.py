@@ -66,7 +66,7 @@ class HealthReading:
 
 
 def _extras(nv: Any, count: int) -> list[dict[str, Any]]:
-    """Serial and PCIe replay counter per GPU (one more NVML session; nvmlInit is reference-counted)."""
+    """Serial and PCIe replay counter per GPU (NVML opened once more: nvmlInit is reference-counted)."""
     out: list[dict[str, Any]] = []
     try:
         nv.nvmlInit()

@@ -40,6 +40,15 @@ def scrontab_line(schedule: str, argv: list[str]) -> str:
     return f"#SCRON --job-name=trainready-sweep --time=1-00:00:00 --cpus-per-task=1\n{schedule} {cmd}"
 
 
+def _check_bounds(max_nodes: int | None, max_fraction: float | None, strikes: int) -> None:
+    if max_nodes is not None and max_nodes < 1:
+        raise UsageError(f"--max-nodes {max_nodes}: expected at least 1")
+    if max_fraction is not None and not 0 < max_fraction <= 1:
+        raise UsageError(f"--max-fraction {max_fraction}: expected a fraction in (0, 1]")
+    if strikes < 1:
+        raise UsageError(f"--strikes {strikes}: expected at least 1")
+
+
 @fleet_options(JOB, NODES, CHECKS, VERDICT)
 def sweep_cmd(
     fleet: FleetOptions,
@@ -88,12 +97,7 @@ def sweep_cmd(
                          "candidates with --nodelist)")
     check_out_path(json_path)
     check_out_path(prometheus, "--prometheus")
-    if max_nodes is not None and max_nodes < 1:
-        raise UsageError(f"--max-nodes {max_nodes}: expected at least 1")
-    if max_fraction is not None and not 0 < max_fraction <= 1:
-        raise UsageError(f"--max-fraction {max_fraction}: expected a fraction in (0, 1]")
-    if strikes < 1:
-        raise UsageError(f"--strikes {strikes}: expected at least 1")
+    _check_bounds(max_nodes, max_fraction, strikes)
     opts = SweepOptions(qos, max_nodes, max_fraction, window_s("--skip-passed-within", skip_passed)
                         if skip_passed else None, strikes, window_s("--drain-window", drain_window), json_path,
                         prometheus)
