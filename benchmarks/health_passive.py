@@ -38,7 +38,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
     a = ap.parse_args()
-    env = dict(os.environ, PYTHONPATH=str(SRC), SLURMD_NODENAME="health-bench", SLURM_CONF="/nonexistent/slurm.conf")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(SRC), os.environ.get("PYTHONPATH", "")) if p),
+               SLURMD_NODENAME="health-bench", SLURM_CONF="/nonexistent/slurm.conf")
     with tempfile.TemporaryDirectory() as d:
         state = ["--health-state", str(Path(d) / "state.json")]
         passive, active = [], []
