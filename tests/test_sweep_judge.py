@@ -78,3 +78,23 @@ def test_bad_options_are_one_line_exit_2_and_scrontab_prints_the_line(cli, tmp_p
     head, entry = p.stdout.strip().splitlines()
     assert head.startswith("#SCRON ") and entry.startswith("0 3 * * * ")
     assert "cluster sweep --results" in entry and "--scrontab" not in entry and "--level quick" in entry
+
+
+def test_a_nodes_trend_is_drawn_over_time_in_the_html_report(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from trainready.cluster.sweep import trend
+
+    runs = []
+    for k in range(5):
+        now = {"when": f"2026-12-0{k + 1}T03:00:00+00:00", "verdict": "pass", "run": f"r{k}",
+               "figures": {"gemm_bf16@GPU-a": 700.0 * 0.95 ** k, "gemm_bf16@GPU-b": 705.0}, "counters": {},
+               "gpus": ["GPU-a", "GPU-b"]}
+        now["trend"] = trend.judge(now, runs, 0.10, 5)
+        runs.append(now)
+    assert runs[4]["trend"] and runs[4]["trend"][0].startswith("gemm_bf16@GPU-a: 570.2 TFLOP/s is 12% below")
+    trend.save(tmp_path, "gpu017", runs)
+    out = tmp_path / "r.html"
+    p = cli("report", str(trend.path(tmp_path, "gpu017")), "--html", str(out))
+    assert p.returncode == 0, p.stdout + p.stderr
+    page = out.read_text()
+    assert "sweeptrend on gpu017" in page and "<svg" in page and "gemm_bf16 over the sweeps" in page
+    assert "Trend WARNs: 2026-12-05T03:00: gemm_bf16@GPU-a" in page

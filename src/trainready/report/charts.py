@@ -156,6 +156,12 @@ def burnin_charts(rec: Record) -> list[Chart]:
     return draw(rec)
 
 
+def sweep_charts(rec: Record) -> list[Chart]:
+    from trainready.report.sweep_charts import sweep_trend_charts
+
+    return sweep_trend_charts(rec)
+
+
 CHARTS: dict[str, tuple[Callable[[Record], list[Chart]], ...]] = {
     "node": (throughput_charts, comm_charts, resume_charts, burnin_charts),
     "comm": (comm_charts,),
@@ -163,6 +169,7 @@ CHARTS: dict[str, tuple[Callable[[Record], list[Chart]], ...]] = {
     "plan": (plan_charts,),
     "compare": (compare_charts,),
     "fleet": (fleet_charts,),
+    "sweeptrend": (sweep_charts,),
 }
 
 

@@ -22,6 +22,7 @@ SCHEMAS: dict[str, str] = {
     "trainready.fleet/1": "fleet",
     "trainready.compare/1": "compare",
     "trainready.selftest/1": "selftest",
+    "trainready.sweeptrend/1": "sweeptrend",
 }
 # What each kind is, for people (bundle index, report headings).
 PURPOSE: dict[str, str] = {
@@ -33,6 +34,7 @@ PURPOSE: dict[str, str] = {
     "fleet": "fleet record (trainready cluster run): per-node verdicts, drain list, cross-node checks",
     "compare": "upgrade gate (trainready compare): versions and metrics, baseline vs new",
     "selftest": "self-test (trainready selftest): every planted fault and whether it was detected",
+    "sweeptrend": "one node's sweeps (trainready cluster sweep): its figures per device and counters over time",
     "report": "trainready report record",
 }
 
@@ -45,6 +47,15 @@ def fleet_status(doc: Mapping[str, Any]) -> str:
     if summary.get("rejected") or doc.get("drain_list") or failed:
         return "fail"
     return "warn" if doc.get("planted") else "pass"
+
+
+def sweep_trend_status(doc: Mapping[str, Any]) -> str:
+    """A node's sweep history by its last sweep: fail, warn (unknown, or a trend WARN) or pass."""
+    runs = doc.get("runs") or [{}]
+    last = runs[-1] if isinstance(runs[-1], Mapping) else {}
+    if last.get("verdict") == "fail":
+        return "fail"
+    return "warn" if last.get("verdict") != "pass" or last.get("trend") else "pass"
 
 
 @dataclass(frozen=True)
@@ -70,6 +81,8 @@ class Record:
         """The record's overall verdict word (pass/warn/fail/error, a plan's fit, or '')."""
         if self.kind == "fleet":
             return fleet_status(self.doc)
+        if self.kind == "sweeptrend":
+            return sweep_trend_status(self.doc)
         s = self.doc.get("status") or self.doc.get("verdict")
         if isinstance(s, Mapping):
             s = s.get("status")
@@ -79,7 +92,7 @@ class Record:
 
     @property
     def title(self) -> str:
-        host = self.doc.get("host")
+        host = self.doc.get("host") or self.doc.get("node")
         if isinstance(host, Mapping):
             host = host.get("hostname")
         return f"{self.kind}" + (f" on {host}" if isinstance(host, str) and host else "")
