@@ -118,8 +118,8 @@ def stopped_tasks(verdict: FleetVerdict) -> dict[str, str]:
         if not judge.no_record(nv) or (st.get("state") or "").split(" ")[0] not in judge.STOPPED:
             continue
         job = st.get("job_id", "")
-        kv = dict(slurm.KV.findall(slurm.call(["scontrol", "--local", "show", "job", "-o", job]))) if job else {}
-        took = f" after {slurm._seconds(kv.get('RunTime', '')):.0f} s" if kv.get("RunTime") else ""
+        task = next(iter(slurm.task_states(job).values()), None) if job else None
+        took = f" after {task.run_s:.0f} s" if task is not None and task.run_s else ""
         now = [ln.split() for ln in slurm.call(["squeue", "--local", "-h", "-w", nv.node, "-o", "%i %j"]).splitlines()]
         other = [j for j, *name in now if name != ["trainready-accept"]]
         out[nv.node] = f"preempted by job {other[0]}{took}" if other else f"{st.get('state', '').lower()}{took}"
