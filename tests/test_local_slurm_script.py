@@ -80,6 +80,20 @@ def test_plain_writes_a_partition_as_a_site_does(tmp_path: Path) -> None:
     assert re.search(r"^NodeName=node\[1-3\] .* CPUs=1 ", site, re.M), site
 
 
+def test_preempt_adds_a_low_and_a_high_tier_over_the_same_nodes(tmp_path: Path) -> None:
+    """--preempt: Slurm's preemption by partition priority (slurm.conf(5) PreemptType, PreemptMode) before the
+    nodes, a `sweep` partition at PriorityTier=1 and a `batch` one at 10 over the same nodes, none oversubscribed
+    (a sweep's --exclusive task must hold its node for a batch job to preempt it)."""
+    conf = _conf(tmp_path, "--preempt")
+    lines = conf.splitlines()
+    assert lines.index("PreemptType=preempt/partition_prio") < next(i for i, x in enumerate(lines)
+                                                                     if x.startswith("NodeName="))
+    assert "PreemptMode=CANCEL" in lines and "OverSubscribe" not in conf
+    assert re.search(r"^PartitionName=sweep Nodes=node\[1-3\] .*PriorityTier=1 PreemptMode=CANCEL$", conf, re.M)
+    assert re.search(r"^PartitionName=batch Nodes=node\[1-3\] .*PriorityTier=10$", conf, re.M)
+    assert "Preempt" not in _conf(tmp_path)
+
+
 def test_the_suites_named_clusters_do_not_share_ports() -> None:
     """The suite's named clusters run beside each other in one test run: each its own slurmctld and slurmd ports
     (every `CLUSTER = "NAME"` of a test module, and conftest's ALT)."""
