@@ -65,7 +65,7 @@ def test_only_idle_nodes_least_recently_swept_first_within_the_cap() -> None:
     assert select.cap(640, None, 0.1) == 64 and select.cap(5, None, 0.01) == 1
 
 
-def test_bad_options_are_one_line_exit_2_and_scrontab_prints_the_line(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_bad_options_are_one_line_exit_2_and_scrontab_prints_the_line(cli, tmp_path) -> None:  # type: ignore
     base = ("cluster", "sweep", "--results", str(tmp_path))
     for extra, words in ((("--max-fraction", "1.5"), "--max-fraction 1.5: expected a fraction in (0, 1]"),
                          (("--skip-passed-within", "soon"), "--skip-passed-within 'soon': expected a time"),

@@ -2,7 +2,8 @@
 
 Slurm runs the HealthCheckProgram on every node at every interval, so its start-up is its cost: the full
 command line (typer, rich, every command's module) takes ~1 s of CPU before a check starts.  `entry.py` hands
-the plain forms here first (a top-level module: the `commands` package's own `__init__` imports typer): `node --health-check` with only `--spec PATH`, `--health-state PATH` and `--json PATH`.  Anything
+the plain forms here first (a top-level module: the `commands` package's own `__init__` imports typer):
+`node --health-check` with only `--spec PATH`, `--health-state PATH` and `--json PATH`.  Anything
 else (`--active`, `--plant`, `--help`, an unknown option) goes to the full CLI, which parses and refuses as
 usual (one line, exit 2).
 """

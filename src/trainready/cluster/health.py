@@ -1,4 +1,5 @@
-"""`trainready node --health-check`: quick checks for Slurm's HealthCheckProgram, NHC-style.
+"""`trainready node --health-check --active`: the seconds-long compute checks, NHC-style (the default
+`--health-check` is passive: cluster/passive.py; both drain through `drain_self` here).
 
 Slurm runs the program on every node each HealthCheckInterval seconds and kills it after 60 s (before
 Slurm 26.05, slurm.conf(5)); this mode runs only seconds-long checks, each bounded by CHECK_TIMEOUT_S, and
