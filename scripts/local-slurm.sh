@@ -25,6 +25,7 @@
 #                                           beside `debug`, a partition `sweep` (PriorityTier=1) and `batch`
 #                                           (PriorityTier=10) over the same nodes, none oversubscribed (--plain):
 #                                           a batch job that needs a node cancels the sweep's task on it
+#                                           and one license trainready_sweep (Licenses=: sweep --licenses)
 #   scripts/local-slurm.sh down [--cluster NAME]    stop the daemons this script started, remove its state and logs
 #   scripts/local-slurm.sh status [--cluster NAME]  exit 0 when sinfo shows the nodes up, else 1 (with the reason)
 #
@@ -152,7 +153,8 @@ write_conf() {  # the config for these options, as $CONF.tmp (up() compares it w
     if [ "$PREEMPT" = 1 ]; then
         share=""
         preempt="PreemptType=preempt/partition_prio
-PreemptMode=CANCEL"
+PreemptMode=CANCEL
+Licenses=trainready_sweep:1"
         tiers="PartitionName=sweep Nodes=$PREFIX[1-$NODES] MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=CANCEL
 PartitionName=batch Nodes=$PREFIX[1-$NODES] MaxTime=INFINITE State=UP PriorityTier=10"
     fi

@@ -51,6 +51,9 @@ def test_sbatch_and_srun_command_lines():
         "--time=45:00", "--job-name=trainready-accept", "--output=/r/logs/accept_%A_%a.out", "--gpus-per-node=8",
         "--partition=gpu", "/r/job/accept.sbatch"]
     assert slurm.sbatch_argv("s", 3, 64, "5:00", "o", None)[3] == "--array=0-2%3"  # %K never above N
+    assert "--licenses" not in " ".join(slurm.sbatch_argv("s", 3, 64, "5:00", "o", "sweep"))
+    assert slurm.sbatch_argv("s", 3, 64, "5:00", "o", "sweep", licenses="trainready_sweep:1")[-2:] == [
+        "--licenses=trainready_sweep:1", "s"]  # every task holds it while it runs (the sweep's site-wide cap)
     argv = slurm.srun_argv("gpu[001-640]", 640, "45:00", "gpu", ["--container-image=img"], ["trainready", "x"],
                            tasks_per_node=8, gpus=8)
     assert argv == ["srun", "--nodes=640", "--ntasks-per-node=8", "--nodelist=gpu[001-640]", "--time=45:00",

@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -168,3 +169,37 @@ def test_a_planted_slow_decline_is_a_trend_warning_naming_node_figure_and_runs(c
     assert rows[0].split()[:4] == ["when", "(UTC)", "verdict", "train_tokens_per_s@cpu"] and len(rows) == 7
     assert rows[-1].strip().startswith("WARN: train_tokens_per_s@cpu")
     assert run_cli("cluster", "history", "sweep9", "--results", str(tmp_path)).returncode == 2
+
+
+def _count_running(stop: threading.Event, seen: list[int]) -> None:
+    """How many sweep tasks run at once, every 0.2 s until `stop`."""
+    while not stop.is_set():
+        out = subprocess.run(["squeue", "-h", "-p", "sweep", "-t", "R", "-n", "trainready-accept", "-o", "%i"],
+                             capture_output=True, text=True).stdout
+        seen.append(len(out.split()))
+        time.sleep(0.2)
+
+
+def test_a_license_caps_the_nodes_under_sweep_at_once(cluster, tmp_path: Path) -> None:
+    """Three idle nodes: without --licenses their tasks run side by side; with --licenses trainready_sweep (one
+    in slurm.conf's Licenses=) one at a time, the others pending until the license is free."""
+    def swept(name: str, *extra: str) -> tuple[subprocess.CompletedProcess, int]:
+        stop, seen = threading.Event(), []
+        watch = threading.Thread(target=_count_running, args=(stop, seen))
+        watch.start()
+        try:
+            p = run_cli(*BASE, "--results", str(tmp_path / name), "--level", "light", "--nodelist", "sweep[1-3]", *extra)
+        finally:
+            stop.set()
+            watch.join()
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert sorted(_last(tmp_path / name)["swept"]) == NODES[:3]
+        return p, max(seen, default=0)
+
+    _, free = swept("free")
+    assert free >= 2, free  # the tasks overlap where nothing caps them
+    _, capped = swept("capped", "--licenses", "trainready_sweep")
+    assert capped == 1, capped
+    bad = run_cli(*BASE, "--results", str(tmp_path / "bad"), "--licenses", "two words")
+    assert bad.returncode == 2 and "--licenses two words: expected NAME or NAME:COUNT" in bad.stderr, bad.stderr
+

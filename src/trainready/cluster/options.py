@@ -88,6 +88,7 @@ class FleetOptions:
     cross: bool = True
     collective: bool = True  # the multi-node all_reduce in the cross step (--no-collective: facts only)
     reservation: str | None = None  # run inside this reservation (resume's re-validation)
+    licenses: str | None = None  # sbatch --licenses for every task: a site-wide cap (slurm.conf(5) Licenses)
     max_drain: MaxDrain = field(default_factory=lambda: parse_max_drain(DEFAULT_MAX_DRAIN))  # --drain's bound (judge/guard.py)
 
     def remote(self) -> list[str]:

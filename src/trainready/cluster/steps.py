@@ -105,7 +105,7 @@ def submit(opts: FleetOptions, nodes: list[str], gpus: int = 0, on_job: Callable
     atomic_write_text(script, batch_script(opts, gpus))
     job = slurm.submit(slurm.sbatch_argv(str(script), len(nodes), opts.concurrency, opts.time_limit,
                                          str(opts.results / "logs" / "accept_%A_%a.out"), opts.partition,
-                                         reservation=opts.reservation, gpus=gpus))
+                                         reservation=opts.reservation, gpus=gpus, licenses=opts.licenses))
     if on_job is not None:
         on_job(job)
     slurm.pin(job, nodes)

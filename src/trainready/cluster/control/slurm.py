@@ -121,7 +121,8 @@ def nodes(names: Sequence[str] | None = None, partition: str | None = None) -> d
 
 
 def sbatch_argv(script: str, n: int, concurrency: int, time_limit: str, log_pattern: str, partition: str | None,
-                job_name: str = "trainready-accept", reservation: str | None = None, gpus: int = 0) -> list[str]:
+                job_name: str = "trainready-accept", reservation: str | None = None, gpus: int = 0,
+                licenses: str | None = None) -> list[str]:
     """One held array job, task i for node i; `pin` then points each task at its node and releases it.
 
     --exclusive --mem=0: the task gets the whole node (every core and byte), as acceptance must; GPUs are
@@ -133,6 +134,8 @@ def sbatch_argv(script: str, n: int, concurrency: int, time_limit: str, log_patt
         argv.append(f"--partition={partition}")
     if reservation:
         argv.append(f"--reservation={reservation}")
+    if licenses:  # each array task holds them while it runs: the license count caps the tasks at once
+        argv.append(f"--licenses={licenses}")
     return argv + [script]
 
 

@@ -76,6 +76,6 @@ def bound(doc: dict[str, Any], wanted: Sequence[str], most: MaxDrain, fleet: int
     drain, hold = list(wanted[:room]), list(wanted[room:])
     if not hold:
         return drain, hold, ""
-    return drain, hold, (f"DRAINING STOPPED: {len(recent) + len(wanted)} node(s) failed to be drained within "
+    return drain, hold, (f"DRAINING STOPPED: {len(recent) + len(wanted)} node(s) failing within "
                          f"{window_s / 3600:g} h, past --max-drain {most} of {fleet}: a fleet-wide cause is likelier "
                          f"than so many broken nodes (driver, filesystem, spec?); not drained: {', '.join(hold)}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 import sys
@@ -55,6 +56,9 @@ def sweep_cmd(
     qos: str = typer.Option(None, "--qos", help="The QOS of the sweep's tasks (the low tier; slurm.conf(5) "
                             "PreemptType=preempt/qos), through sbatch's SBATCH_QOS."),
     max_nodes: int = typer.Option(None, "--max-nodes", help="At most this many nodes under test at once."),
+    licenses: str = typer.Option(None, "--licenses", metavar="NAME[:N]", help="Each sweep task holds these Slurm "
+                                 "licenses while it runs (sbatch --licenses): with slurm.conf(5) Licenses=NAME:200, "
+                                 "at most 200 nodes are under sweep at once, whatever runs the sweeps."),
     max_fraction: float = typer.Option(None, "--max-fraction", help="At most this fraction (0-1] of the "
                                        "partition's nodes under test at once."),
     skip_passed: str = typer.Option(None, "--skip-passed-within", metavar="TIME", help="Leave out nodes that "
@@ -99,6 +103,9 @@ def sweep_cmd(
     check_out_path(json_path)
     check_out_path(prometheus, "--prometheus")
     _check_bounds(max_nodes, max_fraction, strikes)
+    if licenses is not None and not re.fullmatch(r"[A-Za-z0-9_.@-]+(:[1-9][0-9]*)?", licenses):
+        raise UsageError(f"--licenses {licenses}: expected NAME or NAME:COUNT (a license slurm.conf names)")
+    fleet = dataclasses.replace(fleet, licenses=licenses)
     opts = SweepOptions(qos, max_nodes, max_fraction, window_s("--skip-passed-within", skip_passed)
                         if skip_passed else None, strikes, window_s("--drain-window", drain_window), json_path,
                         prometheus)
