@@ -63,15 +63,15 @@ def _reason(node: str) -> tuple[str, str]:
     return state, reason
 
 
-def _wait_running(node: str, deadline_s: float = 120) -> None:
+def _wait_running(node: str, deadline_s: float = 120, partition: str = "sweep") -> None:
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
-        out = subprocess.run(["squeue", "-h", "-p", "sweep", "-w", node, "-t", "R", "-o", "%i"], capture_output=True,
+        out = subprocess.run(["squeue", "-h", "-p", partition, "-w", node, "-t", "R", "-o", "%i"], capture_output=True,
                              text=True).stdout
         if out.strip():
             return
         time.sleep(0.5)
-    raise AssertionError(f"no sweep task ran on {node} within {deadline_s} s")
+    raise AssertionError(f"no {partition} job ran on {node} within {deadline_s} s")
 
 
 def _last(results: Path) -> dict:  # type: ignore[type-arg]
@@ -81,6 +81,7 @@ def _last(results: Path) -> dict:  # type: ignore[type-arg]
 def test_a_node_with_a_job_is_untouched_and_the_cap_is_kept(cluster, tmp_path: Path) -> None:
     job = _sbatch("-p", "batch", "-w", "sweep1", "--wrap", "sleep 600")
     try:
+        _wait_running("sweep1", partition="batch")  # a job pending on a loaded host leaves its node idle
         p = run_cli(*BASE, "--results", str(tmp_path), "--level", "light", "--max-nodes", "2")
         assert p.returncode == 0, p.stdout + p.stderr
         doc = _last(tmp_path)

@@ -20,7 +20,7 @@ def register(root: typer.Typer) -> None:
             "Examples:\n\n\b\n"
             "  trainready cluster run -p gpu -N 640 --results /lustre/acc --drain\n"
             "  trainready cluster resume --results /lustre/acc\n"
-            "  trainready cluster sweep -p sweep --results /lustre/sweep --level quick --drain\n"
+            "  trainready cluster sweep -p sweep --results /lustre/sweep --drain\n"
             "  trainready node --health-check      # Slurm HealthCheckProgram"
         ),
         no_args_is_help=True,

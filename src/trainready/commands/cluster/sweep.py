@@ -50,6 +50,16 @@ def _check_bounds(max_nodes: int | None, max_fraction: float | None, strikes: in
         raise UsageError(f"--strikes {strikes}: expected at least 1")
 
 
+def _with_licenses(fleet: FleetOptions, licenses: str | None) -> FleetOptions:
+    """The fleet options of a sweep: no --nodes (it picks idle nodes itself), the tasks' --licenses checked."""
+    if fleet.count is not None:
+        raise UsageError("--nodes: the sweep picks idle nodes itself; cap it with --max-nodes (and name the "
+                         "candidates with --nodelist)")
+    if licenses is not None and not re.fullmatch(r"[A-Za-z0-9_.@-]+(:[1-9][0-9]*)?", licenses):
+        raise UsageError(f"--licenses {licenses}: expected NAME or NAME:COUNT (a license slurm.conf names)")
+    return dataclasses.replace(fleet, licenses=licenses)
+
+
 @fleet_options(JOB, NODES, CHECKS, VERDICT)
 def sweep_cmd(
     fleet: FleetOptions,
@@ -97,15 +107,10 @@ def sweep_cmd(
     """
     from trainready.cluster.sweep.run import SweepOptions, sweep
 
-    if fleet.count is not None:
-        raise UsageError("--nodes: the sweep picks idle nodes itself; cap it with --max-nodes (and name the "
-                         "candidates with --nodelist)")
     check_out_path(json_path)
     check_out_path(prometheus, "--prometheus")
     _check_bounds(max_nodes, max_fraction, strikes)
-    if licenses is not None and not re.fullmatch(r"[A-Za-z0-9_.@-]+(:[1-9][0-9]*)?", licenses):
-        raise UsageError(f"--licenses {licenses}: expected NAME or NAME:COUNT (a license slurm.conf names)")
-    fleet = dataclasses.replace(fleet, licenses=licenses)
+    fleet = _with_licenses(fleet, licenses)
     opts = SweepOptions(qos, max_nodes, max_fraction, window_s("--skip-passed-within", skip_passed)
                         if skip_passed else None, strikes, window_s("--drain-window", drain_window), json_path,
                         prometheus)
