@@ -98,3 +98,40 @@ def test_a_nodes_trend_is_drawn_over_time_in_the_html_report(cli, tmp_path) -> N
     page = out.read_text()
     assert "sweeptrend on gpu017" in page and "<svg" in page and "gemm_bf16 over the sweeps" in page
     assert "Trend WARNs: 2026-12-05T03:00: gemm_bf16@GPU-a" in page
+
+
+def test_pcie_replays_and_xids_growing_between_sweeps_warn_before_a_steady_count_passes() -> None:
+    """The counters a sweep keeps per GPU include PCIe replays and the XIDs the driver logged since boot (the
+    manifest's NVML facts and /dev/kmsg); one that grew since the last sweep is a WARN naming both readings."""
+    from trainready.cluster.sweep import trend
+
+    def record(replays: int, xids: int) -> dict:  # type: ignore[type-arg]
+        gpu = {"index": 0, "uuid": "GPU-a", "ecc_uncorrected_aggregate": 0, "remapped_rows_uncorrectable": 0,
+               "pcie_replays": replays, "xids_this_boot": xids}
+        return {"manifest": {"gpu": {"nvml": {"gpus": [gpu]}}}}
+
+    first = trend.entry("2026-12-01T03:00:00+00:00", "pass", record(7, 0), "r0")
+    assert first["counters"] == {"GPU-a": {"ecc_uncorrected_aggregate": 0, "remapped_rows_uncorrectable": 0,
+                                           "pcie_replays": 7, "xids_this_boot": 0}}
+    grown = trend.entry("2026-12-02T03:00:00+00:00", "pass", record(40, 2), "r1")
+    warns = trend.judge(grown, [first], 0.10, 5)
+    assert warns == ["GPU-a pcie_replays grew 7 -> 40 between the sweeps of 2026-12-01T03:00 and 2026-12-02T03:00",
+                     "GPU-a xids_this_boot grew 0 -> 2 between the sweeps of 2026-12-01T03:00 and 2026-12-02T03:00"]
+    steady = trend.entry("2026-12-03T03:00:00+00:00", "pass", record(40, 2), "r2")
+    assert trend.judge(steady, [first, grown], 0.10, 5) == []
+
+
+def test_xids_are_counted_per_gpu_by_bus_id_and_an_unreadable_log_says_why() -> None:
+    from trainready.manifest.gpu import GpuFacts, with_xids
+    from trainready.manifest.kmsg import parse_record
+
+    gpus = [GpuFacts(index=0, name="H100", uuid="GPU-a", pci_bus_id="00000000:18:00.0"),
+            GpuFacts(index=1, name="H100", uuid="GPU-b", pci_bus_id="00000000:2A:00.0")]
+    lines = ["3,812,100,-;NVRM: Xid (PCI:0000:2a:00): 79, pid=1, GPU has fallen off the bus.",
+             "3,813,101,-;NVRM: Xid (PCI:0000:2a:00): 48, pid=1, DBE (double bit error) ECC error.",
+             "6,814,102,-;eth0: link up"]
+    xids = [x for _, x in map(parse_record, lines) if x is not None]
+    got = with_xids(gpus, lambda: (814, xids))
+    assert [g.xids_this_boot for g in got] == [0, 2]
+    none = with_xids(gpus, lambda: "cannot read /dev/kmsg: Permission denied")
+    assert [g.xids_this_boot for g in none] == ["unavailable: cannot read /dev/kmsg: Permission denied"] * 2

@@ -55,6 +55,8 @@ class GpuFacts:
     pcie_width_max: IntFact = unavailable("not read")
     nvlink_links: Union[list[str], str] = unavailable("not read")  # per link: "active" / "inactive"
     throttle_reasons: Union[list[str], str] = unavailable("not read")
+    pcie_replays: IntFact = unavailable("not read")  # PCIe link-level replays (retransmissions), since driver load
+    xids_this_boot: IntFact = unavailable("not read")  # XIDs the driver logged for this GPU since boot (/dev/kmsg)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -171,7 +173,25 @@ def _gpu(nv: Any, i: int) -> GpuFacts:
         pcie_width_max=_q(lambda: int(nv.nvmlDeviceGetMaxPcieLinkWidth(h))),
         nvlink_links=_q(lambda: _nvlinks(nv, h)),
         throttle_reasons=_q(lambda: _throttle(nv, h)),
+        pcie_replays=_q(lambda: int(nv.nvmlDeviceGetPcieReplayCounter(h))),
     )
+
+
+def with_xids(gpus: list[GpuFacts], read: Callable[[], Any]) -> list[GpuFacts]:
+    """Each GPU with the XIDs the driver logged for it since boot (kmsg.read_xids: 'NVRM: Xid (PCI:0000:18:00)'
+    names the GPU by its bus id, NVML as '00000000:18:00.0'); the log unreadable: why, on every GPU."""
+    got = read()
+    if isinstance(got, str):
+        return [dataclasses.replace(g, xids_this_boot=unavailable(got)) for g in gpus]
+    by_pci: dict[str, int] = {}
+    for x in got[1]:
+        by_pci[x.pci] = by_pci.get(x.pci, 0) + 1
+
+    def short(bus: str) -> str:  # '00000000:18:00.0' -> '0000:18:00'
+        domain, _, rest = bus.lower().partition(":")
+        return f"{domain[-4:]}:{rest.split('.')[0]}"
+    return [dataclasses.replace(g, xids_this_boot=by_pci.get(short(g.pci_bus_id), 0)) if g.pci_bus_id else g
+            for g in gpus]
 
 
 def _failed(reason: str) -> NvmlFacts:
@@ -200,6 +220,9 @@ def collect_nvml(nvml: Any = None) -> NvmlFacts:
                 gpus.append(_gpu(nvml, i))
             except Exception as exc:  # noqa: BLE001 - the handle itself failed (GPU fell off the bus)
                 gpus.append(GpuFacts(index=i, name=unavailable(_nvml_reason(exc)), uuid=unavailable("no handle")))
+        from trainready.manifest.kmsg import read_xids
+
+        gpus = with_xids(gpus, lambda: read_xids(-1))
         return NvmlFacts(
             error=None,
             driver_version=_s(_q(nvml.nvmlSystemGetDriverVersion)),

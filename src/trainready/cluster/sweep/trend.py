@@ -2,8 +2,8 @@
 
 Per sweep with a record: when, the verdict, the figures the fleet compares (GEMM TFLOP/s, HBM GB/s, train-step
 tokens/s, PCIe copies, the burn-in's sustained figures, a busbw) per device, keyed by the GPU's NVML UUID where
-the manifest has it, and per GPU its error counters (lifetime uncorrectable ECC, rows remapped).  Judged against
-the node's own past, not the fleet's:
+the manifest has it, and per GPU its error counters (lifetime uncorrectable ECC, rows remapped, PCIe replays,
+the XIDs the driver logged since boot).  Judged against the node's own past, not the fleet's:
 
 * a figure more than `fleet.trend_fraction` below the median of the node's last `fleet.trend_runs` sweeps is a
   WARN naming the figure, the value, the median, the runs and their dates;
@@ -22,7 +22,7 @@ from trainready.cluster.tasks.node import THROUGHPUT
 
 SCHEMA = "trainready.sweeptrend/1"
 KEEP = 100  # sweeps kept per node
-COUNTERS = ("ecc_uncorrected_aggregate", "remapped_rows_uncorrectable")
+COUNTERS = ("ecc_uncorrected_aggregate", "remapped_rows_uncorrectable", "pcie_replays", "xids_this_boot")
 
 
 def path(results: Path, node: str) -> Path:
