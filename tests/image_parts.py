@@ -45,8 +45,17 @@ def registry_script(action: str, port: int, *extra: str) -> subprocess.Completed
                           text=True, timeout=300)
 
 
-def registry_session(port: int, big_mib: int = 0):  # type: ignore[no-untyped-def]
-    """Generator behind a module's registry fixture: up (skipped with its 'cannot start' line), down after."""
+def worker_port(base: int) -> int:
+    """A port of this test process's own: pytest-xdist spreads one module's tests over its workers (gw0, gw1, ...),
+    and a registry shared by two of them would be stopped under one by the other's test or its fixture's end."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    return base + 20 * (int(worker) if worker.isdigit() else 0)
+
+
+def registry_session(base_port: int, big_mib: int = 0):  # type: ignore[no-untyped-def]
+    """Generator behind a module's registry fixture: up on this worker's own port (skipped with its 'cannot start'
+    line), down after."""
+    port = worker_port(base_port)
     was_up = registry_script("status", port).returncode == 0
     p = registry_script("up", port, *(["--big", str(big_mib)] if big_mib else []))
     if p.returncode == 3:
