@@ -14,6 +14,7 @@ the test skips, saying why, when it is missing and cannot be downloaded); the ve
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -66,6 +67,12 @@ def wheel_cache(request: pytest.FixtureRequest) -> Path:
     cache = Path(request.config.cache.mkdir("install-wheels"))
     sets = [[TORCH, *(f"{n}=={v}" for n, v in floors().items()), "nvidia-ml-py>=12.535", "tomli>=2.0"],
             [f"rich=={PLANTED_RICH}"], ["setuptools>=68", "wheel"]]  # separate: the two richs conflict
+    with open(cache / ".lock", "w") as lock:  # pytest-xdist: one worker fills the cache, the others wait for it
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _fill(cache, sets)
+
+
+def _fill(cache: Path, sets: list[list[str]]) -> Path:
     stamp = cache / "requirements.txt"
     if stamp.exists() and stamp.read_text() == repr(sets):
         return cache
