@@ -135,3 +135,29 @@ def test_xids_are_counted_per_gpu_by_bus_id_and_an_unreadable_log_says_why() -> 
     assert [g.xids_this_boot for g in got] == [0, 2]
     none = with_xids(gpus, lambda: "cannot read /dev/kmsg: Permission denied")
     assert [g.xids_this_boot for g in none] == ["unavailable: cannot read /dev/kmsg: Permission denied"] * 2
+
+
+def test_history_is_keyed_by_board_serial_a_swap_is_said_and_uuid_keyed_entries_read_on() -> None:
+    """A GPU's figures and counters are kept under its board serial (NVML); a board swapped in repair (a new
+    serial on the node) is said; an entry written with UUID keys only (no serials read) is read under the
+    serials, so it neither looks like a swap nor loses the node's past."""
+    from trainready.cluster.sweep import trend
+
+    def record(serial: str, uuid: str, tflops: float, ecc: int = 0) -> dict:  # type: ignore[type-arg]
+        gpu = {"index": 0, "uuid": uuid, "serial": serial, "ecc_uncorrected_aggregate": ecc}
+        res = {"metrics": [{"name": "gemm_bf16", "value": tflops, "labels": {"gpu": "0"}}]}
+        return {"manifest": {"gpu": {"nvml": {"gpus": [gpu]}}}, "report": {"results": [res]}}
+
+    now = trend.entry("2026-12-04T03:00:00+00:00", "pass", record("1650123", "GPU-a", 600.0, ecc=3), "r3")
+    assert now["gpus"] == ["1650123"] and set(now["figures"]) == {"gemm_bf16@1650123"}, now
+    swapped = trend.entry("2026-12-05T03:00:00+00:00", "pass", record("1650999", "GPU-z", 700.0), "r4")
+    said = trend.judge(swapped, [now], 0.10, 5)
+    assert said == ["GPU(s) changed since 2026-12-04T03:00: 1650123 -> 1650999 (a part swapped in repair?)"], said
+    old = [{"when": f"2026-12-0{k + 1}T03:00:00+00:00", "verdict": "pass", "run": f"r{k}", "gpus": ["GPU-a"],
+            "figures": {"gemm_bf16@GPU-a": 700.0}, "counters": {"GPU-a": {"ecc_uncorrected_aggregate": 1}}}
+           for k in range(3)]
+    said = trend.judge(now, old, 0.10, 5)
+    assert len(said) == 2 and said[0].startswith("gemm_bf16@1650123: 600 TFLOP/s is 14% below"), said
+    assert said[1].startswith("1650123 ecc_uncorrected_aggregate grew 1 -> 3"), said
+    unread = trend.entry("2026-12-04T03:00:00+00:00", "pass", record("unavailable: NVML: Not Supported", "GPU-a", 700.0), "r")
+    assert unread["gpus"] == ["GPU-a"] and trend.judge(unread, old, 0.10, 5) == []

@@ -27,7 +27,8 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from trainready.manifest.gpuhealth import COUNTERS, GpuHealth, HealthReading, read_health
+from trainready.manifest.gpu import GpuFacts
+from trainready.manifest.gpuhealth import COUNTERS, HealthReading, read_health
 
 SCHEMA = "trainready.healthstate/1"
 STATE_ENV = "TRAINREADY_HEALTH_STATE"
@@ -72,7 +73,7 @@ def _num(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def _gpu_now(g: GpuHealth) -> tuple[list[str], list[str], list[str]]:
+def _gpu_now(g: GpuFacts) -> tuple[list[str], list[str], list[str]]:
     """(fail, warn, unread) of one GPU on its own."""
     fail, warn, unread = [], [], []
     tag = f"GPU {g.index} ({g.pci_bus_id or g.uuid})"
@@ -97,7 +98,7 @@ def _gpu_now(g: GpuHealth) -> tuple[list[str], list[str], list[str]]:
     return fail, warn, unread
 
 
-def _gpu_vs_last(g: GpuHealth, old: dict[str, Any], since: str) -> list[str]:
+def _gpu_vs_last(g: GpuFacts, old: dict[str, Any], since: str) -> list[str]:
     """Counters grown and a serial changed, against the last reading of the same bus id."""
     tag = f"GPU {g.index} ({g.pci_bus_id})"
     said = []

@@ -41,6 +41,7 @@ class GpuFacts:
     name: str
     uuid: str  # "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
     pci_bus_id: str = ""
+    serial: str = unavailable("not read")  # the board's serial (nvmlDeviceGetSerial): a part swapped shows a new one
     memory_total_mib: IntFact = unavailable("not read")
     ecc_mode: str = unavailable("not read")  # current mode: "enabled" / "disabled"
     ecc_uncorrected_volatile: IntFact = unavailable("not read")  # since last driver load
@@ -159,6 +160,7 @@ def _gpu(nv: Any, i: int) -> GpuFacts:
         name=_s(_q(lambda: nv.nvmlDeviceGetName(h))),
         uuid=_s(_q(lambda: nv.nvmlDeviceGetUUID(h))),
         pci_bus_id=_s(_q(lambda: nv.nvmlDeviceGetPciInfo(h).busId)),
+        serial=_s(_q(lambda: nv.nvmlDeviceGetSerial(h))),
         memory_total_mib=_q(lambda: int(nv.nvmlDeviceGetMemoryInfo(h).total) // 2**20),
         ecc_mode=tup(ecc, 0, onoff),
         ecc_uncorrected_volatile=_q(lambda: int(nv.nvmlDeviceGetTotalEccErrors(h, unc, 0))),  # NVML_VOLATILE_ECC

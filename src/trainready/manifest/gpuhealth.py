@@ -1,9 +1,8 @@
 """What the passive health check reads from a node: NVML and the kernel log only, no CUDA context.
 
-Per GPU: the facts of `manifest/gpu.py` (ECC, row remapping, PCIe link, clock-event reasons, name, UUID), its
-board serial (nvmlDeviceGetSerial: a part swapped in repair shows as a new serial on the same bus id) and its
-PCIe replay counter (nvmlDeviceGetPcieReplayCounter); per node: the XIDs the driver logged since the last
-reading (`manifest/kmsg.py`).  The JSON form is the `reading` of `trainready.healthstate/1`
+Per GPU: the facts of `manifest/gpu.py` (`GpuFacts`: ECC, row remapping, PCIe link and replays, clock-event
+reasons, name, UUID, board serial); per node: the XIDs the driver logged since the last reading
+(`manifest/kmsg.py`).  The JSON form is the `reading` of `trainready.healthstate/1`
 (cluster/passive.py) and what `--plant health.reading=PATH` replays.
 """
 
@@ -13,32 +12,10 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from trainready.manifest.gpu import _q, _s, collect_nvml
+from trainready.manifest.gpu import GpuFacts, collect_nvml
 from trainready.manifest.kmsg import Xid, boot_id, read_xids
 
 COUNTERS = ("ecc_uncorrected_aggregate", "remapped_rows_uncorrectable", "pcie_replays")  # judged by their growth
-
-
-@dataclass(frozen=True)
-class GpuHealth:
-    """One GPU's passive facts; a value that could not be read is 'unavailable: why'."""
-
-    index: int
-    name: str
-    uuid: str
-    serial: str = "unavailable: not read"
-    pci_bus_id: str = ""
-    ecc_uncorrected_volatile: Any = "unavailable: not read"
-    ecc_uncorrected_aggregate: Any = "unavailable: not read"
-    remapped_rows_uncorrectable: Any = "unavailable: not read"
-    remap_pending: Any = "unavailable: not read"
-    remap_failed: Any = "unavailable: not read"
-    pcie_gen_current: Any = "unavailable: not read"
-    pcie_gen_max: Any = "unavailable: not read"
-    pcie_width_current: Any = "unavailable: not read"
-    pcie_width_max: Any = "unavailable: not read"
-    pcie_replays: Any = "unavailable: not read"
-    throttle_reasons: Any = "unavailable: not read"
 
 
 @dataclass(frozen=True)
@@ -46,7 +23,7 @@ class HealthReading:
     """One passive reading of this node."""
 
     nvml_error: str | None  # NVML unusable: why (and no GPUs)
-    gpus: tuple[GpuHealth, ...] = ()
+    gpus: tuple[GpuFacts, ...] = ()
     xids: tuple[Xid, ...] = ()  # logged since the last reading
     kmsg_error: str | None = None  # the kernel log could not be read: why
     kmsg_seq: int = -1  # the last kernel record read
@@ -58,31 +35,10 @@ class HealthReading:
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> "HealthReading":
-        known = {f.name for f in dataclasses.fields(GpuHealth)}
-        gpus = tuple(GpuHealth(**{k: v for k, v in g.items() if k in known}) for g in d.get("gpus", []))
+        gpus = tuple(GpuFacts.from_json(g) for g in d.get("gpus", []))
         xids = tuple(Xid(**x) for x in d.get("xids", []))
         return HealthReading(d.get("nvml_error"), gpus, xids, d.get("kmsg_error"), int(d.get("kmsg_seq", -1)),
                              str(d.get("boot_id", "")), str(d.get("driver_version", "")))
-
-
-def _extras(nv: Any, count: int) -> list[dict[str, Any]]:
-    """Serial and PCIe replay counter per GPU (NVML opened once more: nvmlInit is reference-counted)."""
-    out: list[dict[str, Any]] = []
-    try:
-        nv.nvmlInit()
-    except Exception:  # noqa: BLE001 - collect_nvml already said why
-        return [{} for _ in range(count)]
-    try:
-        for i in range(count):
-            h = _q(lambda: nv.nvmlDeviceGetHandleByIndex(i))
-            if isinstance(h, str):
-                out.append({})
-                continue
-            out.append({"serial": _s(_q(lambda: nv.nvmlDeviceGetSerial(h))),
-                        "pcie_replays": _q(lambda: int(nv.nvmlDeviceGetPcieReplayCounter(h)))})
-    finally:
-        _q(nv.nvmlShutdown)
-    return out
 
 
 def read_health(after_seq: int, last_boot: str, nv: Any = None, kmsg: str | None = None) -> HealthReading:
@@ -99,21 +55,17 @@ def read_health(after_seq: int, last_boot: str, nv: Any = None, kmsg: str | None
     if facts is None or not facts.ok:
         why = "nvidia-ml-py (pynvml) not installed" if facts is None else str(facts.error)
         return HealthReading(why.removeprefix("unavailable: "), (), tuple(xids), kmsg_error, seq, boot)
-    extra = _extras(nv, len(facts.gpus))
-    keep = {f.name for f in dataclasses.fields(GpuHealth)}
-    gpus = tuple(GpuHealth(**{**{k: v for k, v in g.to_json().items() if k in keep}, **e})
-                 for g, e in zip(facts.gpus, extra))
-    return HealthReading(None, gpus, tuple(xids), kmsg_error, seq, boot, str(facts.driver_version))
+    return HealthReading(None, facts.gpus, tuple(xids), kmsg_error, seq, boot, str(facts.driver_version))
 
 
-def spare(**kw: Any) -> GpuHealth:
+def spare(**kw: Any) -> GpuFacts:
     """A healthy GPU's reading (tests and the self-test's replay files build on it)."""
     base: dict[str, Any] = dict(index=0, name="NVIDIA H100 80GB HBM3", uuid="GPU-0", serial="1650000000000",
                                 pci_bus_id="00000000:18:00.0", ecc_uncorrected_volatile=0, ecc_uncorrected_aggregate=0,
                                 remapped_rows_uncorrectable=0, remap_pending=False, remap_failed=False,
                                 pcie_gen_current=5, pcie_gen_max=5, pcie_width_current=16, pcie_width_max=16,
                                 pcie_replays=0, throttle_reasons=["gpu_idle"])
-    return GpuHealth(**{**base, **kw})
+    return GpuFacts(**{**base, **kw})
 
 
-__all__ = ["COUNTERS", "GpuHealth", "HealthReading", "read_health", "spare"]
+__all__ = ["COUNTERS", "HealthReading", "read_health", "spare"]

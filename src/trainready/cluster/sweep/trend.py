@@ -1,14 +1,15 @@
 """Each node's figures over its sweeps: RESULTS/sweep/trend/NODE.json (`trainready.sweeptrend/1`).
 
 Per sweep with a record: when, the verdict, the figures the fleet compares (GEMM TFLOP/s, HBM GB/s, train-step
-tokens/s, PCIe copies, the burn-in's sustained figures, a busbw) per device, keyed by the GPU's NVML UUID where
-the manifest has it, and per GPU its error counters (lifetime uncorrectable ECC, rows remapped, PCIe replays,
+tokens/s, PCIe copies, the burn-in's sustained figures, a busbw) per device, keyed by the GPU's board serial
+(nvmlDeviceGetSerial) where NVML reads one, else its UUID, and per GPU its error counters (lifetime uncorrectable ECC, rows remapped, PCIe replays,
 the XIDs the driver logged since boot).  Judged against the node's own past, not the fleet's:
 
 * a figure more than `fleet.trend_fraction` below the median of the node's last `fleet.trend_runs` sweeps is a
   WARN naming the figure, the value, the median, the runs and their dates;
 * a counter that grew since the last sweep is a WARN naming both readings and dates;
-* a GPU UUID that changed on the same index is said (a part swapped in repair): its history starts again.
+* a GPU serial that changed on the node is said (a part swapped in repair): its history starts again.
+An entry keeps each key's UUID too, so a history keyed by UUID alone reads on under serial keys.
 """
 
 from __future__ import annotations
@@ -51,9 +52,15 @@ def _gpus(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [g for g in nvml.get("gpus", []) if isinstance(g, dict)] if isinstance(nvml, dict) else []
 
 
+def gpu_key(g: Mapping[str, Any]) -> str:
+    """A GPU's name in the history: its board serial, else (NVML reads none, e.g. on a GeForce) its UUID."""
+    serial = str(g.get("serial", ""))
+    return serial if serial and not serial.startswith("unavailable") else str(g.get("uuid"))
+
+
 def figures(record: Mapping[str, Any]) -> dict[str, float]:
-    """'gemm_bf16@GPU-uuid' (or '@cpu') → value, for each figure the fleet compares and each busbw."""
-    uuid = {str(g.get("index")): str(g.get("uuid")) for g in _gpus(record)}
+    """'gemm_bf16@SERIAL' (or '@GPU-uuid', '@cpu') → value, for each figure the fleet compares and each busbw."""
+    uuid = {str(g.get("index")): gpu_key(g) for g in _gpus(record)}
     out: dict[str, float] = {}
     for res in (record.get("report") or {}).get("results", []):
         for m in res.get("metrics", []):
@@ -67,12 +74,26 @@ def figures(record: Mapping[str, Any]) -> dict[str, float]:
 
 
 def counters(record: Mapping[str, Any]) -> dict[str, dict[str, int]]:
-    return {str(g.get("uuid")): {c: g[c] for c in COUNTERS if isinstance(g.get(c), int)} for g in _gpus(record)}
+    return {gpu_key(g): {c: g[c] for c in COUNTERS if isinstance(g.get(c), int)} for g in _gpus(record)}
 
 
 def entry(when: str, verdict: str, record: Mapping[str, Any], run: str) -> dict[str, Any]:
     return {"when": when, "verdict": verdict, "run": run, "figures": figures(record), "counters": counters(record),
-            "gpus": [str(g.get("uuid")) for g in _gpus(record)]}
+            "gpus": [gpu_key(g) for g in _gpus(record)], "uuids": {gpu_key(g): str(g.get("uuid")) for g in _gpus(record)}}
+
+
+def _as_now(e: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
+    """An earlier entry in this entry's keys: one written before serials were read names its GPUs by UUID."""
+    by_uuid = {u: k for k, u in now.get("uuids", {}).items() if u != k}
+    if not by_uuid or e.get("uuids"):
+        return e
+
+    def key(name: str) -> str:  # 'gemm_bf16@GPU-uuid' -> 'gemm_bf16@SERIAL'
+        figure, at, dev = name.partition("@")
+        return f"{figure}{at}{by_uuid.get(dev, dev)}"
+    return {**e, "figures": {key(n): v for n, v in e.get("figures", {}).items()},
+            "counters": {by_uuid.get(u, u): c for u, c in e.get("counters", {}).items()},
+            "gpus": [by_uuid.get(u, u) for u in e.get("gpus", [])]}
 
 
 def plant_decline(now: dict[str, Any], past: list[dict[str, Any]], pct: float) -> dict[str, Any]:
@@ -86,6 +107,7 @@ def plant_decline(now: dict[str, Any], past: list[dict[str, Any]], pct: float) -
 def judge(now: dict[str, Any], past: list[dict[str, Any]], fraction: float, runs: int) -> list[str]:
     """The trend WARNs of this sweep's entry against the node's earlier ones."""
     out = []
+    past = [_as_now(e, now) for e in past]
     for name, value in sorted(now["figures"].items()):
         prior = [e for e in past if name in e.get("figures", {})][-runs:]
         if not prior:
@@ -99,11 +121,11 @@ def judge(now: dict[str, Any], past: list[dict[str, Any]], fraction: float, runs
     last = past[-1] if past else None
     if last is None:
         return out
-    for uuid, cs in now["counters"].items():
+    for gpu, cs in now["counters"].items():
         for c, v in cs.items():
-            before = last.get("counters", {}).get(uuid, {}).get(c)
+            before = last.get("counters", {}).get(gpu, {}).get(c)
             if isinstance(before, int) and v > before:
-                out.append(f"{uuid} {c} grew {before} -> {v} between the sweeps of {last['when'][:16]} and "
+                out.append(f"{gpu} {c} grew {before} -> {v} between the sweeps of {last['when'][:16]} and "
                            f"{now['when'][:16]}")
     gone = [u for u in last.get("gpus", []) if u not in now["gpus"]]
     new = [u for u in now["gpus"] if u not in last.get("gpus", [])]
