@@ -200,8 +200,9 @@ def _failed(reason: str) -> NvmlFacts:
     return NvmlFacts(error=reason, driver_version=reason, cuda_driver_version=reason)
 
 
-def collect_nvml(nvml: Any = None) -> NvmlFacts:
-    """Read every GPU through NVML. `nvml` defaults to the real `pynvml` module."""
+def collect_nvml(nvml: Any = None, xids: Callable[[], Any] | None = None) -> NvmlFacts:
+    """Read every GPU through NVML. `nvml` defaults to the real `pynvml` module; `xids` gives the kernel log's
+    XIDs since boot as `kmsg.read_xids(-1)` does (default: read /dev/kmsg), for a caller that has read it."""
     if nvml is None:
         try:
             import pynvml as nvml  # type: ignore[no-redef]
@@ -224,7 +225,7 @@ def collect_nvml(nvml: Any = None) -> NvmlFacts:
                 gpus.append(GpuFacts(index=i, name=unavailable(_nvml_reason(exc)), uuid=unavailable("no handle")))
         from trainready.manifest.kmsg import read_xids
 
-        gpus = with_xids(gpus, lambda: read_xids(-1))
+        gpus = with_xids(gpus, xids or (lambda: read_xids(-1)))
         return NvmlFacts(
             error=None,
             driver_version=_s(_q(nvml.nvmlSystemGetDriverVersion)),

@@ -48,10 +48,14 @@ def read_health(after_seq: int, last_boot: str, nv: Any = None, kmsg: str | None
             import pynvml as nv  # type: ignore[no-redef]
         except ImportError:
             nv = None
-    facts = collect_nvml(nv) if nv is not None else None
     boot = boot_id()
-    logged = read_xids(after_seq if boot == last_boot else -1, *(() if kmsg is None else (kmsg,)))
-    kmsg_error, seq, xids = (logged, -1, []) if isinstance(logged, str) else (None, *logged)
+    logged = read_xids(-1, *(() if kmsg is None else (kmsg,)))  # read once: since boot for each GPU's count
+    facts = collect_nvml(nv, lambda: logged) if nv is not None else None
+    after = after_seq if boot == last_boot else -1
+    if isinstance(logged, str):
+        kmsg_error, seq, xids = logged, -1, []
+    else:  # and since the last reading for the node
+        kmsg_error, seq, xids = None, max(after, logged[0]), [x for x in logged[1] if x.seq > after]
     if facts is None or not facts.ok:
         why = "nvidia-ml-py (pynvml) not installed" if facts is None else str(facts.error)
         return HealthReading(why.removeprefix("unavailable: "), (), tuple(xids), kmsg_error, seq, boot)

@@ -2,8 +2,8 @@
 
 Per sweep with a record: when, the verdict, the figures the fleet compares (GEMM TFLOP/s, HBM GB/s, train-step
 tokens/s, PCIe copies, the burn-in's sustained figures, a busbw) per device, keyed by the GPU's board serial
-(nvmlDeviceGetSerial) where NVML reads one, else its UUID, and per GPU its error counters (lifetime uncorrectable ECC, rows remapped, PCIe replays,
-the XIDs the driver logged since boot).  Judged against the node's own past, not the fleet's:
+(nvmlDeviceGetSerial) where NVML reads one, else its UUID, and per GPU its error counters (lifetime uncorrectable
+ECC, rows remapped, PCIe replays, the XIDs the driver logged since boot).  Judged against the node's own past, not the fleet's:
 
 * a figure more than `fleet.trend_fraction` below the median of the node's last `fleet.trend_runs` sweeps is a
   WARN naming the figure, the value, the median, the runs and their dates;
@@ -60,7 +60,7 @@ def gpu_key(g: Mapping[str, Any]) -> str:
 
 def figures(record: Mapping[str, Any]) -> dict[str, float]:
     """'gemm_bf16@SERIAL' (or '@GPU-uuid', '@cpu') → value, for each figure the fleet compares and each busbw."""
-    uuid = {str(g.get("index")): gpu_key(g) for g in _gpus(record)}
+    key = {str(g.get("index")): gpu_key(g) for g in _gpus(record)}
     out: dict[str, float] = {}
     for res in (record.get("report") or {}).get("results", []):
         for m in res.get("metrics", []):
@@ -69,7 +69,7 @@ def figures(record: Mapping[str, Any]) -> dict[str, float]:
                 continue
             labels = m.get("labels") or {}
             dev = str(labels.get("gpu", labels.get("device", labels.get("op", ""))))
-            out[f"{name}@{uuid.get(dev, dev)}"] = float(value)
+            out[f"{name}@{key.get(dev, dev)}"] = float(value)
     return out
 
 
@@ -78,8 +78,9 @@ def counters(record: Mapping[str, Any]) -> dict[str, dict[str, int]]:
 
 
 def entry(when: str, verdict: str, record: Mapping[str, Any], run: str) -> dict[str, Any]:
+    uuids = {gpu_key(g): str(g.get("uuid")) for g in _gpus(record)}  # in the NVML order
     return {"when": when, "verdict": verdict, "run": run, "figures": figures(record), "counters": counters(record),
-            "gpus": [gpu_key(g) for g in _gpus(record)], "uuids": {gpu_key(g): str(g.get("uuid")) for g in _gpus(record)}}
+            "gpus": list(uuids), "uuids": uuids}
 
 
 def _as_now(e: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
