@@ -37,9 +37,11 @@ def test_the_trend_keys_the_captured_figures_by_serial_and_finds_a_planted_decli
     assert 500 < gemm < 989 and f"hbm_copy@{SERIAL}" in now["figures"] and f"train_tokens_per_s@{SERIAL}" in now["figures"]
     slower = {**now, "when": "2026-12-07T07:00:00+00:00",
               "figures": {n: v * 0.8 for n, v in now["figures"].items()}}  # planted: every figure 20% down
-    said = trend.judge(slower, [now], 0.10, 5)
+    history = [{**now, "when": f"2026-12-0{d}T07:00:00+00:00"} for d in (4, 5, 6)]  # fleet.trend_min_runs 3
+    assert trend.judge(dict(slower), history[1:], 0.10, 5) == []  # two earlier sweeps are no baseline
+    said = trend.judge(slower, history, 0.10, 5)
     assert any(s.startswith(f"gemm_bf16@{SERIAL}: ") and "20% below" in s for s in said), said
-    assert trend.judge({**now, "when": "2026-12-07T07:00:00+00:00"}, [now], 0.10, 5) == []  # the same: nothing
+    assert trend.judge({**now, "when": "2026-12-07T07:00:00+00:00"}, history, 0.10, 5) == []  # the same: nothing
     nvml = rec["manifest"]["gpu"]["nvml"]
     swapped = {**rec, "manifest": {**rec["manifest"], "gpu": {**rec["manifest"]["gpu"], "nvml": {
         **nvml, "gpus": [{**nvml["gpus"][0], "serial": "1651424099999"}]}}}}

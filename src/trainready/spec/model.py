@@ -198,6 +198,12 @@ class FleetSpec:
     trend_runs: int = doc_field(
         5, "`cluster sweep`: how many of a node's latest sweeps its trend median is taken over."
     )
+    trend_min_runs: int = doc_field(
+        3,
+        "`cluster sweep`: earlier sweeps of a figure a node needs before its trend is judged (a median of one or "
+        "two sweeps is no baseline: one loaded sweep would set it). A fall must also exceed 2 median absolute "
+        "deviations of those sweeps, and a figure whose own spread is wider than trend_fraction is said noisy.",
+    )
     expected_busbw_gbps: dict[str, float] = doc_field(
         default_factory=dict,
         doc="Expected bus bandwidth of the multi-node collective per op in GB/s (keys as comm.expected_busbw_gbps, "

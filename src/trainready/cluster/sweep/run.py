@@ -91,8 +91,8 @@ def trends(fleet: FleetOptions, verdict: FleetVerdict, outs: list[judge.Outcome]
     for o in outs:
         nv = by[o.node]
         said = [] if nv.not_tested or judge.no_record(nv) else trend.follow(
-            fleet.results, o.node, nv.record, o.verdict, state.stamp(t), run, fleet.plants, fs.trend_fraction,
-            fs.trend_runs)
+            fleet.results, o.node, nv.record, trend.Sweep(o.verdict, state.stamp(t), run, o.text, o.strikes),
+            fleet.plants, trend.Rule(fs.trend_fraction, fs.trend_runs, fs.trend_min_runs))
         out.append(dataclasses.replace(o, trend=tuple(said)))
     return out
 

@@ -5,8 +5,12 @@ tokens/s, PCIe copies, the burn-in's sustained figures, a busbw) per device, key
 (nvmlDeviceGetSerial) where NVML reads one, else its UUID, and per GPU its error counters (lifetime uncorrectable
 ECC, rows remapped, PCIe replays, the XIDs the driver logged since boot).  Judged against the node's own past, not the fleet's:
 
-* a figure more than `fleet.trend_fraction` below the median of the node's last `fleet.trend_runs` sweeps is a
-  WARN naming the figure, the value, the median, the runs and their dates;
+* a figure more than `fleet.trend_fraction` below the median of the node's last `fleet.trend_runs` sweeps, and
+  more than TREND_MADS median absolute deviations of those sweeps below it, is a WARN naming the figure, the
+  value, the median, the runs and their dates; judged only once the node has `fleet.trend_min_runs` earlier
+  sweeps of that figure (a median of one or two sweeps is no baseline);
+* a figure whose own spread (MAD / median over those sweeps) is wider than `fleet.trend_fraction` cannot show a
+  fall of that fraction: it is said once per node as "not judged: noisy" (and again only after it settled);
 * a counter that grew since the last sweep is a WARN naming both readings and dates;
 * a GPU serial that changed on the node is said (a part swapped in repair): its history starts again.
 An entry keeps each key's UUID too, so a history keyed by UUID alone reads on under serial keys.
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -23,6 +28,11 @@ from trainready.cluster.tasks.node import THROUGHPUT
 
 SCHEMA = "trainready.sweeptrend/1"
 KEEP = 100  # sweeps kept per node
+MIN_RUNS = 3  # earlier sweeps of a figure before it is judged (fleet.trend_min_runs' default)
+# A fall must also exceed this many median absolute deviations of the node's own sweeps: a steady 5%-a-sweep
+# decline is 2.4 MADs below its 4 earlier sweeps' median at the fifth (12% below it), so it is still named there.
+TREND_MADS = 2.0
+NOISY = "not judged: noisy:"
 COUNTERS = ("ecc_uncorrected_aggregate", "remapped_rows_uncorrectable", "pcie_replays", "xids_this_boot")
 
 
@@ -105,20 +115,54 @@ def plant_decline(now: dict[str, Any], past: list[dict[str, Any]], pct: float) -
     return {**now, "figures": {n: first.get(n, v) * (1 - pct / 100.0) ** k for n, v in now["figures"].items()}}
 
 
-def judge(now: dict[str, Any], past: list[dict[str, Any]], fraction: float, runs: int) -> list[str]:
-    """The trend WARNs of this sweep's entry against the node's earlier ones."""
+def _figure(name: str, value: float, prior: list[dict[str, Any]], fraction: float,
+            noisy_before: bool) -> tuple[str, bool]:
+    """(the line for one figure against its earlier sweeps: a fall, a 'not judged: noisy' note, or ''; whether it
+    was judged, i.e. not noisy)."""
+    values = [float(e["figures"][name]) for e in prior]
+    med = statistics.median(values)
+    if med <= 0:
+        return "", False
+    mad = statistics.median(abs(v - med) for v in values)
+    if mad / med > fraction:  # the figure's own sweep-to-sweep spread is wider than the fall it would be judged by
+        return ("" if noisy_before else (
+            f"{name}: {NOISY} its own spread over the last {len(prior)} sweep(s) (median absolute deviation "
+            f"{mad:.4g}, {100 * mad / med:.0f}% of the median {med:.4g}; from {min(values):.4g} to "
+            f"{max(values):.4g}) is wider than fleet.trend_fraction {100 * fraction:g}%: a fall of that size could "
+            "be noise (said once for this node)")), False
+    if value >= med * (1 - fraction) or med - value <= TREND_MADS * mad:
+        return "", True
+    unit = THROUGHPUT.get(name.split("@")[0], "")
+    return (f"{name}: {value:.4g} {unit} is {100 * (1 - value / med):.0f}% below this node's median "
+            f"{med:.4g} of its last {len(prior)} sweep(s) ({prior[0]['when'][:10]} .. "
+            f"{prior[-1]['when'][:10]}; runs {', '.join(e.get('run', '?') for e in prior[-3:])})"), True
+
+
+def _said_noisy(past: list[dict[str, Any]], name: str) -> bool:
+    """Whether the node's latest entries already said `name` is noisy, with no judged entry since."""
+    for e in reversed(past):
+        said = [w for w in e.get("trend", []) if w.startswith(f"{name}: ")]
+        if any(NOISY in w for w in said):
+            return True
+        if e.get("judged", {}).get(name):
+            return False
+    return False
+
+
+def judge(now: dict[str, Any], past: list[dict[str, Any]], fraction: float, runs: int,
+          min_runs: int = MIN_RUNS) -> list[str]:
+    """The trend WARNs of this sweep's entry against the node's earlier ones (at least `min_runs` of them per
+    figure; a figure noisier than `fraction` is said once, not judged).  Sets now['judged'][figure]."""
     out = []
     past = [_as_now(e, now) for e in past]
+    judged = now.setdefault("judged", {})
     for name, value in sorted(now["figures"].items()):
         prior = [e for e in past if name in e.get("figures", {})][-runs:]
-        if not prior:
+        if len(prior) < min_runs:
             continue
-        med = statistics.median(e["figures"][name] for e in prior)
-        if med > 0 and value < med * (1 - fraction):
-            unit = THROUGHPUT.get(name.split("@")[0], "")
-            out.append(f"{name}: {value:.4g} {unit} is {100 * (1 - value / med):.0f}% below this node's median "
-                       f"{med:.4g} of its last {len(prior)} sweep(s) ({prior[0]['when'][:10]} .. "
-                       f"{prior[-1]['when'][:10]}; runs {', '.join(e.get('run', '?') for e in prior[-3:])})")
+        said, judged[name] = _figure(name, float(value), prior, fraction, _said_noisy(past, name))
+        if said:
+            out.append(said)
     last = past[-1] if past else None
     if last is None:
         return out
@@ -136,8 +180,28 @@ def judge(now: dict[str, Any], past: list[dict[str, Any]], fraction: float, runs
     return out
 
 
-def follow(results: Path, node: str, record_path: str, verdict: str, when: str, run: str,
-           plants: Mapping[str, str], fraction: float, runs: int) -> list[str]:
+@dataclass(frozen=True)
+class Sweep:
+    """This sweep's word on one node, kept in its history entry."""
+
+    verdict: str  # pass / fail / unknown (sweep/judge.py)
+    when: str  # the sweep's start, ISO 8601 UTC
+    run: str  # the fleet run's folder name
+    why: str = ""  # a failing sweep: the failing check and its one-line reason
+    strikes: int = 0  # consecutive failing sweeps, this one included
+
+
+@dataclass(frozen=True)
+class Rule:
+    """The spec's trend rule ([fleet] trend_fraction, trend_runs, trend_min_runs)."""
+
+    fraction: float
+    runs: int
+    min_runs: int = MIN_RUNS
+
+
+def follow(results: Path, node: str, record_path: str, sweep: Sweep, plants: Mapping[str, str],
+           rule: Rule) -> list[str]:
     """Add this sweep's entry to the node's history and judge it: the trend WARNs ([] without a record)."""
     from trainready.cluster.plants.faults import decline
 
@@ -146,11 +210,13 @@ def follow(results: Path, node: str, record_path: str, verdict: str, when: str, 
     except (OSError, ValueError):
         return []
     past = load(results, node)
-    now = entry(when, verdict, record, run)
+    now = entry(sweep.when, sweep.verdict, record, sweep.run)
+    if sweep.verdict == "fail":
+        now.update(why=sweep.why, strikes=sweep.strikes)
     pct = decline(plants, node)
     if pct is not None:
         now = plant_decline(now, past, pct)
-    said = judge(now, past, fraction, runs)
+    said = judge(now, past, rule.fraction, rule.runs, rule.min_runs)
     save(results, node, past + [{**now, "trend": said}])
     return said
 
@@ -165,5 +231,7 @@ def table(runs: list[dict[str, Any]]) -> list[str]:
     out = ["  ".join(str(c).ljust(w) for c, w in zip(head, width))]
     for e, r in zip(runs, rows):
         out.append("  ".join(str(c).ljust(w) for c, w in zip(r, width)))
+        if e.get("verdict") == "fail":
+            out.append(f"    FAIL (strike {e.get('strikes', '?')}): {e.get('why') or 'no reason recorded'}")
         out += [f"    WARN: {w}" for w in e.get("trend", [])]
     return out
