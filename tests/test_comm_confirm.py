@@ -63,3 +63,19 @@ def test_solo_loops_last_long_enough_to_outrun_the_scheduler_slice() -> None:
     assert loop_iters(1e-3, 3) == 50  # 0.05 s at 1 ms per exchange
     assert loop_iters(0.15, 3) == 3  # a planted 150 ms rank: never fewer than asked
     assert loop_iters(1e-6, 3) == 200  # capped
+
+
+def test_a_suspect_within_the_reference_pairs_own_noise_is_not_judged_one_beyond_it_is_named() -> None:
+    """Measured on a 2-core VM at load average 5-7: a healthy link 8.3x its reference's best round alone, while
+    the reference's own rounds ranged over 10x.  Its slowness is inside the host's measured noise: WARN, not
+    judged, never FAIL.  A planted link (20 ms an exchange) is beyond the reference's worst round: FAIL."""
+    m = _with_link(8, 1, 2, 4.5)
+    noisy = judge_pairs(_pairs(m, [[8.3e-3, 1e-3, 12e-3, 11e-3]]), 8, 1 << 20, "gloo")
+    assert noisy.status == Status.WARN and noisy.message.startswith("pairwise send/recv of 1M B: not judged: "
+                                                                       "link 1<->2 alone 8.3x pair"), noisy.message
+    assert "own rounds ranged 1-11 ms" in noisy.message and noisy.details["slow_links"] == []
+    planted = judge_pairs(_pairs(m, [[21e-3, 1e-3, 22e-3, 1.3e-3]]), 8, 1 << 20, "gloo")
+    assert planted.status == Status.FAIL and "link 1<->2 slow" in planted.message
+    assert planted.details["slow_links"] == [[1, 2]]
+    (probe,) = planted.details["probes"]
+    assert (probe["ref_worst_s"], probe["test_worst_s"]) == (1.3e-3, 22e-3)

@@ -10,6 +10,12 @@ its pair exchanges while every other rank waits in a barrier, alternating with a
 unsuspected ranks, ROUNDS times; each keeps its best (lowest) figure.  A rank or link is named only when its pair
 alone is still more than the floor times the reference alone.  A real slow rank or link is slow alone too (a
 planted 20 ms-per-exchange rank: > 10x); a pair that was slow only because it shared cores or met a burst is not.
+
+The reference's own rounds say how noisy the host was while it measured: a suspect is named only when its best
+round is still slower than the floor times the reference's *worst* round.  Where its best alone beats the floor
+against the reference's best but not against its worst (on a 2-core x86 VM at load average 5-7: a healthy link
+8.3x its reference's best, which itself ranged over 10x between rounds), the verdict is "not judged": the host's
+noise, measured, is as large as the slowness.  A planted 20 ms-per-exchange link is > 10x the reference's worst.
 """
 
 from __future__ import annotations
@@ -49,6 +55,10 @@ class ProbeResult:
     """Best seconds per exchange of the reference pair alone (NaN without a reference)."""
     matrix_ratio: float
     """The suspect's figure in the matrix against the matrix median (what nominated it)."""
+    ref_worst_s: float = math.nan
+    """Worst (highest) round of the reference pair alone: the host's noise while it measured (NaN: not kept)."""
+    test_worst_s: float = math.nan
+    """Worst round of the suspect's pair alone."""
 
     @property
     def ratio(self) -> float:
@@ -58,10 +68,17 @@ class ProbeResult:
     def confirmed(self, floor: float) -> bool:
         return not math.isnan(self.ratio) and self.ratio > floor
 
+    def beyond_noise(self, floor: float) -> bool:
+        """Slower than `floor` x the reference's worst round, at the suspect's best: no round of the healthy pair
+        was as slow (a record without the worst rounds judges by the best alone)."""
+        worst = self.ref_s if math.isnan(self.ref_worst_s) else self.ref_worst_s
+        return self.confirmed(floor) and self.test_s > floor * worst
+
     def as_dict(self) -> dict[str, Any]:
         p = self.probe
         return {"kind": p.kind, "subject": list(p.subject), "test": list(p.test), "ref": list(p.ref) if p.ref else None,
                 "test_s": self.test_s, "ref_s": self.ref_s, "ratio": self.ratio,
+                "test_worst_s": self.test_worst_s, "ref_worst_s": self.ref_worst_s,
                 "matrix_ratio": self.matrix_ratio}
 
 
@@ -103,8 +120,9 @@ def loop_iters(seconds: float, floor_iters: int) -> int:
 
 def run_probes(ctx: Any, group: Any, probes: list[Probe], matrix: list[list[float]], floor_iters: int,
                exchange: Callable[[int], Callable[[], None]], delay: Callable[[int], float]) -> list[list[float]]:
-    """Runs in every rank: each probe's pairs alone, ROUNDS times alternating; returns [probe][test, ref]
-    best seconds per exchange (the slower endpoint of each pair, as in the matrix; NaN where no reference).
+    """Runs in every rank: each probe's pairs alone, ROUNDS times alternating; returns [probe][test, ref, test_worst,
+    ref_worst] seconds per exchange, best and worst round (the slower endpoint of each pair, as in the matrix; NaN
+    where no reference).
     `exchange(peer)` builds this rank's exchange with `peer`; `delay(peer)` is a planted per-exchange
     sleep (tests only)."""
     import torch
@@ -127,8 +145,10 @@ def run_probes(ctx: Any, group: Any, probes: list[Probe], matrix: list[list[floa
                     rows[k, p, col] = t
                 dist.barrier(group=group)  # nobody starts the next pair while this one still runs
     dist.all_reduce(rows, op=dist.ReduceOp.MAX, group=group)  # the slower endpoint of each pair
-    best = rows.min(dim=0).values.cpu().tolist()
-    return [[b[0], b[1] if probe.ref is not None else math.nan] for b, probe in zip(best, probes)]
+    best, worst = rows.min(dim=0).values.cpu().tolist(), rows.max(dim=0).values.cpu().tolist()
+    nan = math.nan
+    return [[b[0], b[1] if probe.ref is not None else nan, w[0], w[1] if probe.ref is not None else nan]
+            for b, w, probe in zip(best, worst, probes)]
 
 
 def probe_of(d: dict[str, Any]) -> Probe:
@@ -142,7 +162,30 @@ def results(probes: list[dict[str, Any]], times: list[list[float]], matrix: list
     """Probe results, each with the figure that nominated it (a rank: its median over peers; a link: its pair)."""
     med = statistics.median(score) if score else math.nan
     out = []
-    for probe, (test_s, ref_s) in zip(map(probe_of, probes), times):
+    for probe, t in zip(map(probe_of, probes), times):
         nominated = score[probe.subject[0]] if probe.kind == "rank" else matrix[probe.subject[0]][probe.subject[1]]
-        out.append(ProbeResult(probe, test_s, ref_s, nominated / med if med > 0 else math.nan))
+        worst = (t[2], t[3]) if len(t) >= 4 else (math.nan, math.nan)  # records before the worst rounds were kept
+        out.append(ProbeResult(probe, t[0], t[1], nominated / med if med > 0 else math.nan, worst[1], worst[0]))
     return out
+
+
+def subject(p: ProbeResult) -> str:
+    return f"rank {p.probe.subject[0]}" if p.probe.kind == "rank" else f"link {p.probe.subject[0]}<->{p.probe.subject[1]}"
+
+
+def named(p: ProbeResult) -> str:
+    ref = p.probe.ref
+    return (f"{subject(p)} slow ({p.matrix_ratio:.1f}x the median in the matrix; alone {p.ratio:.1f}x "
+            f"pair {ref[0]}<->{ref[1]})" if ref else subject(p))
+
+
+def too_noisy(p: ProbeResult, floor: float) -> str:
+    ref = p.probe.ref or (0, 0)
+    return (f"{subject(p)} alone {p.ratio:.1f}x pair {ref[0]}<->{ref[1]} at their best, but that healthy pair's own "
+            f"rounds ranged {p.ref_s * 1e3:.3g}-{p.ref_worst_s * 1e3:.3g} ms, so the suspect's best "
+            f"{p.test_s * 1e3:.3g} ms is not {floor:g}x beyond the host's noise")
+
+
+def cleared(p: ProbeResult) -> str:
+    return (f"{subject(p)} was {p.matrix_ratio:.1f}x the median in the matrix, {p.ratio:.2f}x a healthy pair "
+            "when measured alone: not a fault")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from trainready.hardware.collectives import (DTYPES, EXPECTATION_KEY_GRAMMAR, OPS, bandwidths, human, valid_expectation_key)
-from trainready.comm.confirm import ProbeResult, results
+from trainready.comm.confirm import cleared as _cleared, named as _named, results, subject as _subject, too_noisy as _too_noisy
 from trainready.comm.straggler import analyse, ratio_floor
 from trainready.comm.table import Meas, Row, format_table
 from trainready.errors import ConfigError
@@ -233,8 +233,8 @@ def judge_pairs(pairs: dict[str, Any] | None, n: int, nbytes: int, backend: str)
     probes = results(pairs["probes"], pairs["times"], matrix, a["rank_score_s"])
     details = {"bytes": nbytes, "seconds_matrix": matrix, **a, "nominated": {"ranks": a["slow_ranks"],
                "links": a["slow_links"]}, "probes": [p.as_dict() for p in probes], "sharing": core_sharing(n, backend)}
-    details["slow_ranks"] = [p.probe.subject[0] for p in probes if p.probe.kind == "rank" and p.confirmed(floor)]
-    details["slow_links"] = [list(p.probe.subject) for p in probes if p.probe.kind == "link" and p.confirmed(floor)]
+    details["slow_ranks"] = [p.probe.subject[0] for p in probes if p.probe.kind == "rank" and p.beyond_noise(floor)]
+    details["slow_links"] = [list(p.probe.subject) for p in probes if p.probe.kind == "link" and p.beyond_noise(floor)]
     metrics = tuple(Metric.of("comm_pair_time", s * 1e6, "us", None, rank=r, backend=backend, stat="median_over_peers")
                     for r, s in enumerate(a["rank_score_s"]))
     if n < 3:
@@ -242,14 +242,20 @@ def judge_pairs(pairs: dict[str, Any] | None, n: int, nbytes: int, backend: str)
         return Outcome(Status.SKIP, f"pairwise send/recv of {human(nbytes)} B: nothing to compare "
                        "(2 ranks make one pair; naming a straggler needs at least 3 ranks)", metrics, details=details)
     sharing = f"; {details['sharing']}" if details["sharing"] else ""
-    confirmed = [p for p in probes if p.confirmed(floor)]
+    confirmed = [p for p in probes if p.beyond_noise(floor)]
+    noisy = [p for p in probes if p.confirmed(floor) and not p.beyond_noise(floor)]
     if confirmed:
         return Outcome(Status.FAIL, "straggler: " + "; ".join(_named(p) for p in confirmed) + sharing, metrics,
                        remedy="Inspect the named rank's GPU clocks/throttling (nvidia-smi -q -d PERFORMANCE) and "
                        "its NVLink/PCIe link (nvidia-smi topo -m).", details=details)
     unjudged = [p for p in probes if p.probe.ref is None]
-    cleared = "; ".join(_cleared(p) for p in probes if p.probe.ref is not None)
+    cleared = "; ".join(_cleared(p) for p in probes if p.probe.ref is not None and not p.confirmed(floor))
     cleared = f"; {cleared}" if cleared else ""
+    if noisy:
+        return Outcome(Status.WARN, f"pairwise send/recv of {human(nbytes)} B: not judged: "
+                       + "; ".join(_too_noisy(p, floor) for p in noisy) + f"{cleared}{sharing}", metrics,
+                       remedy="Run `trainready comm` again on a quiet host (no other work on its CPUs and GPUs).",
+                       details=details)
     if unjudged:
         what = ", ".join(_subject(p) for p in unjudged)
         return Outcome(Status.WARN, f"pairwise send/recv of {human(nbytes)} B: {what} slow in the matrix, not "
@@ -261,21 +267,6 @@ def judge_pairs(pairs: dict[str, Any] | None, n: int, nbytes: int, backend: str)
     return Outcome(Status.PASS, f"pairwise send/recv of {human(nbytes)} B: no slow rank or link "
                    f"(slowest rank {worst} at {a['rank_score_s'][worst] / med:.2f}x the median){cleared}{sharing}",
                    metrics, details=details)
-
-
-def _subject(p: ProbeResult) -> str:
-    return f"rank {p.probe.subject[0]}" if p.probe.kind == "rank" else f"link {p.probe.subject[0]}<->{p.probe.subject[1]}"
-
-
-def _named(p: ProbeResult) -> str:
-    ref = p.probe.ref
-    return (f"{_subject(p)} slow ({p.matrix_ratio:.1f}x the median in the matrix; alone {p.ratio:.1f}x "
-            f"pair {ref[0]}<->{ref[1]})" if ref else _subject(p))
-
-
-def _cleared(p: ProbeResult) -> str:
-    return (f"{_subject(p)} was {p.matrix_ratio:.1f}x the median in the matrix, {p.ratio:.2f}x a healthy pair "
-            "when measured alone: not a fault")
 
 
 def core_sharing(n: int, backend: str) -> str:
