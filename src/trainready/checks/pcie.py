@@ -101,6 +101,7 @@ class PcieCheck(Check):
     level = Level.QUICK
     order = 55
     timeout_s = 120.0
+    timing = True  # the machine's state is kept; a link read trained down is a fact, so its FAILs stand
 
     def skip_reason(self, ctx: CheckContext) -> str | None:
         """Skips only on a CPU spec: under a GPU spec a machine without usable GPUs fails (GpuUnusable)."""

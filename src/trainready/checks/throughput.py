@@ -14,6 +14,7 @@ from typing import Callable, Sequence
 
 from trainready.devices.parallel import local_devices, on_each_device
 from trainready.hardware.gpus import GpuPeak, lookup
+from trainready.suite.machine import BEYOND_NOISE, TIMING_ONLY, beyond_noise
 from trainready.records import Level, Metric, Outcome, Status, Threshold
 from trainready.spec.model import ComputeSpec
 from trainready.suite.base import Check, CheckContext, register
@@ -130,6 +131,21 @@ def judge(figures: Sequence[GpuFigures], peak: GpuPeak | None, spec: ComputeSpec
     return Outcome(Status.PASS, f"{summary} (≥ {g / peak.bf16_tflops:.0%} / {h / peak.hbm_gbps:.0%} of {peak.key} peak)", tuple(metrics))
 
 
+def beyond_floors(first: Sequence[GpuFigures], again: Sequence[GpuFigures], peak: GpuPeak | None,
+                  spec: ComputeSpec) -> bool:
+    """Some GPU below its floor (the spec's absolute one or its fraction of the peak, the higher) in both runs, by
+    more than 3x the two runs' difference (suite/machine.py beyond_noise): a GPU at half speed, not a busy host."""
+    for f, g in zip(first, again):
+        for a, b, floor, frac, top in ((f.gemm_tflops, g.gemm_tflops, spec.gemm_tflops_min, spec.gemm_min_fraction,
+                                        peak.bf16_tflops if peak else None),
+                                       (f.copy_gbps, g.copy_gbps, spec.hbm_gbps_min, spec.hbm_min_fraction,
+                                        peak.hbm_gbps if peak else None)):
+            floors = [x for x in (floor, frac * top if frac is not None and top else None) if x is not None]
+            if floors and beyond_noise([a, b], max(floors)):
+                return True
+    return False
+
+
 def apply_planted(figures: list[GpuFigures], value: str | None) -> list[GpuFigures]:
     """Planted fault `throughput.slow_gpu=I`: GPU I reports half its GEMM and copy figures."""
     if value is None:
@@ -144,6 +160,7 @@ class ThroughputCheck(Check):
     level = Level.STANDARD
     order = 60
     timeout_s = 300.0
+    timing = True
 
     def skip_reason(self, ctx: CheckContext) -> str | None:
         """Skips only on a CPU spec: under a GPU spec a machine without usable GPUs fails (GpuUnusable)."""
@@ -168,7 +185,8 @@ class ThroughputCheck(Check):
         second = judge(best, lookup(best[0].name), ctx.spec.compute)
         note = (f"measured again: the first run failed it too ({verdict.message})" if second.status == Status.FAIL
                 else f"measured again: the first run's figures were below ({verdict.message}): not a fault")
-        return replace(second, message=f"{second.message}; {note}")
+        noise = {TIMING_ONLY: True, BEYOND_NOISE: beyond_floors(first, again, lookup(best[0].name), ctx.spec.compute)}
+        return replace(second, message=f"{second.message}; {note}", details={**dict(second.details), **noise})
 
     def _measure(self, ctx: CheckContext) -> list[GpuFigures] | Outcome:
         """Every local GPU's figures (planted faults applied), or a FAIL naming the GPU whose probe failed."""

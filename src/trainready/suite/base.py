@@ -68,6 +68,9 @@ class Check(ABC):
     timeout_s: ClassVar[float] = 120.0
     order: ClassVar[int] = 100  # lower runs first; the README's four bring-up questions in order
     launches_ranks: ClassVar[bool] = False  # runs rank processes (ranks.launch): `node` starts their forkserver early
+    # judges timings against floors: measured between two readings of the machine (suite/machine.py), whose state
+    # the result keeps; on a busy machine a FAIL within its noise is WARN "not judged"
+    timing: ClassVar[bool] = False
 
     def skip_reason(self, ctx: CheckContext) -> str | None:
         """Return why this check does not apply here (e.g. no GPU), or None."""
@@ -95,7 +98,7 @@ class Check(ABC):
             reason = None
             outcome = _error_outcome(exc)
         else:
-            outcome = Outcome(Status.SKIP, reason) if reason else self._run_bounded(ctx)
+            outcome = Outcome(Status.SKIP, reason) if reason else self._run_measured(ctx)
         return CheckResult(
             name=self.name,
             title=self.title or self.name,
@@ -107,6 +110,16 @@ class Check(ABC):
             duration_s=time.perf_counter() - t0,
             details=outcome.details,
         )
+
+    def _run_measured(self, ctx: CheckContext) -> Outcome:
+        """`_run_bounded`, and for a timing check the machine's state over it (suite/machine.py)."""
+        if not self.timing:
+            return self._run_bounded(ctx)
+        from trainready.suite import machine
+
+        start = machine.read()
+        out = self._run_bounded(ctx)
+        return machine.judged_on(out, machine.between(start, machine.read(), gpus=ctx.spec.gpu.count > 0))
 
     def _run_bounded(self, ctx: CheckContext) -> Outcome:
         """Run `self.run` in a worker thread; at the deadline stop it and its ranks.
