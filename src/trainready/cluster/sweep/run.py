@@ -24,6 +24,9 @@ from trainready.cluster.sweep import judge, select, state, trend
 
 RECORD = "trainready.sweep/1"
 DAY_S = 86400.0
+# Seconds a sweep waits for its own jobs to leave Slurm (epilog, COMPLETING): slurmd's epilog and the job's end
+# take under a second on a quiet node; a loaded 2-core host was seen at several seconds.
+SETTLE_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,26 @@ def accept(fleet: FleetOptions, opts: SweepOptions, nodes: list[str], say: Calla
     here = dataclasses.replace(fleet, nodelist=slurm.hostlist(nodes), count=None, cross=False, drain=False)
     verdict = run_fleet(here, say, kind="sweep")
     write_verdict(verdict, fleet.results)
+    settle([str(j) for j in (verdict.context.get("job_id"), verdict.context.get("remeasure_job_id")) if j])
     return verdict
+
+
+def settle(jobs: list[str], limit_s: float = SETTLE_S) -> None:
+    """Wait, at most `limit_s`, until the sweep's own jobs have left Slurm (COMPLETING included: the epilog runs
+    after the task's record is written), so the sweep ends with its nodes as idle as it found them and the next
+    sweep, a minute or a day later, does not find them 'busy: completing'."""
+    import time
+
+    from trainready.errors import SlurmError
+
+    end = time.monotonic() + limit_s
+    while jobs and time.monotonic() < end:
+        try:
+            if not slurm.call(["squeue", "--local", "-h", "-j", ",".join(jobs), "-o", "%i"]).strip():
+                return
+        except SlurmError:  # squeue: "Invalid job id specified": the jobs are gone from the controller
+            return
+        time.sleep(0.5)
 
 
 def stopped_tasks(verdict: FleetVerdict) -> dict[str, str]:
