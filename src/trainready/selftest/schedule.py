@@ -16,12 +16,14 @@ import datetime as dt
 import os
 import socket
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from trainready.selftest.cases import Case
 from trainready import __version__
+from trainready.errors import Interrupted
 from trainready.selftest.prepare import child_env, gpu_count, placeholders, unmount_all
 from trainready.selftest.run import SCHEMA, CaseResult, Controls, run_case
 from trainready.selftest.zygote import Zygote
@@ -59,11 +61,15 @@ def lanes_for(cores: int | None = None) -> int:
 def run_all(cases: Sequence[Case], values: dict[str, str], gpus: int, work: Path,
             on_case: Callable[[int, Case], None], on_done: Callable[[CaseResult], None],
             lanes: int = 0, zygote: Zygote | None = None) -> list[CaseResult]:
-    """Every case's result, in the order of `cases`."""
+    """Every case's result, in the order of `cases`.  Interrupted (SIGINT/SIGTERM), no case starts any more, the
+    commands in flight are killed, and the interrupt goes on once every lane has returned."""
     controls = Controls(work, values, zygote)
     results: dict[int, CaseResult] = {}
+    stop = threading.Event()
 
     def one(i: int) -> None:
+        if stop.is_set():
+            return
         on_case(i, cases[i])
         results[i] = run_case(cases[i], values, gpus, work, controls)
         on_done(results[i])
@@ -72,12 +78,22 @@ def run_all(cases: Sequence[Case], values: dict[str, str], gpus: int, work: Path
     local = [i for i, c in enumerate(cases) if c.needs != "slurm" and not c.exclusive]
     with concurrent.futures.ThreadPoolExecutor(max_workers=slurm_lanes() if slurm else 1) as queue, \
             concurrent.futures.ThreadPoolExecutor(max_workers=lanes or lanes_for()) as pool:
-        futures = [queue.submit(one, i) for i in slurm] + [pool.submit(one, i) for i in local]
-        for f in futures:
-            f.result()
-    for i, c in enumerate(cases):  # alone: nothing else runs beside them
-        if c.exclusive:
-            one(i)
+        try:
+            futures = [queue.submit(one, i) for i in slurm] + [pool.submit(one, i) for i in local]
+            for f in futures:
+                f.result()
+            for i, c in enumerate(cases):  # alone: nothing else runs beside them
+                if c.exclusive:
+                    one(i)
+        except BaseException as exc:
+            stop.set()
+            for ex in (queue, pool):
+                ex.shutdown(wait=False, cancel_futures=True)
+            if zygote is not None:
+                zygote.kill_all()
+            if isinstance(exc, Interrupted):
+                exc.during = f"selftest ({len(results)} of {len(cases)} case(s) done)"
+            raise
     return [results[i] for i in range(len(cases))]
 
 
@@ -86,12 +102,16 @@ def run_selftest(cases: Sequence[Case], on_case: Callable[[int, Case], None] = l
     started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     gpus = gpu_count()
-    with tempfile.TemporaryDirectory(prefix="trainready-selftest-") as tmp:
+    # the scratch goes even where a lazily unmounted tmpfs is still busy (interrupted mid case): never an error
+    with tempfile.TemporaryDirectory(prefix="trainready-selftest-", ignore_cleanup_errors=True) as tmp:
         work = Path(tmp)
         values = placeholders(work / "inputs", gpus)
         zygote = Zygote(child_env(work), work)
         try:
             results = run_all(cases, values, gpus, work, on_case, on_done, lanes, zygote)
+        except Interrupted as exc:
+            exc.notes.append(f"the cases in flight stopped, their mounts undone, scratch {work} removed")
+            raise
         finally:
             zygote.close()
             unmount_all()  # before the scratch folder holding the mount points is removed

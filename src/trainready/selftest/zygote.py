@@ -122,6 +122,8 @@ class Zygote:
         self.cond = threading.Condition()
         self.answers: dict[str, dict[str, Any]] = {}
         self.next_id = 0
+        self.running: set[int] = set()  # PIDs of the commands in flight (each leads its own process group)
+        self.stopped = False  # kill_all was called: no command starts any more
         threading.Thread(target=self._read, name="trainready-zygote-reader", daemon=True).start()
 
     def _read(self) -> None:
@@ -145,6 +147,8 @@ class Zygote:
         """`python -m MODULE ARGV` as a fork of the server: its exit code, or None when it ran past
         timeout_s (then it and its process group are killed)."""
         with self.cond:
+            if self.stopped:
+                return None
             self.next_id += 1
             rid = str(self.next_id)
         req = {"id": rid, "argv": list(argv), "env": dict(env), "cwd": str(cwd), "out": str(out), "err": str(err),
@@ -156,7 +160,15 @@ class Zygote:
         pid = self._wait(rid, "pid", 60.0)
         if pid is None:
             raise OSError("the self-test's zygote process did not answer (see its stderr)")
-        rc = self._wait(rid, "rc", timeout_s)
+        with self.cond:
+            self.running.add(pid)
+            if self.stopped:  # kill_all ran while this one was starting
+                os.killpg(pid, signal.SIGKILL)
+        try:
+            rc = self._wait(rid, "rc", timeout_s)
+        finally:
+            with self.cond:
+                self.running.discard(pid)
         if rc is None:
             try:
                 os.killpg(pid, signal.SIGKILL)
@@ -164,6 +176,17 @@ class Zygote:
                 pass
             self._wait(rid, "rc", 10.0)
         return rc if isinstance(rc, int) else None
+
+    def kill_all(self) -> None:
+        """Stop every command in flight and its process group (the self-test was interrupted)."""
+        with self.cond:
+            self.stopped = True
+            pids = list(self.running)
+        for pid in pids:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     def close(self) -> None:
         if self.proc.stdin is not None:
