@@ -60,12 +60,30 @@ def selftest(
 
 
 def _run(cases, console):  # type: ignore[no-untyped-def]
-    from trainready.selftest.schedule import run_selftest
+    import time
+
+    from trainready.selftest import expect
+    from trainready.selftest.schedule import lanes_for, run_selftest, slurm_lanes
+
+    lanes = slurm_lanes() if any(c.needs == "slurm" for c in cases) else 1
+    guess = expect.expected(cases, lanes_for(), lanes, expect.load())
+    console.print(f"selftest: {len(cases)} case(s) on {lanes_for()} lane(s) (+{lanes} for Slurm); {guess.text()}",
+                  highlight=False)
+    t0, done = time.monotonic(), []
+    of = f" of ~{guess.seconds:.0f} s" if guess.known == guess.total else ""
+
+    def started(i, c):  # type: ignore[no-untyped-def]
+        status.update(f"[{len(done)}/{len(cases)} done, {time.monotonic() - t0:.0f} s{of}] {c.name}: {c.fault}")
+
+    def finished(r):  # type: ignore[no-untyped-def]
+        done.append(r)
+        console.print(f"  {r.outcome:<8} {r.name} ({r.seconds:.1f} s; {len(done)}/{len(cases)} done, "
+                      f"{time.monotonic() - t0:.0f} s{of})", highlight=False)
 
     with console.status("selftest") as status:
-        return run_selftest(cases, on_case=lambda i, c: status.update(f"[{i + 1}/{len(cases)}] {c.name}: {c.fault}"),
-                            on_done=lambda r: console.print(f"  {r.outcome:<8} {r.name} ({r.seconds:.1f} s)",
-                                                            highlight=False))
+        doc = run_selftest(cases, on_case=started, on_done=finished)
+    expect.remember({c["name"]: c["seconds"] for c in doc["cases"] if c["outcome"] != "skipped"})
+    return doc
 
 
 def _print(doc, console) -> None:  # type: ignore[no-untyped-def]
