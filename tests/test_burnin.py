@@ -228,3 +228,20 @@ def test_a_fail_still_says_what_could_not_be_judged() -> None:
     assert "rank 0 (CPU): burnin_gemm: one interval lasted 25.7 s" in grew.message and "a fall cannot be judged" in grew.message
     clean = judge(Inputs(names, m, 8.0, before={1: {"ecc_uncorrected": 0}}, after={1: {"ecc_uncorrected": 0}}), SPEC)
     assert clean.status == Status.WARN and "also:" not in clean.message, clean.message
+
+
+def test_a_fall_over_time_alone_is_a_timing_failure_beyond_noise_only_past_twice_its_bound() -> None:
+    """The burn-in marks what its FAIL rests on (suite/machine.py: on a busy host a timing within its noise is
+    not judged): a fall over time or against the median alone is timing; past twice its bound it is beyond noise
+    (a GPU at half speed); a counter that grew is a fact, never timing."""
+    from trainready.records import BEYOND_NOISE, TIMING_ONLY
+
+    steady = _rank(lambda t: 700.0)
+    dip = _rank(lambda t: 700.0 if t < 360 else 600.0)  # 14% below its first window: past drop_max, not twice it
+    out = judge(_inputs({0: steady, 1: steady, 2: dip}, _samples(3)), SPEC)
+    assert out.status == Status.FAIL and out.details[TIMING_ONLY] and not out.details[BEYOND_NOISE], out.details
+    half = _rank(lambda t: 700.0 if t < 360 else 350.0)
+    out = judge(_inputs({0: steady, 1: steady, 2: half}, _samples(3)), SPEC)
+    assert out.status == Status.FAIL and out.details[TIMING_ONLY] and out.details[BEYOND_NOISE], out.details
+    hot = judge(_inputs({0: steady, 1: steady}, _samples(2, temp=88)), SPEC)
+    assert hot.status == Status.FAIL and not hot.details[TIMING_ONLY], hot.message

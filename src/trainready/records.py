@@ -137,6 +137,11 @@ class Outcome:
     details: Mapping[str, Any] = field(default_factory=dict)
 
 
+# Keys a timing check may set in Outcome.details (suite/machine.py judges them against the machine's state):
+TIMING_ONLY = "timing_only"  # the FAIL rests on timings alone (no wrong element, no error, no hardware fact)
+BEYOND_NOISE = "beyond_noise"  # and a figure stands out beyond its own repeats' spread (a part at half speed)
+
+
 @dataclass(frozen=True)
 class CheckResult:
     name: str

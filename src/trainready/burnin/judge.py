@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainready.burnin import clock, counters, overtime, series, when
-from trainready.records import Metric, Outcome, Status, Threshold
+from trainready.records import BEYOND_NOISE, Metric, Outcome, Status, TIMING_ONLY, Threshold
 from trainready.spec.burnin import BurnInSpec
 from trainready.util.listing import first_of
 
@@ -50,6 +50,8 @@ class _Found:
     warns: list[str] = field(default_factory=list)
     metrics: list[Metric] = field(default_factory=list)
     gpus: dict[int, dict[str, Any]] = field(default_factory=dict)
+    timing: list[str] = field(default_factory=list)  # the fails that rest on a figure over time alone
+    clear: list[str] = field(default_factory=list)  # those beyond twice their bound: no host noise explains them
 
 
 def judge(inp: Inputs, spec: BurnInSpec) -> Outcome:
@@ -106,6 +108,9 @@ def _over_time(f: _Found, i: int, name: str, m: series.Measured, w: float, spec:
                     f"(more than {spec.drop_max:.0%} below its first {w:.0f} s); {why}")
             host = _host_wide(m, i, key, w, d.low / d.first if d.first > 0 else 1.0) if "(CPU)" in name else ""
             (f.warns if host else f.fails).append(said + host)
+            f.timing.append(said + host)
+            if drop > 2 * spec.drop_max:
+                f.clear.append(said)
 
 
 def _temps_and_slowdown(f: _Found, i: int, name: str, smp: list[tuple[float, dict[str, Any]]], seconds: float,
@@ -147,8 +152,12 @@ def _against_median(f: _Found, names: list[str], spec: BurnInSpec) -> None:
         med = statistics.median(vals.values())
         for i, v in vals.items():
             if v < spec.median_min_fraction * med:
-                f.fails.append(f"{names[i]}: sustained {v:.4g} {unit} < {spec.median_min_fraction:g} x the node's "
-                               f"median {med:.4g} ({metric}_sustained, burnin.median_min_fraction)")
+                said = (f"{names[i]}: sustained {v:.4g} {unit} < {spec.median_min_fraction:g} x the node's "
+                        f"median {med:.4g} ({metric}_sustained, burnin.median_min_fraction)")
+                f.fails.append(said)
+                f.timing.append(said)
+                if v < (1 - 2 * (1 - spec.median_min_fraction)) * med:
+                    f.clear.append(said)
 
 
 def _allreduce(f: _Found, m: series.Measured) -> None:
@@ -183,7 +192,8 @@ def _outcome(inp: Inputs, f: _Found, details: dict[str, Any]) -> Outcome:
     head = f"partial ({inp.partial} after {clock(m.seconds)} of {clock(inp.duration_s)}): " if inp.partial else ""
     if f.fails:  # what failed first, then what this run could not judge or only warns of (a FAIL hides neither)
         msg = head + first_of(f.fails, 4) + (f"; also: {first_of(f.warns, 2)}" if f.warns else "")
-        return Outcome(Status.FAIL, msg, tuple(f.metrics), REMEDY, details)
+        noise = {TIMING_ONLY: set(f.fails) <= set(f.timing), BEYOND_NOISE: bool(f.clear)}
+        return Outcome(Status.FAIL, msg, tuple(f.metrics), REMEDY, {**details, **noise})
     if not any(m.ranks.values()):
         return Outcome(Status.ERROR, head + "no interval measured", tuple(f.metrics), details=details)
     gemm = [g["gemm_tflops"]["sustained"] for g in f.gpus.values() if "gemm_tflops" in g]

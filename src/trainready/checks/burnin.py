@@ -93,6 +93,7 @@ def _ticker(ctx: CheckContext, out: Path, world: int, dur: float, sampler: list[
 @register
 class BurnInCheck(Check):
     name = "burnin"
+    timing = True
     title = "Burn-in: sustained GEMM, HBM copy and all_reduce; error counters before/after; judged over time"
     level = Level.BURN_IN
     order = 200  # after every short check: a machine that fails them is known before minutes of load

@@ -25,8 +25,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trainready.records import BEYOND_NOISE, TIMING_ONLY
+
 if TYPE_CHECKING:
     from trainready.records import Outcome
+
+__all__ = ["BEYOND_NOISE", "TIMING_ONLY", "MachineState", "beyond_noise", "between", "judged_on", "read"]
 
 # Foreign work keeping more than half the cores busy: on a 2-core x86 VM, two busy loops beside `trainready node`
 # read 1.9-2.0 foreign cores; quiet, 0.02-0.1 (journald, sshd).  Half the cores is far from both.
@@ -155,11 +159,6 @@ def beyond_noise(repeats: list[float], floor: float, k: float = 3.0) -> bool:
         return False
     best, worst = max(repeats), min(repeats)
     return best < floor and floor - best > k * (best - worst)
-
-
-# Keys a timing check sets in its Outcome.details (suite/base.py reads them):
-TIMING_ONLY = "timing_only"  # the FAIL rests on timings alone (no wrong element, no error)
-BEYOND_NOISE = "beyond_noise"  # and the figure stands out beyond its own repeats' spread (beyond_noise above)
 
 
 def judged_on(out: "Outcome", state: MachineState) -> "Outcome":
