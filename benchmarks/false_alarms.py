@@ -1,17 +1,23 @@
-"""False alarms of the main job: `trainready node` run N times on a healthy machine beside a named background.
+"""False alarms against faults caught: the main job, the comm check alone and the sweep's trend judge, each run on a
+healthy machine beside three background loads, with a planted straggler and a planted decline under each.
 
-Every drain trainready makes rests on FAIL meaning a fault, so a healthy machine must never FAIL, also when other
-work shares it.  Backgrounds (each started before the first run and stopped after the last):
+Every drain trainready makes rests on FAIL meaning a fault, so a healthy machine must never FAIL, whatever shares
+it; a judgment the machine's noise makes unreliable says "not judged" (a WARN), never FAIL; and a real fault that
+stands out beyond the noise is still caught.  Backgrounds (each started before its first run, stopped after):
 
 * quiet:  nothing else;
-* busy:   two steady busy loops (one per core of a 2-core host: `while True: pass` in 2 processes);
-* bursty: BURST_S of CPU and disk work (one process hashing /dev/urandom into a file, fsync'd, another spinning),
-          then IDLE_S idle, repeated: a file upload, a page-cache flush, a monitoring agent.
+* busy:   two steady busy loops (`while True: pass` in 2 processes);
+* bursty: 2 x cores processes, half writing /dev/urandom to a file (fsync'd), half spinning, BURST_S on and
+          IDLE_S off: a load average of 2x the cores during a burst (a file upload, a page-cache flush, a build).
 
-Prints one line per run (exit, verdict, seconds, the failing checks' messages) and a summary with the ratio
-FAIL / runs, and the load average before the first run (a "quiet" figure needs a quiet machine).
+Under each: `trainready node` (the README's main job) RUNS times; `trainready node --only comm` RUNS times; the same
+with a planted slow link (ranks 0 and 3 sleep 20 ms per pairwise exchange: must FAIL); `trainready node --only
+train_step` SWEEPS times, its tokens/s fed to the sweep's trend judge (cluster/sweep/trend.py) in order as a node's
+history, and the same history with the planted 5%-a-sweep decline (`--plant cluster.decline`: must WARN by the
+fifth).  Prints one line per run and a table: FAIL / WARN / of them "not judged" per job and load, and whether
+each planted fault was caught; the load average before each background.
 
-    PYTHONPATH=src python3 benchmarks/false_alarms.py --background bursty --runs 20 [-- node args...]
+    PYTHONPATH=src python3 benchmarks/false_alarms.py [--runs 3] [--sweeps 6] [--background quiet,busy,bursty]
 """
 
 from __future__ import annotations
@@ -20,51 +26,49 @@ import argparse
 import json
 import multiprocessing as mp
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-BURST_S = 2.0  # seconds of work per burst (the background the false alarm was first seen beside: ~2 s of dd)
-IDLE_S = 2.0  # seconds idle between bursts
+BURST_S = 3.0  # seconds of work per burst
+IDLE_S = 1.0  # seconds idle between bursts
 CHUNK = 1 << 20  # bytes read from /dev/urandom and written per step of a burst
+STRAGGLER = ("--plant", "comm.slow_link=0-3", "--plant", "comm.slow_ms=20")
 
 
-def _spin(stop: mp.Event) -> None:  # type: ignore[valid-type]
-    while not stop.is_set():  # type: ignore[attr-defined]
+def _spin(stop: Any) -> None:
+    while not stop.is_set():
         pass
 
 
-def _bursts(stop: mp.Event, scratch: str) -> None:  # type: ignore[valid-type]
-    path = Path(scratch) / "burst.bin"
+def _bursts(stop: Any, scratch: str, io: bool) -> None:
+    path = Path(scratch) / f"burst-{os.getpid()}.bin"
     with open("/dev/urandom", "rb") as rnd:
-        while not stop.is_set():  # type: ignore[attr-defined]
+        while not stop.is_set():
             end = time.monotonic() + BURST_S
-            with open(path, "wb") as f:
+            if io:
+                with open(path, "wb") as f:
+                    while time.monotonic() < end:
+                        f.write(rnd.read(CHUNK))
+                    f.flush()
+                    os.fsync(f.fileno())
+                path.unlink()
+            else:
                 while time.monotonic() < end:
-                    f.write(rnd.read(CHUNK))
-                f.flush()
-                os.fsync(f.fileno())
-            path.unlink()
-            stop.wait(IDLE_S)  # type: ignore[attr-defined]
+                    pass
+            stop.wait(IDLE_S)
 
 
-def _burst_spin(stop: mp.Event) -> None:  # type: ignore[valid-type]
-    while not stop.is_set():  # type: ignore[attr-defined]
-        end = time.monotonic() + BURST_S
-        while time.monotonic() < end:
-            pass
-        stop.wait(IDLE_S)  # type: ignore[attr-defined]
-
-
-def start_background(kind: str, scratch: str) -> tuple[mp.Event, list[mp.Process]]:  # type: ignore[valid-type]
+def start_background(kind: str, scratch: str) -> tuple[Any, list[Any]]:
     stop = mp.Event()
-    targets: list[tuple] = {  # type: ignore[type-arg]
+    n = 2 * (os.cpu_count() or 1)
+    targets: list[tuple[Any, tuple[Any, ...]]] = {
         "quiet": [],
         "busy": [(_spin, (stop,)), (_spin, (stop,))],
-        "bursty": [(_bursts, (stop, scratch)), (_burst_spin, (stop,))],
+        "bursty": [(_bursts, (stop, scratch, k % 2 == 0)) for k in range(n)],
     }[kind]
     procs = [mp.Process(target=t, args=a, daemon=True) for t, a in targets]
     for p in procs:
@@ -72,57 +76,124 @@ def start_background(kind: str, scratch: str) -> tuple[mp.Event, list[mp.Process
     return stop, procs
 
 
-def one_run(args: list[str], env: dict[str, str], out: Path) -> tuple[int, str, float, list[str]]:
+def node(args: tuple[str, ...], env: dict[str, str], out: Path) -> tuple[str, list[str], list[str], float]:
+    """(verdict, failing checks' lines, warning checks' lines, seconds) of one `trainready node` run."""
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "trainready", "node", "--json", str(out), *args],
-                          env=env, capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "trainready", "node", "--json", str(out), *args], env=env,
+                          capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if not out.exists():
-        return proc.returncode, "NO RECORD", wall, [(proc.stderr or proc.stdout).strip()[-300:]]
-    report = json.loads(out.read_text())
-    fails = [f"{r['name']}: {r['message']}" for r in report["results"] if r["status"] in ("fail", "error")]
-    return proc.returncode, report["status"].upper(), wall, fails + straggler_figures(report)
+        return "NO RECORD", [(proc.stderr or proc.stdout).strip()[-300:]], [], wall
+    doc = json.loads(out.read_text())
+    fails = [f"{r['name']}: {r['message']}" for r in doc["results"] if r["status"] in ("fail", "error")]
+    warns = [f"{r['name']}: {r['message']}" for r in doc["results"] if r["status"] == "warn"]
+    busy = [f"{r['name']} machine: {r['details']['machine']}" for r in doc["results"]
+            if isinstance(r.get("details"), dict) and "machine" in r["details"]]
+    print("      " + " | ".join(busy)[:400], flush=True)
+    return doc["status"].upper(), fails, warns, wall
 
 
-def straggler_figures(report: dict) -> list[str]:  # type: ignore[type-arg]
-    """The pairwise matrix's worst pair / median pair, and each suspect's solo ratio (comm/confirm.py)."""
-    comm = next((r for r in report["results"] if r["name"] == "comm"), None)
-    pairs = ((comm or {}).get("details") or {}).get("comm.pairs") or {}
-    m = pairs.get("seconds_matrix")
-    if not m:
-        return []
-    vals = sorted(m[i][j] for i in range(len(m)) for j in range(i + 1, len(m)))
-    med = statistics.median(vals)
-    probes = [f"{p['kind']} {p['subject']} alone {p['ratio']:.2f}x" for p in pairs.get("probes", [])]
-    return [f"matrix worst pair {vals[-1] / med:.2f}x median" + (f"; suspects: {', '.join(probes)}" if probes else "")]
+def expected_warn(line: str) -> bool:
+    """A WARN that is no judgment at all on a CPU node: gloo's busbw has no expectation (docs/spec.md)."""
+    return "no busbw expectation" in line
+
+
+def tally(name: str, runs: list[tuple[str, list[str], list[str], float]]) -> dict[str, Any]:
+    warns = [w for _, _, ws, _ in runs for w in ws if not expected_warn(w)]
+    return {"job": name, "runs": len(runs), "fail": sum(1 for _, f, _, _ in runs if f),
+            "warn": len(warns), "not_judged": sum(1 for w in warns if "not judged" in w)}
+
+
+def trend_history(figures: list[float], decline_pct: float | None) -> tuple[int, int, bool]:
+    """(fall WARNs, 'not judged' WARNs, whether the planted decline was named by the fifth sweep) of a node's
+    history made of these tokens/s figures, judged as `cluster sweep` judges it."""
+    from trainready.cluster.sweep import trend
+
+    runs: list[dict[str, Any]] = []
+    falls = noisy = 0
+    named_by = None
+    for k, value in enumerate(figures):
+        now = {"when": f"2026-12-{k + 1:02d}T03:00:00+00:00", "verdict": "pass", "run": f"r{k}",
+               "figures": {"train_tokens_per_s@cpu": value}, "counters": {}, "gpus": []}
+        if decline_pct is not None:
+            now = trend.plant_decline(now, runs, decline_pct)
+        said = trend.judge(now, runs, 0.10, 5)
+        falls += sum(1 for s in said if trend.NOISY not in s)
+        noisy += sum(1 for s in said if trend.NOISY in s)
+        if named_by is None and any(trend.NOISY not in s for s in said):
+            named_by = k + 1
+        runs.append({**now, "trend": said})
+    return falls, noisy, named_by is not None and named_by <= 5
+
+
+def tokens_per_s(out: Path) -> float | None:
+    doc = json.loads(out.read_text()) if out.exists() else {}
+    for r in doc.get("results", []):
+        for m in r.get("metrics", []):
+            if m.get("name") == "train_tokens_per_s":
+                return float(m["value"])
+    return None
+
+
+def under(bg: str, ns: argparse.Namespace, env: dict[str, str], tmp: Path) -> list[dict[str, Any]]:
+    load = os.getloadavg()
+    print(f"== background {bg} (load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
+          f"{os.cpu_count()} cores)", flush=True)
+    stop, procs = start_background(bg, str(tmp))
+    rows = []
+    try:
+        for job, args, n in (("node (main job)", (), ns.runs), ("comm check alone", ("--only", "comm"), ns.runs),
+                             ("comm, planted slow link", ("--only", "comm", *STRAGGLER), 1)):
+            runs = []
+            for i in range(n):
+                runs.append(node(args, env, tmp / f"{bg}-{len(rows)}-{i}.json"))
+                v, fails, warns, wall = runs[-1]
+                print(f"  {job} {i + 1}/{n}: {v:<5} {wall:6.1f} s  " + " | ".join(fails + warns)[:600], flush=True)
+            rows.append(tally(job, runs))
+        rows[-1]["caught"] = rows[-1]["fail"] == rows[-1]["runs"]
+        figs = []
+        for i in range(ns.sweeps):
+            out = tmp / f"{bg}-ts-{i}.json"
+            node(("--only", "train_step"), env, out)
+            figs.append(tokens_per_s(out))
+        figs_ok = [f for f in figs if f is not None]
+        print(f"  train_step tokens/s over {len(figs_ok)} sweeps: {', '.join(f'{f:.0f}' for f in figs_ok)}", flush=True)
+        falls, noisy, _ = trend_history(figs_ok, None)
+        rows.append({"job": "sweep trend judge", "runs": len(figs_ok), "fail": 0, "warn": falls + noisy,
+                     "not_judged": noisy})
+        _, _, caught = trend_history(figs_ok, 5.0)
+        rows.append({"job": "trend, planted 5%/sweep decline", "runs": len(figs_ok), "fail": 0, "warn": 0,
+                     "not_judged": 0, "caught": caught})
+    finally:
+        stop.set()
+        for p in procs:
+            p.join(5)
+    return [{"background": bg, "load1_before": round(load[0], 2), **r} for r in rows]
 
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--background", choices=("quiet", "busy", "bursty"), default="quiet")
-    ap.add_argument("--runs", type=int, default=10)
-    ap.add_argument("node_args", nargs="*", help="passed to `trainready node` (after --)")
+    ap.add_argument("--background", default="quiet,busy,bursty", help="comma-separated: quiet, busy, bursty")
+    ap.add_argument("--runs", type=int, default=3, help="runs of the main job and of the comm check per background")
+    ap.add_argument("--sweeps", type=int, default=6, help="train_step runs per background (the trend's history)")
     ns = ap.parse_args(argv)
     env = dict(os.environ)
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1] / "src") + os.pathsep + env.get("PYTHONPATH", "")
-    load = os.getloadavg()
-    failed = 0
+    rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        stop, procs = start_background(ns.background, tmp)
-        try:
-            for i in range(ns.runs):
-                out = Path(tmp) / f"node{i}.json"
-                rc, verdict, wall, fails = one_run(ns.node_args, env, out)
-                failed += rc == 1 or verdict in ("FAIL", "ERROR", "NO RECORD")
-                print(f"run {i + 1:>2}/{ns.runs}: exit {rc} {verdict:<5} {wall:6.1f} s  " + " | ".join(fails),
-                      flush=True)
-        finally:
-            stop.set()
-            for p in procs:
-                p.join(5)
-    print(f"false_alarms: background {ns.background}, {failed} FAIL in {ns.runs} runs "
-          f"(ratio {failed / max(1, ns.runs):.2f}); load average before the first run "
-          f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} cores")
+        for bg in ns.background.split(","):
+            rows += under(bg.strip(), ns, env, Path(tmp))
+    print("\n| background | job | runs | FAIL | WARN | of which not judged | planted fault caught |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        caught = {True: "yes", False: "**no**"}.get(r.get("caught"), "-")  # type: ignore[arg-type]
+        print(f"| {r['background']} | {r['job']} | {r['runs']} | {r['fail']} | {r['warn']} | {r['not_judged']} | "
+              f"{caught} |")
+    healthy = [r for r in rows if "planted" not in r["job"]]
+    false_fail = sum(r["fail"] for r in healthy)
+    missed = sum(1 for r in rows if r.get("caught") is False)
+    print(f"\nfalse_alarms: {false_fail} FAIL on healthy runs (ratio {false_fail / max(1, sum(r['runs'] for r in healthy)):.2f}),"
+          f" {missed} planted fault(s) missed")
     return 0
 
 
