@@ -103,3 +103,18 @@ def test_per_gpu_figures_join_the_fleet_slow_node_comparison():
     by = {n.node: n for n in v.nodes}
     assert by["n5"].causes == ("slow pcie_h2d",) and "GPU 2" in by["n5"].reasons[0]
     assert all(by[f"n{k}"].accepted for k in range(5))
+
+
+def test_a_copy_below_its_floor_is_a_timing_failure_and_a_trained_down_link_or_half_rate_copy_stands():
+    """What a pcie FAIL rests on (suite/machine.py: on a busy machine a timing within its noise is not judged): a
+    slow copy on a full link is timing; a link read trained down is an NVML fact; a copy below half its floor
+    (a half-width link's figure) is beyond any host's noise."""
+    from trainready.checks.pcie import noise_marks
+    from trainready.records import BEYOND_NOISE, TIMING_ONLY
+
+    slow = [GpuCopy(0, 55.0, 53.0, GEN5_X16), GpuCopy(1, 35.0, 53.0, GEN5_X16)]  # 56% of 63 against 60%
+    assert noise_marks(slow, 0.6) == {TIMING_ONLY: True, BEYOND_NOISE: False}
+    half = [GpuCopy(0, 55.0, 53.0, GEN5_X16), GpuCopy(1, 15.0, 14.0, GEN5_X16)]  # below half of 0.6 x 63
+    assert noise_marks(half, 0.6) == {TIMING_ONLY: True, BEYOND_NOISE: True}
+    down = [GpuCopy(0, 13.5, 13.2, Link(4, 8, 5, 16))]
+    assert noise_marks(down, 0.6)[TIMING_ONLY] is False
