@@ -125,7 +125,8 @@ def history_cmd(
     node: str = typer.Argument(..., help="The node."),
     results: str = typer.Option(..., "--results", "-r", help="The --results of the sweeps."),
 ) -> None:
-    """A node's sweeps as a table: when, verdict, its figures (per device), and the trend WARNs.
+    """A node's sweeps as a table: when, verdict, its figures (per device); under a failing sweep the check
+    that failed, its one-line reason and the strike count; the trend WARNs (and figures too noisy to judge).
 
     Read from RESULTS/sweep/trend/NODE.json (`trainready.sweeptrend/1`).  Exit 0; 2 when the node has no
     history there."""
