@@ -87,3 +87,12 @@ def test_a_gpu_at_half_speed_in_both_runs_is_beyond_noise_a_busy_hosts_dip_is_no
     dip = [GpuFigures(0, "NVIDIA H100 80GB HBM3", 560.0, 3000.0)]  # below 0.6 x 989 once, then near the floor
     near = [GpuFigures(0, "NVIDIA H100 80GB HBM3", 590.0, 3000.0)]
     assert not beyond_floors(dip, near, peak, spec) and not beyond_floors(ok, ok, peak, spec)
+
+
+def test_a_gpu_process_counts_only_with_a_gpu_device_open_here() -> None:
+    """NVML reports host PIDs inside a container: a PID of this namespace is another GPU user only if it holds a
+    /dev/nvidia* device (this test process holds none; a PID that does not exist reads as none)."""
+    import os
+
+    assert machine._holds_a_gpu(os.getpid()) is False
+    assert machine._holds_a_gpu(2 ** 22 + 7) is False

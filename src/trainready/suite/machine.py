@@ -9,7 +9,8 @@ measured on.  So every timing check (`Check.timing`) is measured between two rea
   inside the window still count as ours);
 * the 1-minute load average (getloadavg(3)), reported, not judged: it lags by a minute and counts our own ranks;
 * NVML's compute processes on each GPU (nvmlDeviceGetComputeRunningProcesses) that are not ours: only those
-  visible in this PID namespace count (in a container NVML reports host PIDs, which cannot be told apart).
+  visible in this PID namespace with a /dev/nvidia* device open count (in a container NVML reports host PIDs,
+  and the same number may name an unrelated process here).
 
 Foreign CPU = the CPUs' busy time over the window minus ours, as a number of cores kept busy on average.  The
 machine is *busy* when foreign work kept more than BUSY_CORES_FRACTION of its cores busy, when the hypervisor
@@ -139,7 +140,24 @@ def gpu_others(ours: set[int]) -> tuple[int, ...]:
         pass
     finally:
         pynvml.nvmlShutdown()
-    return tuple(sorted(p for p in found if p not in ours and Path(f"/proc/{p}").exists()))
+    return tuple(sorted(p for p in found if p not in ours and _holds_a_gpu(p)))
+
+
+def _holds_a_gpu(pid: int) -> bool:
+    """Whether the process `pid` of this PID namespace has a /dev/nvidia* device open: NVML reports host PIDs
+    inside a container, where the same number may name an unrelated process; one that cannot be read is not
+    counted (a timing is downgraded only on evidence)."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/dev/nvidia"):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def between(start: Reading, end: Reading, gpus: bool = False) -> MachineState:
