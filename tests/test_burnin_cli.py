@@ -45,11 +45,14 @@ def test_planted_slowdown_and_counter_fail_and_the_plain_run_passes(cli, tmp_pat
              "--prometheus", str(tmp_path / "ok.prom"))
     doc = json.loads((tmp_path / "ok.json").read_text())
     res = doc["results"][0]
-    # a healthy run passes; on a loaded 2-core host the ranks' shared fall is a warning that says so (never a fail)
+    # a healthy run passes; on a loaded 2-core host the ranks' shared fall is a warning that says so (never a fail),
+    # and a fall of one rank on a host other processes kept busy is "not judged" with the machine's numbers
     host_load = res["status"] == "warn" and ("the host's load, shared by every rank" in res["message"]
                                              or "a fall cannot be judged (a host this loaded" in res["message"])
-    assert ok.returncode == 0 and (res["status"] == "pass" or host_load), res["message"]
-    assert "GPU counters not available: no GPU here" in res["message"]
+    busy = res["details"]["machine"]["busy"]
+    not_judged = res["status"] == "warn" and res["message"].startswith(f"not judged: {busy} while it measured")
+    assert ok.returncode == 0 and (res["status"] == "pass" or host_load or (busy and not_judged)), res["message"]
+    assert not_judged or "GPU counters not available: no GPU here" in res["message"]
     series = res["details"]["gpus"]["0"]["series"]
     assert len(series["gemm_tflops"]) >= 4 and series["copy_gbps"]
     xid = [r for r in res["details"]["counters"] if r["counter"] == "xid"]

@@ -113,6 +113,11 @@ def serve() -> None:
                 _say({"id": children.pop(pid), "rc": os.waitstatus_to_exitcode(status)})
 
 
+# Seconds a command waits to be forked: the first one waits for the server to import torch (~1 s quiet; over 60 s
+# was seen on a 2-core x86 VM at load average 17-19).
+START_S = 600.0
+
+
 class Zygote:
     """The client: start the server, run commands through it (thread-safe), close it."""
 
@@ -157,7 +162,7 @@ class Zygote:
         with self.cond:
             self.proc.stdin.write((json.dumps(req) + "\n").encode())
             self.proc.stdin.flush()
-        pid = self._wait(rid, "pid", 60.0)
+        pid = self._wait(rid, "pid", START_S)
         if pid is None:
             raise OSError("the self-test's zygote process did not answer (see its stderr)")
         with self.cond:
