@@ -171,6 +171,15 @@ def under(bg: str, ns: argparse.Namespace, env: dict[str, str], tmp: Path) -> li
     return [{"background": bg, "load1_before": round(load[0], 2), **r} for r in rows]
 
 
+def table(rows: list[dict[str, Any]]) -> None:
+    print("\n| background | job | runs | FAIL | WARN | of which not judged | planted fault caught |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        caught = {True: "yes", False: "**no**"}.get(r.get("caught"), "-")  # type: ignore[arg-type]
+        print(f"| {r['background']} | {r['job']} | {r['runs']} | {r['fail']} | {r['warn']} | {r['not_judged']} | "
+              f"{caught} |", flush=True)
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--background", default="quiet,busy,bursty", help="comma-separated: quiet, busy, bursty")
@@ -183,12 +192,8 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for bg in ns.background.split(","):
             rows += under(bg.strip(), ns, env, Path(tmp))
-    print("\n| background | job | runs | FAIL | WARN | of which not judged | planted fault caught |")
-    print("|---|---|---|---|---|---|---|")
-    for r in rows:
-        caught = {True: "yes", False: "**no**"}.get(r.get("caught"), "-")  # type: ignore[arg-type]
-        print(f"| {r['background']} | {r['job']} | {r['runs']} | {r['fail']} | {r['warn']} | {r['not_judged']} | "
-              f"{caught} |")
+            table(rows)  # after each background: a run stopped later keeps what it measured
+    table(rows)
     healthy = [r for r in rows if "planted" not in r["job"]]
     false_fail = sum(r["fail"] for r in healthy)
     missed = sum(1 for r in rows if r.get("caught") is False)
