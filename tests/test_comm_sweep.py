@@ -79,7 +79,7 @@ def test_planted_wrong_rank_is_counted() -> None:
 
 @pytest.mark.slow
 def test_planted_slow_rank_is_named() -> None:
-    res, _ = sweep_local(opts(ops=["all_reduce"], SLOW_STAGE_S, slow_rank=1, slow_ms=150.0))  # >> a loaded 2-core exchange (gloo floor 3x)
+    res, _ = sweep_local(opts(ops=["all_reduce"], timeout_s=SLOW_STAGE_S, slow_rank=1, slow_ms=150.0))  # >> a loaded 2-core exchange (gloo floor 3x)
     assert res.ok, res.describe()
     o = dict((n, o) for n, _, o in outcomes(res.values[0], opts(ops=["all_reduce"]), SPEC, "spec"))["comm.pairs"]
     assert o.status == Status.FAIL and o.details["slow_ranks"] == [1]
@@ -87,7 +87,7 @@ def test_planted_slow_rank_is_named() -> None:
 
 
 def test_planted_slow_link_is_named_after_its_pair_is_measured_alone() -> None:
-    res, _ = sweep_local(opts(ops=["all_reduce"], SLOW_STAGE_S, slow_link=(0, 2), slow_ms=150.0))  # >> a loaded exchange: 20 ms was missed once in a full run
+    res, _ = sweep_local(opts(ops=["all_reduce"], timeout_s=SLOW_STAGE_S, slow_link=(0, 2), slow_ms=150.0))  # >> a loaded exchange: 20 ms was missed once in a full run
     assert res.ok, res.describe()
     o = dict((n, o) for n, _, o in outcomes(res.values[0], opts(ops=["all_reduce"]), SPEC, "spec"))["comm.pairs"]
     assert o.status == Status.FAIL and o.details["slow_links"] == [[0, 2]] and o.details["slow_ranks"] == []

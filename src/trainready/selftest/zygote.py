@@ -42,6 +42,9 @@ def _child(req: Mapping[str, Any]) -> None:
         for fd, path, flags in ((0, os.devnull, os.O_RDONLY), (1, req["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
                                 (2, req["err"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
             os.dup2(os.open(path, flags, 0o644), fd)
+    except OSError:  # its files are gone (the caller was interrupted and removed its scratch): nothing to run
+        os._exit(127)
+    try:
         os.chdir(req["cwd"])
         os.environ.clear()
         os.environ.update(req["env"])
