@@ -158,6 +158,14 @@ CASES: tuple[Case, ...] = (
          _node("matmul", "matmul.bitflip=0"), "matmul", r"statistical error bound"),
     Case("matmul.nondeterministic", "a repeated matmul differs by one ulp on device 0",
          _node("matmul", "matmul.nondeterministic=0"), "matmul", r"same product twice differs"),
+    Case("fingerprint.bitflip", "the last significand bit of one element of rank 1's bf16 GEMM flips", _node("fingerprint",
+         "fingerprint.bitflip=1"), "fingerprint", r"rank 1: bf16 GEMM \S+, pattern random-7, chunk 13 of 64 differs from"),
+    Case("fingerprint.intermittent", "one rank's bf16 GEMM gives other bits in one repeat only (rank 1)", _node(
+         "fingerprint", "fingerprint.intermittent=1"), "fingerprint", r"rank 1: intermittent"),
+    Case("fingerprint.shared", "every rank's bf16 GEMM has the same top bit flipped: they agree, float64 does not",
+         _node("fingerprint", "fingerprint.shared=1"), "fingerprint", r"a wrong answer they share"),
+    Case("fingerprint.drift", "one rank's group key says another torch build", _node("fingerprint", "fingerprint.drift="
+         "1"), "fingerprint", r"rank 1: group key \w+ differs .*configuration drift"),
     Case("throughput.slow_gpu", "GPU 0 reports half its GEMM TFLOP/s and HBM GB/s",
          _node("throughput", "throughput.slow_gpu=0"), "throughput", r"GPU 0 .* = \d+% of [\w ]+ peak \d+ < \d+%",
          needs="gpu", judge_only=True),

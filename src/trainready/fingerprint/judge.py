@@ -1,0 +1,135 @@
+"""Judging fingerprints: devices of one group key must agree bit for bit.
+
+Per key and per battery entry (op, pattern) the majority digest; a device outside it deviates, named with the
+op, the pattern and the first chunk where it differs from the majority.  A group too small for a strict
+majority (fewer than `MIN_GROUP` devices, or a tie) is unknown, never a failure.  The majority itself is held to
+float64 (its error ratio against `numerics/opbounds.py`, identical on every device of the majority): above 1,
+every device shares a wrong answer, a cause no single device explains.  A device whose repeats differ from its
+own first result is intermittent.  Used within a node (`checks/fingerprint.py`) and across a fleet (`fleet.py`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainready.fingerprint.key import key_diff
+
+MIN_GROUP = 3  # the fewest devices of one key whose strict majority names a deviating one
+
+
+@dataclass(frozen=True)
+class Deviation:
+    who: str  # "GPU 3 (PCI 0000:1B:00.0, serial 1651…)", "node17 GPU 3 (serial 1651…)"
+    entry: str  # "gemm-bf16/random-7"
+    op: str
+    shape: str
+    pattern: str
+    chunk: int  # 1-based
+    chunks: int
+    agree: int  # devices of the majority
+
+    def line(self) -> str:
+        return (f"{self.who}: {self.op} {self.shape}, pattern {self.pattern}, chunk {self.chunk} of {self.chunks} "
+                f"differs from {self.agree:,} identical {'GPUs' if 'GPU' in self.who else 'devices'}")
+
+
+@dataclass(frozen=True)
+class Intermittent:
+    who: str
+    entry: str
+    repeats_differing: int
+    chunk: int  # 1-based
+
+    def line(self) -> str:
+        return (f"{self.who}: intermittent, {self.entry} gave other bits in {self.repeats_differing} repeat(s) "
+                f"than its own first result (first at chunk {self.chunk})")
+
+
+@dataclass(frozen=True)
+class Shared:
+    key_id: str
+    entry: str
+    ratio: float  # the majority's error over the float64 bound
+    devices: int
+
+    def line(self) -> str:
+        return (f"all {self.devices:,} devices of key {self.key_id} agree on {self.entry}, but their answer is "
+                f"{self.ratio:.3g}x the float64 rounding bound: a wrong answer they share (software, library or "
+                f"image: a fleet-wide cause, no single device)")
+
+
+@dataclass
+class Judgment:
+    deviations: list[Deviation] = field(default_factory=list)
+    intermittent: list[Intermittent] = field(default_factory=list)
+    shared: list[Shared] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)  # groups or entries no majority could judge
+    drift: list[str] = field(default_factory=list)  # devices whose key differs from the largest group's
+    groups: dict[str, int] = field(default_factory=dict)  # key id -> devices
+    mismatches: dict[str, int] = field(default_factory=dict)  # who -> entries deviating or intermittent
+
+    @property
+    def named(self) -> set[str]:
+        """Devices that failed for their own reason (deviating or intermittent)."""
+        return {d.who for d in self.deviations} | {i.who for i in self.intermittent}
+
+
+def _first_chunk(mine: str, majority: str, width: int) -> int:
+    n = len(majority) // width
+    return next((i + 1 for i in range(n) if mine[i * width:(i + 1) * width] != majority[i * width:(i + 1) * width]),
+                n)
+
+
+def _entries(rec: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {e["id"]: e for e in rec.get("entries", ())}
+
+
+def judge_group(kid: str, members: list[tuple[str, dict[str, Any]]], out: Judgment, width: int = 8) -> None:
+    """One key's devices: majority per entry, deviations, the majority against float64, intermittent repeats."""
+    tables = [(who, _entries(rec)) for who, rec in members]
+    for who, ents in tables:
+        for e in ents.values():
+            if e.get("repeat_mismatches"):
+                out.intermittent.append(Intermittent(who, e["id"], e["repeat_mismatches"], (e["repeat_chunk"] or 0) + 1))
+    ids = sorted({i for _, ents in tables for i in ents})
+    n = len(members)
+    for eid in ids:
+        have = [(who, ents[eid]) for who, ents in tables if eid in ents]
+        top, n_top = Counter(e["digest"] for _, e in have).most_common(1)[0]
+        if n < MIN_GROUP or 2 * n_top <= len(have):
+            if n_top < len(have):
+                out.unknown.append(f"{eid}: {len(have)} device(s) of key {kid} disagree and no strict majority of "
+                                   f"{MIN_GROUP} or more says which is right")
+            continue
+        maj = next(e for _, e in have if e["digest"] == top)
+        if maj.get("ratio", 0.0) > 1.0:
+            out.shared.append(Shared(kid, eid, float(maj["ratio"]), n_top))
+        for who, e in have:
+            if e["digest"] != top:
+                c = _first_chunk(e["chunks"], maj["chunks"], width)
+                out.deviations.append(Deviation(who, eid, e["op"], e["shape"], e["pattern"], c,
+                                                len(maj["chunks"]) // width, n_top))
+
+
+def judge(members: list[tuple[str, dict[str, Any]]], width: int = 8) -> Judgment:
+    """All devices (label, fingerprint record): grouped by key, each group judged; keys other than the largest
+    group's are drift, listed with what differs."""
+    out = Judgment()
+    groups: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for who, rec in members:
+        groups.setdefault(rec["key_id"], []).append((who, rec))
+    out.groups = {k: len(v) for k, v in groups.items()}
+    main = max(groups, key=lambda k: (len(groups[k]), k)) if groups else ""
+    for kid, mem in groups.items():
+        judge_group(kid, mem, out, width)
+        if kid != main:
+            main_key, this_key = (next(rec for _, rec in groups[k])["key"] for k in (main, kid))
+            diff = "; ".join(key_diff(main_key, this_key)[:3])
+            out.drift += [f"{who}: group key {kid} differs from {len(groups[main]):,} devices' {main} ({diff}): "
+                          f"configuration drift, not compared with them" for who, _ in mem]
+    counts: Counter[str] = Counter(d.who for d in out.deviations)
+    counts.update(i.who for i in out.intermittent)
+    out.mismatches = {who: counts.get(who, 0) for who, _ in members}
+    return out
