@@ -67,6 +67,7 @@ class Judgment:
     shared: list[Shared] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)  # groups or entries no majority could judge
     drift: list[str] = field(default_factory=list)  # devices whose key differs from the largest group's
+    drifted: list[str] = field(default_factory=list)  # who, for each line of `drift`
     groups: dict[str, int] = field(default_factory=dict)  # key id -> devices
     mismatches: dict[str, int] = field(default_factory=dict)  # who -> entries deviating or intermittent
 
@@ -82,35 +83,53 @@ def _first_chunk(mine: str, majority: str, width: int) -> int:
                 n)
 
 
-def _entries(rec: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {e["id"]: e for e in rec.get("entries", ())}
+def _signature(rec: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    ents = rec.get("entries", ())
+    return tuple(e["id"] for e in ents), tuple(e["digest"] for e in ents)
 
 
 def judge_group(kid: str, members: list[tuple[str, dict[str, Any]]], out: Judgment, width: int = 8) -> None:
-    """One key's devices: majority per entry, deviations, the majority against float64, intermittent repeats."""
-    tables = [(who, _entries(rec)) for who, rec in members]
-    for who, ents in tables:
-        for e in ents.values():
-            if e.get("repeat_mismatches"):
-                out.intermittent.append(Intermittent(who, e["id"], e["repeat_mismatches"], (e["repeat_chunk"] or 0) + 1))
-    ids = sorted({i for _, ents in tables for i in ents})
+    """One key's devices: majority per entry, deviations, the majority against float64, intermittent repeats.
+    Devices are first grouped by their whole battery's digests (healthy ones share one), so a fleet costs one pass
+    over its records and then work per distinct battery, not per device and entry."""
+    sigs: dict[tuple[tuple[str, ...], tuple[str, ...]], list[tuple[str, dict[str, Any]]]] = {}
+    for who, rec in members:
+        sigs.setdefault(_signature(rec), []).append((who, rec))
+        for e in [e for e in rec.get("entries", ()) if e.get("repeat_mismatches")]:
+            out.intermittent.append(Intermittent(who, e["id"], e["repeat_mismatches"], (e["repeat_chunk"] or 0) + 1))
+    counts: dict[str, Counter[str]] = {}
+    for (ids, digs), mem in sigs.items():
+        for eid, dig in zip(ids, digs):
+            counts.setdefault(eid, Counter())[dig] += len(mem)
     n = len(members)
-    for eid in ids:
-        have = [(who, ents[eid]) for who, ents in tables if eid in ents]
-        top, n_top = Counter(e["digest"] for _, e in have).most_common(1)[0]
-        if n < MIN_GROUP or 2 * n_top <= len(have):
-            if n_top < len(have):
-                out.unknown.append(f"{eid}: {len(have)} device(s) of key {kid} disagree and no strict majority of "
+    for eid in sorted(counts):
+        top, n_top = counts[eid].most_common(1)[0]
+        have = sum(counts[eid].values())
+        if n < MIN_GROUP or 2 * n_top <= have:
+            if n_top < have:
+                out.unknown.append(f"{eid}: {have} device(s) of key {kid} disagree and no strict majority of "
                                    f"{MIN_GROUP} or more says which is right")
             continue
-        maj = next(e for _, e in have if e["digest"] == top)
+        if n_top == have:
+            maj = _entry(next(iter(sigs.values()))[0][1], eid)
+        else:
+            maj = next(e for mem in sigs.values() for e in [_entry(mem[0][1], eid)] if e and e["digest"] == top)
         if maj.get("ratio", 0.0) > 1.0:
             out.shared.append(Shared(kid, eid, float(maj["ratio"]), n_top))
-        for who, e in have:
-            if e["digest"] != top:
-                c = _first_chunk(e["chunks"], maj["chunks"], width)
-                out.deviations.append(Deviation(who, eid, e["op"], e["shape"], e["pattern"], c,
-                                                len(maj["chunks"]) // width, n_top))
+        if n_top == have:
+            continue
+        for (ids, digs), mem in sigs.items():
+            mine = dict(zip(ids, digs)).get(eid)
+            if mine is None or mine == top:
+                continue
+            for who, rec in mem:
+                e = _entry(rec, eid)
+                out.deviations.append(Deviation(who, eid, e["op"], e["shape"], e["pattern"], _first_chunk(
+                    e["chunks"], maj["chunks"], width), len(maj["chunks"]) // width, n_top))
+
+
+def _entry(rec: dict[str, Any], eid: str) -> dict[str, Any]:
+    return next((e for e in rec.get("entries", ()) if e["id"] == eid), {})
 
 
 def judge(members: list[tuple[str, dict[str, Any]]], width: int = 8) -> Judgment:
@@ -129,6 +148,7 @@ def judge(members: list[tuple[str, dict[str, Any]]], width: int = 8) -> Judgment
             diff = "; ".join(key_diff(main_key, this_key)[:3])
             out.drift += [f"{who}: group key {kid} differs from {len(groups[main]):,} devices' {main} ({diff}): "
                           f"configuration drift, not compared with them" for who, _ in mem]
+            out.drifted += [who for who, _ in mem]
     counts: Counter[str] = Counter(d.who for d in out.deviations)
     counts.update(i.who for i in out.intermittent)
     out.mismatches = {who: counts.get(who, 0) for who, _ in members}

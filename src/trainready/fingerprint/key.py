@@ -60,7 +60,10 @@ def _nvml(pci: str) -> dict[str, str]:
         nv.nvmlInit()
     except Exception as exc:  # noqa: BLE001
         return {"nvml": f"unavailable ({type(exc).__name__})"}
-    h = nv.nvmlDeviceGetHandleByPciBusId(pci)
+    try:
+        h = nv.nvmlDeviceGetHandleByPciBusId(pci)
+    except Exception as exc:  # noqa: BLE001
+        return {"nvml": f"no GPU at {pci} ({type(exc).__name__})"}
 
     def q(fn: Any, *a: Any) -> str:
         try:
@@ -81,7 +84,10 @@ def gpu_key(index: int, settings: dict[str, str]) -> tuple[dict[str, Any], dict[
     import torch
 
     p = torch.cuda.get_device_properties(index)
-    pci = f"{p.pci_domain_id:08X}:{p.pci_bus_id:02X}:{p.pci_device_id:02X}.0"
+    try:  # NVML's bus id form, "00000000:1B:00.0" (CUDA's index need not be NVML's: CUDA_VISIBLE_DEVICES)
+        pci = f"{p.pci_domain_id:08X}:{p.pci_bus_id:02X}:{p.pci_device_id:02X}.0"
+    except AttributeError:
+        pci = "unavailable"
     nv = _nvml(pci)
     key = {"model": p.name, "sm_count": p.multi_processor_count, "compute_capability": f"{p.major}.{p.minor}",
            "mig_mode": nv.get("mig_mode", "unavailable"), "ecc_mode": nv.get("ecc_mode", "unavailable"),
