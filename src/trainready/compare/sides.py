@@ -48,6 +48,7 @@ class Side:
     metrics: Mapping[MetricKey, Observed] = field(default_factory=dict)
     nodes: int = 1
     spec_compare: Mapping[str, Any] | None = None  # the [compare] table of the spec the record was held to
+    fingerprint: Mapping[str, Any] | None = None  # compare/fingerprint.py fingerprint_of (a node record's)
 
     def header(self) -> dict[str, Any]:
         return {"path": self.path, "schema": self.schema, "host": self.host, "started_at": self.started_at,
@@ -93,8 +94,11 @@ def node_side(doc: Mapping[str, Any], path: str, where: str) -> Side:
             versions = versions_of(r["details"])
     spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
     table = spec.get("compare") if isinstance(spec.get("compare"), dict) else None
+    from trainready.compare.fingerprint import fingerprint_of
+
     return Side(path, str(doc.get("schema")), str(doc.get("host", "?")), str(doc.get("started_at", "?")),
-                versions, checks, dict(metrics_of(results, where)), spec_compare=table)
+                versions, checks, dict(metrics_of(results, where)), spec_compare=table,
+                fingerprint=fingerprint_of(results))
 
 
 def versions_of(details: Mapping[str, Any]) -> dict[str, str]:
