@@ -27,6 +27,8 @@ if not gpu:
 out = []
 for r in range(runs):
     res = run_battery(dev, size, 2, workers=max(1, (len(__import__("os").sched_getaffinity(0)))))
+    print(f"run {r}: {res['battery_s']:.2f} s; slowest: " + ", ".join(f"{e['id']} {e['seconds']:.2f}" for e in
+          sorted(res["entries"], key=lambda e: -e["seconds"])[:4]), file=sys.stderr, flush=True)
     out.append({"battery_s": res["battery_s"], "left_out": res["left_out"],
                 "digests": {e["id"]: e["digest"] for e in res["entries"]},
                 "ratios": {e["id"]: e["ratio"] for e in res["entries"]},
@@ -52,10 +54,10 @@ def main() -> int:
         env["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
     results = []
     for p in range(a.processes):
-        cp = subprocess.run([sys.executable, "-c", CHILD, a.size, str(a.runs)], capture_output=True, text=True,
-                            env=env, check=False)
+        cp = subprocess.run([sys.executable, "-c", CHILD, a.size, str(a.runs)], stdout=subprocess.PIPE, text=True,
+                            env=env, check=False)  # stderr: the child's progress, as it goes
         if cp.returncode != 0:
-            print(f"process {p} failed: {cp.stderr.strip().splitlines()[-3:]}")
+            print(f"process {p} failed (exit {cp.returncode})")
             return 1
         results.append(json.loads(cp.stdout.strip().splitlines()[-1]))
     seen: dict[str, set[str]] = defaultdict(set)

@@ -67,11 +67,12 @@ def settings(op: Op, on_gpu: bool) -> Iterator[None]:
 
 
 def settings_record(on_gpu: bool, threads: int) -> dict[str, str]:
-    """The settings as recorded in the group key."""
-    return {"cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG", "unset") if on_gpu else "n/a",
-            "fp32_gemm": "ieee (tf32 for the TF32 GEMM)", "reduced_precision_reduction": "off",
-            "sdpa_backend": "flash" if on_gpu else "math", "deterministic_algorithms": "on",
-            "stream": "default", "intra_op_threads": str(threads)}
+    """The settings as recorded in the group key (the CPU's intra-op threads too: they split a CPU GEMM's work;
+    a GPU's bits do not depend on the host's threads, so a GPU key leaves them out)."""
+    out = {"cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG", "unset") if on_gpu else "n/a",
+           "fp32_gemm": "ieee (tf32 for the TF32 GEMM)", "reduced_precision_reduction": "off",
+           "sdpa_backend": "flash" if on_gpu else "math", "deterministic_algorithms": "on", "stream": "default"}
+    return out if on_gpu else {**out, "intra_op_threads": str(threads)}
 
 
 def _bounds(numel: int) -> list[int]:
@@ -132,10 +133,11 @@ def _planted(op: Op, pattern: str, out: Any, plants: Plants, repeat: int) -> Non
 
 
 def run_entry(op: Op, pattern: str, size: str, device: Any, repeats: int, plants: Plants,
-              workers: int = 1) -> dict[str, Any]:
+              workers: int = 1, bases: dict[Any, Any] | None = None) -> dict[str, Any]:
     """One op on one pattern: digest, chunks, float64 error ratio, repeats that differ and the first such chunk."""
     on_gpu = str(device).startswith("cuda")
-    x = ops_mod.inputs(op, pattern, size, device)
+    t0 = time.perf_counter()
+    x = ops_mod.inputs(op, pattern, size, device, bases)
     with settings(op, on_gpu):
         first = ops_mod.compute(op, x)
         _planted(op, pattern, first, plants, 0)
@@ -149,7 +151,7 @@ def run_entry(op: Op, pattern: str, size: str, device: Any, repeats: int, plants
     dig, chunks = digest(first, workers)
     return {"id": f"{op_key(op)}/{pattern}", "op": op.name, "shape": ops_mod.shape_label(op, size),
             "pattern": pattern, "digest": dig, "chunks": chunks, "ratio": ops_mod.error_ratio(op, x, first),
-            "repeat_mismatches": bad, "repeat_chunk": where}
+            "repeat_mismatches": bad, "repeat_chunk": where, "seconds": round(time.perf_counter() - t0, 4)}
 
 
 def supported(op: Op, device: Any) -> str | None:
@@ -172,7 +174,8 @@ def run_battery(device: Any, size: str, repeats: int, plants: Plants = Plants(),
 
     t0 = time.perf_counter()
     skipped = dict(left_out or {})
-    entries = []
+    entries: list[dict[str, Any]] = []
+    bases: dict[Any, Any] = {}  # the host's random bases, drawn once per run
     # The C flag behind torch.use_deterministic_algorithms, whose Python wrapper imports torch._inductor
     # (~2 s per process here, ~25 s on a loaded 2-core host); warn_only: an op without a deterministic variant warns
     torch._C._set_deterministic_algorithms(True, warn_only=True)
@@ -183,7 +186,7 @@ def run_battery(device: Any, size: str, repeats: int, plants: Plants = Plants(),
         if why:
             skipped[op_key(op)] = why
             continue
-        entries += [run_entry(op, p, size, device, repeats, plants, workers) for p in PATTERNS]
+        entries += [run_entry(op, p, size, device, repeats, plants, workers, bases) for p in PATTERNS]
     if str(device).startswith("cuda"):
         torch.cuda.synchronize(device)
     return {"entries": entries, "left_out": skipped, "battery_s": time.perf_counter() - t0}

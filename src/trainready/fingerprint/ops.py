@@ -64,8 +64,22 @@ def torch_dtype(fmt: str) -> Any:
             "fp16": torch.float16, "fp8": torch.float8_e4m3fn}[fmt]
 
 
-def _cast(x64: Any, fmt: str, device: Any) -> tuple[Any, Any]:
-    """(the input in its format on the device, the same values in float64 on the device)."""
+def _operand(pattern: str, shape: tuple[int, ...], fmt: str, operand: int, scale_exp: int, device: Any,
+             bases: dict[Any, Any], shift_exp: bool = False) -> tuple[Any, Any]:
+    """One operand: float64 values made on the host (the seeded random base drawn once per run and kept in
+    `bases`; large-exp scales it by 2^s, exactly), cast to `fmt` on the host, then copied to the device:
+    (the input in its format, the same values in float64, on the device)."""
+    import torch
+
+    if pattern in ("random-7", "large-exp"):
+        key = (shape, operand)
+        if key not in bases:
+            bases[key] = make("random-7", shape, fmt, operand)
+        x64 = bases[key]
+        if pattern == "large-exp":
+            x64 = (x64.clamp(-3, 3) + 84.0) if shift_exp else x64 * 2.0**scale_exp
+    else:
+        x64 = make(pattern, shape, fmt, operand)
     x = x64.to(torch_dtype(fmt))
     if fmt == "tf32":
         x = to_tf32_values(x)
@@ -73,20 +87,19 @@ def _cast(x64: Any, fmt: str, device: Any) -> tuple[Any, Any]:
     return x, x.double()
 
 
-def inputs(op: Op, pattern: str, size: str, device: Any) -> dict[str, Any]:
-    """The op's operands for `pattern`, made on the host and copied to `device`: name -> (native, float64)."""
+def inputs(op: Op, pattern: str, size: str, device: Any, bases: dict[Any, Any] | None = None) -> dict[str, Any]:
+    """The op's operands for `pattern`, made on the host and copied to `device`: name -> (native, float64).
+    `bases`: the run's cache of host random bases (None: none kept)."""
+    b = {} if bases is None else bases
     shape = shape_of(op, size)
     if op.kind == "gemm":
-        m, n, k = shape
-        a = make(pattern, (m, k), op.dtype, 0, op.big)
-        b = make(pattern, (n, k), op.dtype, 1, -op.big)  # stored [N, K]: B = bᵀ (column-major, as FP8 needs)
-        return {"a": _cast(a, op.dtype, device), "b": _cast(b, op.dtype, device)}
+        m, n, k = shape  # B stored [N, K]: B = bᵀ (column-major, as FP8 needs); large-exp: A·2^s, B·2^-s
+        return {"a": _operand(pattern, (m, k), op.dtype, 0, op.big, device, b),
+                "b": _operand(pattern, (n, k), op.dtype, 1, -op.big, device, b)}
     if op.kind == "sdpa":
-        return {n: _cast(make(pattern, shape, op.dtype, i, op.big), op.dtype, device) for i, n in enumerate("qkv")}
-    x = make(pattern, shape, op.dtype, 0, op.big)
-    if op.kind == "exp":  # exp's large-exp pattern: arguments near fp32's overflow (exp(88.7) = 2^128)
-        x = (x.clamp(-3, 3) + 84.0) if pattern == "large-exp" else x
-    return {"x": _cast(x, op.dtype, device)}
+        return {n: _operand(pattern, shape, op.dtype, i, op.big, device, b) for i, n in enumerate("qkv")}
+    # exp's large-exp pattern: arguments near fp32's overflow (exp(88.7) = 2^128)
+    return {"x": _operand(pattern, shape, op.dtype, 0, op.big, device, b, shift_exp=op.kind == "exp")}
 
 
 def compute(op: Op, ops_in: dict[str, Any]) -> Any:

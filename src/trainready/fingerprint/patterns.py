@@ -34,21 +34,26 @@ def make(pattern: str, shape: tuple[int, ...], dtype: str, operand: int = 0, sca
     if pattern == "random-7":
         return x
     if pattern == "large-exp":
-        return torch.ldexp(x, torch.tensor(scale_exp))
+        return x * 2.0**scale_exp  # a power of two: exact
     raise ValueError(f"unknown input pattern {pattern!r} (known: {', '.join(PATTERNS)})")
 
 
 def walking_bits(shape: tuple[int, ...], bits: int, operand: int = 0) -> Any:
     """Element i = ±(1 + 2^-(1 + (i + operand) mod bits)) · 2^(((i + operand) // bits) mod 5 − 2): one stored
-    significand bit set, every position in turn, the sign alternating per walk."""
+    significand bit set, every position in turn, the sign alternating per walk.  Periodic in i with period
+    10·bits (sign: 2 walks, exponent: 5), so one period is computed and tiled."""
     import torch
 
     n = 1
     for s in shape:
         n *= s
-    i = torch.arange(n, dtype=torch.int64) + operand
+    period = 10 * bits
+    i = torch.arange(period, dtype=torch.int64)
     pos = (i % bits) + 1
     walk = i // bits
-    mant = 1.0 + torch.ldexp(torch.ones(n, dtype=torch.float64), -pos)
+    mant = 1.0 + torch.ldexp(torch.ones(period, dtype=torch.float64), -pos)
     sign = 1.0 - 2.0 * (walk % 2).double()
-    return (sign * torch.ldexp(mant, (walk % 5) - 2)).reshape(shape)
+    one = sign * torch.ldexp(mant, (walk % 5) - 2)
+    start = operand % period
+    reps = (start + n + period - 1) // period
+    return one.repeat(reps)[start:start + n].reshape(shape).clone()
