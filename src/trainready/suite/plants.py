@@ -84,7 +84,8 @@ RESUME_PLANTS: dict[str, str] = {
 # Read by `trainready cluster run/resume` (cluster/plants/faults.py): each names the node it plants on.
 CLUSTER_PLANTS: dict[str, str] = {
     "cluster.fail": "NODE[:CHECK]: that node's CHECK fails: matmul (default) gets a corrupted element (matmul.corrupt=0), "
-                    "train_step a NaN loss (train_step.nan=loss)",
+                    "train_step a NaN loss (train_step.nan=loss), fingerprint a flipped last bit in GPU (rank) 0's bf16 "
+                    "GEMM (fingerprint.bitflip=0: the fleet's identical GPUs name it)",
     "cluster.drift": "NODE: that node's manifest reports torch '0.0.0+planted' (a different software version)",
     "cluster.slow": "NODE[:FACTOR]: that node's throughput metrics (tokens/s, GEMM, HBM) are multiplied by FACTOR (default 0.5)",
     "cluster.slow_once": "NODE[:FACTOR]: as cluster.slow, in the acceptance array only: measured again, the node is "

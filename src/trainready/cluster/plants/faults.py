@@ -13,7 +13,8 @@ from trainready.errors import UsageError
 
 SLOW_FACTOR_DEFAULT = 0.5  # like throughput.slow_gpu: half the figures
 # cluster.fail=NODE[:CHECK]: the node check that fails, and the node plant (suite/plants.py) that fails it
-FAIL_PLANTS = {"matmul": ("matmul.corrupt", "0"), "train_step": ("train_step.nan", "loss")}
+FAIL_PLANTS = {"matmul": ("matmul.corrupt", "0"), "train_step": ("train_step.nan", "loss"),
+               "fingerprint": ("fingerprint.bitflip", "0")}
 FAIL_DEFAULT = "matmul"
 
 
