@@ -95,7 +95,7 @@ class FingerprintCheck(Check):
     def run(self, ctx: CheckContext) -> Outcome:
         on_gpu = local_devices(ctx.spec)[0].startswith("cuda")
         size = size_of(ctx, on_gpu)
-        repeats = REPEATS["quick" if size in ("cpu", "quick") else "standard"]
+        repeats = REPEATS["quick" if ctx.options.level.depth <= Level.QUICK.depth else "standard"]
         recs, why = collect(ctx, size, repeats, self.timeout_for(ctx))
         if not recs:
             return Outcome(Status.FAIL, why, remedy=REMEDY)

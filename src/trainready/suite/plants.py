@@ -25,8 +25,9 @@ CHECK_PLANTS: dict[str, str] = {
     "matmul.corrupt": "IDX[:DTYPE]: bump one element of the matmul results on GPU IDX (0 on CPU); DTYPE fp32|tf32|bf16, default bf16",
     "matmul.nondeterministic": "IDX[:DTYPE]: the repeated matmul on GPU IDX differs by one ulp in one element",
     "matmul.bitflip": "IDX[:DTYPE]: flip the highest stored significand bit of one element of both random products on GPU IDX",
-    "fingerprint.bitflip": "RANK[:OP/PATTERN]: flip the last stored significand bit of one element (chunk 13 of 64) "
-                           "of that entry's result (default gemm-bf16/random-7) on GPU (or CPU rank) RANK, every repeat",
+    "fingerprint.bitflip": "RANK[:OP/PATTERN]: flip the last stored significand bit of one element (chunk 13 of "
+                           "64) of that entry's result (default gemm-bf16/random-7) on GPU (or CPU rank) RANK, every "
+                           "repeat; in the burn-in, bf16 GEMM random-7 from its second window on",
     "fingerprint.intermittent": "RANK: the same flip in the second repeat of gemm-bf16/random-7 only (an intermittent "
                                 "fault: the device disagrees with itself)",
     "fingerprint.shared": "any: every device flips the top stored bit of the largest element of gemm-bf16/random-7 "
