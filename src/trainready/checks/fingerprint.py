@@ -77,7 +77,6 @@ def metrics_of(recs: list[dict[str, Any]], j: Judgment) -> list[Metric]:
     for r in recs:
         lab = {"gpu": r["index"]} if r["device"] != "cpu" else {"rank": r["rank"]}
         out.append(Metric.of("fingerprint_mismatches", j.mismatches.get(who(r), 0), "entries", zero, **lab))
-        out.append(Metric.of("fingerprint_battery_time", r["battery_s"], "s", None, **lab))
         out.append(Metric.of("fingerprint_max_error_ratio", max((e["ratio"] for e in r["entries"]), default=0.0),
                              "1", None, **lab))
     return out

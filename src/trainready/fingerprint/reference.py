@@ -37,9 +37,10 @@ def against_reference(spec: Any, recs: list[dict[str, Any]], who: Callable[[dict
                 continue
             digest, _, chunks = want.partition(":")
             if e["digest"] != digest:
-                c = _first_chunk(e["chunks"], chunks, 8)
-                bad.append(f"{who(r)}: {e['op']} {e['shape']}, pattern {e['pattern']}, chunk {c} of "
-                           f"{len(chunks) // 8} differs from the reference server's")
+                where = (f"chunk {_first_chunk(e['chunks'], chunks, 8)} of {len(chunks) // 8}" if e["chunks"] != chunks
+                         else "its digest (the reference's chunks alike)")
+                bad.append(f"{who(r)}: {e['op']} {e['shape']}, pattern {e['pattern']}, {where} differs from the "
+                           "reference server's")
     notes = [f"{len(same)} device(s) bit for bit against the reference fingerprint ({ref['key_id']})"] if same else \
         [f"no device has the reference's key {ref['key_id']} and size {ref['size']}: not compared with it "
          "(a different key is configuration drift, see `trainready compare`)"]
