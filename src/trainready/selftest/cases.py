@@ -165,7 +165,7 @@ CASES: tuple[Case, ...] = (
     Case("fingerprint.shared", "every rank's bf16 GEMM has the same top bit flipped: they agree, float64 does not",
          _node("fingerprint", "fingerprint.shared=1"), "fingerprint", r"a wrong answer they share"),
     Case("fingerprint.drift", "one rank's group key says another torch build", _node("fingerprint", "fingerprint.drift="
-         "1"), "fingerprint", r"rank 1: group key \w+ differs .*configuration drift"),
+         "1"), "cleared:fingerprint", r"rank 1: group key \w+ differs .*configuration drift"),
     Case("throughput.slow_gpu", "GPU 0 reports half its GEMM TFLOP/s and HBM GB/s",
          _node("throughput", "throughput.slow_gpu=0"), "throughput", r"GPU 0 .* = \d+% of [\w ]+ peak \d+ < \d+%",
          needs="gpu", judge_only=True),
