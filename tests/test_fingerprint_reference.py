@@ -99,3 +99,13 @@ def test_node_check_holds_every_rank_to_the_reference(tmp_path, good, ref_spec):
     spec = dataclasses.replace(default_spec(), fingerprint=ref_spec.fingerprint)
     ok = REGISTRY["fingerprint"]().execute(CheckContext(spec, tmp_path, {}))
     assert ok.status == Status.PASS and "8 device(s) bit for bit against the reference fingerprint" in ok.message
+
+
+def test_a_fleet_side_carries_the_fingerprint_most_nodes_share(good):
+    from trainready.compare.sides import Side, fold
+
+    fp = fingerprint_of(_report(good)["results"])
+    odd = dict(fp, entries=dict(fp["entries"], **{"exp-bf16/ones": "0" * 64}))
+    sides = [Side(f"n{i}", "s", f"n{i}", "t", {}, {}, {}, fingerprint=p) for i, p in enumerate([odd, fp, fp])]
+    assert fold(sides, "fleet.json", "trainready.fleet/1", "t", "fleet").fingerprint == fp
+    assert fold(sides[:1], "fleet.json", "trainready.fleet/1", "t", "fleet").fingerprint == odd

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -152,7 +153,7 @@ def fleet_side(doc: Mapping[str, Any], path: str, where: str) -> Side:
             extra = {("packages" if k == "packages_sha256" else k): str(v) for k, v in (rec.get("versions") or {}).items()
                      if v not in (None, "")}  # the fleet's drift fields (kernel too); the versions check's win
             sides.append(Side(side.path, side.schema, side.host, side.started_at, {**extra, **side.versions},
-                              side.checks, side.metrics, spec_compare=side.spec_compare))
+                              side.checks, side.metrics, spec_compare=side.spec_compare, fingerprint=side.fingerprint))
     if not sides:
         raise UsageError(f"{where}: none of its {len(nodes)} node(s) has a readable node record")
     return fold(sides, path, str(doc.get("schema")), str((doc.get("context") or {}).get("started_at", "?")),
@@ -191,8 +192,11 @@ def fold(sides: list[Side], path: str, schema: str, started_at: str, host: str) 
     for key in {k for s in sides for k in s.metrics}:
         obs = [s.metrics[key] for s in sides if key in s.metrics]
         metrics[key] = Observed(statistics.median(o.value for o in obs), obs[0].unit, obs[0].op, obs[0].bound)
+    # the fingerprint most nodes share (its key and bits): the fleet's, as its majority judges it
+    prints = [s.fingerprint for s in sides if s.fingerprint]
+    shared = Counter(json.dumps(p, sort_keys=True) for p in prints).most_common(1)
     return Side(path, schema, host, started_at, versions, checks, metrics, nodes=len(sides),
-                spec_compare=sides[0].spec_compare)
+                spec_compare=sides[0].spec_compare, fingerprint=json.loads(shared[0][0]) if shared else None)
 
 
 def severity(status: str) -> int:
