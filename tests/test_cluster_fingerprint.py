@@ -1,6 +1,7 @@
 """The fleet's fingerprints on the local 3-node Slurm cluster (scripts/local-slurm.sh, 2 gloo ranks a node): a
 flipped bit in one rank of one node is named by the fleet (its node has only 2 ranks: too few to judge alone)
-and rejects that node, before a healthy run accepts all three with every rank of every node agreeing."""
+and rejects that node, before a healthy run accepts all three with every rank of every node agreeing; a node
+whose key drifted is warned as drift, never rejected for its bits."""
 
 from __future__ import annotations
 
@@ -36,3 +37,15 @@ def test_a_flipped_bit_in_one_node_is_named_by_the_fleet_then_all_agree(alt_slur
     assert all(n["verdict"] == "accept" for n in doc["nodes"])
     fp = next(c for c in doc["cross"] if c["name"] == "cluster.fingerprint")
     assert fp["status"] == "pass" and fp["message"].startswith("6 device(s) in 1 key group(s)")
+
+
+def test_a_node_whose_key_drifted_is_reported_as_drift_never_as_corruption(alt_slurm, tmp_path):
+    r = _run(tmp_path / "drift", "--plant", "cluster.drift=alt3")
+    assert r.returncode == 3, r.stderr[-2000:]
+    doc = json.loads((tmp_path / "drift" / "fleet.json").read_text())
+    alt3 = next(n for n in doc["nodes"] if n["node"] == "alt3")
+    assert not any(x.startswith("fingerprint") for x in alt3["reasons"])  # rejected for its versions, not its bits
+    drift = [w for w in alt3["warnings"] if w.startswith("fingerprint: alt3 rank")]
+    assert len(drift) == 2 and all("configuration drift" in w for w in drift), alt3["warnings"]
+    fp = next(c for c in doc["cross"] if c["name"] == "cluster.fingerprint")
+    assert fp["status"] == "warn" and "1 node(s) drifted" in fp["message"]

@@ -39,7 +39,7 @@ def plants_of(ctx: CheckContext) -> dict[str, Any]:
     if (v := ctx.fault("fingerprint.intermittent")) is not None:
         out["intermittent_rank"] = int(v)
     if (v := ctx.fault("fingerprint.drift")) is not None:
-        out["drift_rank"] = int(v)
+        out["drift_rank"] = -2 if v.strip() == "all" else int(v)  # -2: every rank (cluster.drift's node)
     if ctx.fault("fingerprint.shared") is not None:
         out["shared"] = True
     return out

@@ -33,7 +33,7 @@ def fingerprint_rank(ctx: RankContext, size: str, repeats: int, gpus: bool, plan
     ctx.stage("key")
     rec = settings_record(gpus, threads)
     key, ident = gpu_key(ctx.rank, rec) if gpus else cpu_key(ctx.rank, rec)
-    if plants.get("drift_rank") == ctx.rank:
+    if plants.get("drift_rank") in (ctx.rank, -2):  # -2: every rank of the node
         key["torch"] = f"{key['torch']}{DRIFT_PLANT}"
     return {"rank": ctx.rank, "device": device, **ident, "key": key, "key_id": key_id(key), "size": size,
             "repeats": repeats, **res}

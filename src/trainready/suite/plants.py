@@ -32,7 +32,8 @@ CHECK_PLANTS: dict[str, str] = {
                                 "fault: the device disagrees with itself)",
     "fingerprint.shared": "any: every device flips the top stored bit of the largest element of gemm-bf16/random-7 "
                           "(a wrong answer all share: only the float64 check sees it)",
-    "fingerprint.drift": "RANK: GPU (or CPU rank) RANK's group key says another torch build (configuration drift)",
+    "fingerprint.drift": "RANK|all: GPU (or CPU rank) RANK's group key, or every one's, says another torch build "
+                         "(configuration drift)",
     "throughput.slow_gpu": "IDX: GPU IDX reports half its GEMM TFLOP/s and HBM copy GB/s",
     "train_step.freeze": "PARAM: leave this parameter (any other value: the first one) without an update",
     "train_step.nan": "loss|grad: inject a NaN into the loss, or (any other value) into a gradient",
@@ -87,7 +88,8 @@ CLUSTER_PLANTS: dict[str, str] = {
     "cluster.fail": "NODE[:CHECK]: that node's CHECK fails: matmul (default) gets a corrupted element (matmul.corrupt=0), "
                     "train_step a NaN loss (train_step.nan=loss), fingerprint a flipped last bit in GPU (rank) 0's bf16 "
                     "GEMM (fingerprint.bitflip=0: the fleet's identical GPUs name it)",
-    "cluster.drift": "NODE: that node's manifest reports torch '0.0.0+planted' (a different software version)",
+    "cluster.drift": "NODE: that node's manifest reports torch '0.0.0+planted' (a different software version), and "
+                     "its fingerprint key another torch build (fingerprint.drift=all)",
     "cluster.slow": "NODE[:FACTOR]: that node's throughput metrics (tokens/s, GEMM, HBM) are multiplied by FACTOR (default 0.5)",
     "cluster.slow_once": "NODE[:FACTOR]: as cluster.slow, in the acceptance array only: measured again, the node is "
                          "as fast as the others (a transient slowdown, not a fault)",

@@ -83,8 +83,10 @@ def failing_check(value: str | None, node: str) -> str | None:
 
 
 def check_plants(nf: NodeFaults) -> dict[str, str]:
-    """The node-check plants (suite/plants.py) that carry this node's cluster plants."""
-    return dict([FAIL_PLANTS[nf.fail]]) if nf.fail else {}
+    """The node-check plants (suite/plants.py) that carry this node's cluster plants: cluster.fail's, and for
+    cluster.drift the fingerprint's key drift on every rank of the node (fingerprint.drift=all)."""
+    out = dict([FAIL_PLANTS[nf.fail]]) if nf.fail else {}
+    return {**out, "fingerprint.drift": "all"} if nf.drift else out
 
 
 def nodes_planted(faults: Mapping[str, str]) -> set[str]:
