@@ -265,7 +265,7 @@ def alt_slurm(_alt_cluster, monkeypatch):  # type: ignore[no-untyped-def]
 SLURM_MODULES = ("test_cluster_cli.py", "test_cluster_e2e.py", "test_cluster_fleet_slurm.py")
 # The same, for the second 3-node cluster (`alt_slurm`): a second chain in another worker, beside the first
 # (most of a Slurm test's time is waiting on Slurm, ranks and deadlines, not computing).
-ALT_MODULES = ("test_cluster_gate.py", "test_fleet_history.py", "test_report_html.py")
+ALT_MODULES = ("test_cluster_gate.py", "test_fleet_history.py", "test_report_html.py", "test_cluster_fingerprint.py")
 # Modules with a local cluster of their own (scripts/local-slurm.sh --cluster NAME, its own slurmctld and
 # nodes): one scope each, so they run beside the 3-node chains in another worker.
 OWN_CLUSTER_MODULES = ("test_cluster_scale.py", "test_cluster_hostset.py", "test_cluster_site.py", "test_cluster_outage.py",

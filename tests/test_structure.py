@@ -141,6 +141,7 @@ LAYERS = (
     "trainready", "trainready.errors", "trainready.util", "trainready.records", "trainready.manifest",
     "trainready.hostsettings", "trainready.hardware", "trainready.spec", "trainready.devices", "trainready.numerics",
     "trainready.workload", "trainready.data", "trainready.ckpt", "trainready.plan", "trainready.ranks",
+    "trainready.fingerprint",
     "trainready.comm", "trainready.resume", "trainready.burnin", "trainready.compare", "trainready.report",
     "trainready.bundle", "trainready.image", "trainready.suite", "trainready.checks",
     "trainready.cluster.control", "trainready.cluster.plants", "trainready.cluster.tasks", "trainready.cluster.judge",

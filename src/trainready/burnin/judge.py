@@ -70,11 +70,17 @@ def judge(inp: Inputs, spec: BurnInSpec) -> Outcome:
         if "delta" in row:
             f.metrics.append(Metric.of("burnin_counter_delta", row["delta"], "errors", gpu=row["gpu"],
                                        counter=row["counter"]))
+    from trainready.burnin.prints import judge_prints
+
+    fp_fails, fp_metrics, fp_detail = judge_prints(m.prints, inp.names, m.start)
+    f.fails += fp_fails
+    f.metrics += fp_metrics
     sampling = _sampling(f, m, spec)
     f.metrics.append(Metric.of("burnin_measured", m.seconds, "s"))
     details = {"duration_s": inp.duration_s, "measured_s": round(m.seconds, 1), "window_s": round(w, 2),
                "partial": inp.partial, "nvml": inp.nvml or "read", "gpus": f.gpus, "counters": cv.rows,
-               "xids": inp.xids, "sampling": sampling, "findings": f.fails + f.warns}
+               "xids": inp.xids, "sampling": sampling, "findings": f.fails + f.warns,
+               "fingerprint_mismatches_per_window": fp_detail}
     return _outcome(inp, f, details)
 
 

@@ -43,15 +43,23 @@ class LoadPlan:
     """Planted: from this many seconds into the load."""
     slow_factor: int = 50
     """Planted: how many times the slow rank repeats each GEMM batch."""
+    fingerprint_every_s: float = 0.0
+    """Seconds between runs of the fingerprint battery (one per window: burnin.first_s); 0 = none."""
+    fingerprint_size: str = "cpu"
+    """The battery's size (fingerprint/ops.py SIZES): quick on a GPU, cpu on a CPU."""
+    fingerprint_flip_rank: int = -1
+    """Planted (fingerprint.bitflip): from its second battery on, this rank's bf16 GEMM has a flipped last bit."""
 
 
-def plan_for(gpu: bool, duration_s: float, out_dir: str, slow: tuple[int, float] | None) -> LoadPlan:
+def plan_for(gpu: bool, duration_s: float, out_dir: str, slow: tuple[int, float] | None, window_s: float = 0.0,
+             flip_rank: int = -1) -> LoadPlan:
     """A GPU's sizes (above), or small CPU sizes (a few ms each on one core; a 32 MiB copy: past the caches); an interval of 1 s, shorter on a
     run of seconds (at least 20 intervals to judge)."""
     tick = min(1.0, max(0.1, duration_s / 40))
     sizes = (8192, 1 << 30, 256 << 20) if gpu else (192, 32 << 20, 1 << 20)
     rank, after = slow if slow is not None else (-1, -1.0)
-    return LoadPlan(duration_s, out_dir, tick, *sizes, slow_rank=rank, slow_after_s=after)
+    return LoadPlan(duration_s, out_dir, tick, *sizes, slow_rank=rank, slow_after_s=after, fingerprint_every_s=window_s,
+                    fingerprint_size="quick" if gpu else "cpu", fingerprint_flip_rank=flip_rank)
 
 
 class _Timer:
@@ -91,7 +99,7 @@ def _buffers(plan: LoadPlan, device: Any) -> dict[str, Any]:
             "src": torch.ones(plan.copy_bytes, dtype=torch.uint8, device=device),
             "dst": torch.empty(plan.copy_bytes, dtype=torch.uint8, device=device),
             "red": torch.ones(plan.reduce_bytes // 4, dtype=torch.float32, device=device),
-            "flag": torch.zeros(2, dtype=torch.float64, device=device)}
+            "flag": torch.zeros(3, dtype=torch.float64, device=device)}
 
 
 def _ops(buf: dict[str, Any]) -> tuple[Callable[[], object], ...]:
@@ -141,7 +149,7 @@ def burnin_rank(ctx: Any, **kw: Any) -> dict[str, Any]:
     counts = _calibrate(timer, ops, plan, ctx.device)
     dist.barrier()
     t0 = time.time()
-    expected, wrong, k = ctx.world_size * (ctx.world_size + 1) / 2, 0, 0
+    expected, wrong, k, window = ctx.world_size * (ctx.world_size + 1) / 2, 0, 0, 0
     with open(Path(plan.out_dir) / f"rank{ctx.rank}.jsonl", "a", encoding="utf-8") as out:
         out.write(json.dumps({"start": t0, "counts": counts, "device": str(ctx.device)}) + "\n")
         while True:
@@ -149,13 +157,36 @@ def burnin_rank(ctx: Any, **kw: Any) -> dict[str, Any]:
             fig = _interval(timer, ops, counts, plan, ctx.rank, ctx.world_size, t_prev - t0)
             buf["flag"][0] = 1.0 if ctx.rank == 0 and time.time() - t0 >= plan.duration_s else 0.0
             buf["flag"][1] = float(ctx.rank + 1)
+            due = plan.fingerprint_every_s > 0 and time.time() - t0 >= window * plan.fingerprint_every_s
+            buf["flag"][2] = 1.0 if ctx.rank == 0 and due else 0.0  # rank 0 decides: every rank runs it together
             dist.all_reduce(buf["flag"])
-            stop, total = buf["flag"].tolist()
+            stop, total, battery = buf["flag"].tolist()
             wrong += int(total != expected)
             k += 1
             out.write(json.dumps({"t0": t_prev, "t": time.time(), **fig, "sum_ok": total == expected}) + "\n")
             out.flush()
             ctx.stage(f"interval {k}")
+            if battery > 0 and stop == 0:
+                out.write(json.dumps(_battery(plan, ctx, window)) + "\n")
+                out.flush()
+                window += 1
             if stop > 0:
                 break
     return {"intervals": k, "wrong_sums": wrong, "counts": counts, "seconds": time.time() - t0}
+
+
+def _battery(plan: LoadPlan, ctx: Any, window: int) -> dict[str, Any]:
+    """The fingerprint battery once on this rank's device (hot from the load): each entry's digest."""
+    import torch
+
+    from trainready.fingerprint.battery import Plants, run_battery
+
+    flip = "gemm-bf16/random-7" if ctx.rank == plan.fingerprint_flip_rank and window >= 1 else ""
+    threads = torch.get_num_threads()
+    if ctx.device.type == "cpu":
+        torch.set_num_threads(1)  # as the fingerprint check: one reduction order on every rank
+    try:
+        res = run_battery(ctx.device, plan.fingerprint_size, 1, Plants(flip=flip))
+    finally:
+        torch.set_num_threads(threads)
+    return {"t": time.time(), "window": window, "fp": {e["id"]: e["digest"] for e in res["entries"]}}

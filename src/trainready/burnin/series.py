@@ -48,6 +48,8 @@ class Measured:
     """The sampler's first line (start, hz, block_s, amplify)."""
     samples: list[dict[str, Any]] = field(default_factory=list)
     """The sampler's rows (t, fast, gpus, cost_s, xid)."""
+    prints: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    """Each rank's fingerprint battery per window (t, window, fp: entry -> digest), in order."""
 
     @property
     def seconds(self) -> float:
@@ -57,14 +59,15 @@ class Measured:
 
 
 def read(out_dir: Path, world: int) -> Measured:
-    ranks, starts = {}, []
+    ranks, starts, prints = {}, [], {}
     for r in range(world):
         lines = read_lines(out_dir / f"rank{r}.jsonl")
         starts += [x["start"] for x in lines if "start" in x]
         ranks[r] = [x for x in lines if "gemm_tflops" in x]
+        prints[r] = [x for x in lines if "fp" in x]
     lines = read_lines(out_dir / SAMPLES)
     header = lines[0] if lines and "start" in lines[0] else {}
-    return Measured(min(starts) if starts else math.nan, ranks, header, [x for x in lines if "gpus" in x])
+    return Measured(min(starts) if starts else math.nan, ranks, header, [x for x in lines if "gpus" in x], prints)
 
 
 def gpu_samples(m: Measured, gpu: int) -> list[tuple[float, dict[str, Any]]]:

@@ -15,7 +15,8 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
-from trainready.burnin import clock, nvml, series
+from trainready.burnin import clock, nvml, overtime, series
+from trainready.fingerprint.battery import WORKSPACE
 from trainready.burnin.sampler import Sampler, block_seconds
 from trainready.records import Level, Outcome, Status
 from trainready.suite.base import Check, CheckContext, register
@@ -124,9 +125,11 @@ class BurnInCheck(Check):
         box.append(sampler)
         sampler.start()
         try:
-            plan = plan_for(gpu, dur, str(out), _slow(ctx))
+            flip = ctx.fault("fingerprint.bitflip")
+            plan = plan_for(gpu, dur, str(out), _slow(ctx), overtime.window_s(ctx.spec.burnin.first_s, dur),
+                            int(flip.partition(":")[0]) if flip is not None else -1)
             res = launch("trainready.burnin.load:burnin_rank", world, backend, dataclasses.asdict(plan),
-                         timeout_s=dur + END_S, stall_s=STALL_S)
+                         timeout_s=dur + END_S, stall_s=STALL_S, env={"CUBLAS_WORKSPACE_CONFIG": WORKSPACE})
         finally:
             sampler.stop()
         outcome = finish(ctx, out, "")

@@ -149,7 +149,8 @@ def _node(run: NodeRun) -> int:
     scratch: Path | None = None
     try:
         scratch = workdir(Path(run.work) if run.work else None)
-        ctx = CheckContext(run.spec, scratch, faults, CheckOptions(image_digest=run.image_digest, burnin_s=run.burnin_s),
+        ctx = CheckContext(run.spec, scratch, faults, CheckOptions(image_digest=run.image_digest, burnin_s=run.burnin_s,
+                                                            level=run.level),
                            timeouts=timeouts)
         rc = _accept(checks, ctx, run.source, run.json_path, run.verbose)
     except Interrupted as exc:

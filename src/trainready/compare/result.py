@@ -12,6 +12,7 @@ from rich.text import Text
 
 from trainready.compare.judge import (CheckChange, MetricChange, VersionChange, check_changes, counts, failures,
                                       label_suffix, metric_changes, version_changes)
+from trainready.compare.fingerprint import FingerprintDiff, fingerprint_changes
 from trainready.compare.sides import Side
 from trainready.spec.model import CompareSpec
 
@@ -29,6 +30,7 @@ class Comparison:
     checks: tuple[CheckChange, ...]
     metrics: tuple[MetricChange, ...]
     reasons: tuple[str, ...]
+    fingerprint: FingerprintDiff | None = None
 
     @property
     def exit_code(self) -> int:
@@ -46,6 +48,7 @@ class Comparison:
             "checks_changed": [c.to_json() for c in self.checks],
             "counts": dict(counts(list(self.metrics))),
             "metrics": [m.to_json() for m in self.metrics],
+            "fingerprint": self.fingerprint.to_json() if self.fingerprint else None,
         }
 
 
@@ -53,7 +56,9 @@ def compare(base: Side, new: Side, spec: CompareSpec, spec_source: str, allow: t
     vs = version_changes(base, new, tuple(spec.allow_changes) + allow)
     cs = check_changes(base, new)
     ms = metric_changes(base, new, spec)
-    return Comparison(base, new, spec_source, tuple(vs), tuple(cs), tuple(ms), tuple(failures(vs, cs, ms, base, new)))
+    fp = fingerprint_changes(base.fingerprint, new.fingerprint) if base.fingerprint or new.fingerprint else None
+    why = failures(vs, cs, ms, base, new) + ([fp.failing] if fp and fp.failing else [])
+    return Comparison(base, new, spec_source, tuple(vs), tuple(cs), tuple(ms), tuple(why), fp)
 
 
 def _fmt(x: float | None) -> str:
@@ -109,6 +114,8 @@ def print_comparison(c: Comparison, console: Console, show_all: bool = False) ->
         console.print("versions: none changed")
     for ch in c.checks:
         console.print(f"check {ch.name}: {ch.baseline} → {ch.new} ({ch.verdict})", highlight=False)
+    for line in c.fingerprint.lines() if c.fingerprint else []:
+        console.print(line, highlight=False)
     rows = [m for m in c.metrics if show_all or m.verdict not in ("unchanged", "info")]
     common = shared_labels(rows)
     if common:

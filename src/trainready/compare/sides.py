@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -48,6 +49,7 @@ class Side:
     metrics: Mapping[MetricKey, Observed] = field(default_factory=dict)
     nodes: int = 1
     spec_compare: Mapping[str, Any] | None = None  # the [compare] table of the spec the record was held to
+    fingerprint: Mapping[str, Any] | None = None  # compare/fingerprint.py fingerprint_of (a node record's)
 
     def header(self) -> dict[str, Any]:
         return {"path": self.path, "schema": self.schema, "host": self.host, "started_at": self.started_at,
@@ -93,8 +95,11 @@ def node_side(doc: Mapping[str, Any], path: str, where: str) -> Side:
             versions = versions_of(r["details"])
     spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
     table = spec.get("compare") if isinstance(spec.get("compare"), dict) else None
+    from trainready.compare.fingerprint import fingerprint_of
+
     return Side(path, str(doc.get("schema")), str(doc.get("host", "?")), str(doc.get("started_at", "?")),
-                versions, checks, dict(metrics_of(results, where)), spec_compare=table)
+                versions, checks, dict(metrics_of(results, where)), spec_compare=table,
+                fingerprint=fingerprint_of(results))
 
 
 def versions_of(details: Mapping[str, Any]) -> dict[str, str]:
@@ -148,7 +153,7 @@ def fleet_side(doc: Mapping[str, Any], path: str, where: str) -> Side:
             extra = {("packages" if k == "packages_sha256" else k): str(v) for k, v in (rec.get("versions") or {}).items()
                      if v not in (None, "")}  # the fleet's drift fields (kernel too); the versions check's win
             sides.append(Side(side.path, side.schema, side.host, side.started_at, {**extra, **side.versions},
-                              side.checks, side.metrics, spec_compare=side.spec_compare))
+                              side.checks, side.metrics, spec_compare=side.spec_compare, fingerprint=side.fingerprint))
     if not sides:
         raise UsageError(f"{where}: none of its {len(nodes)} node(s) has a readable node record")
     return fold(sides, path, str(doc.get("schema")), str((doc.get("context") or {}).get("started_at", "?")),
@@ -187,8 +192,11 @@ def fold(sides: list[Side], path: str, schema: str, started_at: str, host: str) 
     for key in {k for s in sides for k in s.metrics}:
         obs = [s.metrics[key] for s in sides if key in s.metrics]
         metrics[key] = Observed(statistics.median(o.value for o in obs), obs[0].unit, obs[0].op, obs[0].bound)
+    # the fingerprint most nodes share (its key and bits): the fleet's, as its majority judges it
+    prints = [s.fingerprint for s in sides if s.fingerprint]
+    shared = Counter(json.dumps(p, sort_keys=True) for p in prints).most_common(1)
     return Side(path, schema, host, started_at, versions, checks, metrics, nodes=len(sides),
-                spec_compare=sides[0].spec_compare)
+                spec_compare=sides[0].spec_compare, fingerprint=json.loads(shared[0][0]) if shared else None)
 
 
 def severity(status: str) -> int:

@@ -21,6 +21,10 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+from trainready.selftest.argv import (TRAINING, burnin as _burnin, cluster as _cluster, comm as _comm,
+                                     compat_save as _compat_save, data as _data, node as _node, resume as _resume,
+                                     sweep as _sweep)
+
 
 @dataclass(frozen=True)
 class Case:
@@ -74,60 +78,6 @@ def control_of(case: Case) -> tuple[tuple[str, ...], tuple[str, ...]]:
                                                                            for a in argv)
 
 
-def _node(check: str, plant: str, *extra: str) -> tuple[str, ...]:
-    return ("node", "--spec", "{spec}", "--only", check, "--plant", plant, *extra)
-
-
-def _burnin(plant: str) -> tuple[str, ...]:
-    """An 8 s burn-in alone, under the CPU profile's [burnin] thresholds (a 98% fall is the planted slowdown;
-    spec/examples/cpu-default.toml says why 90% on shared cores)."""
-    return ("node", "--spec", "example:cpu-default", "--only", "burnin", "--duration", "8s", "--plant", plant)
-
-
-def _comm(*plants: str, spec: str = "{spec}") -> tuple[str, ...]:
-    out = ["comm", "--spec", spec, "--ops", "all_reduce", "-b", "1K", "-e", "16K", "-f", "4", "-w", "1", "-n", "2",
-           "--timeout", "20", "--pair-bytes", "64K", "--quiet"]
-    for p in plants:
-        out += ["--plant", p]
-    return tuple(out)
-
-
-def _resume(plant: str) -> tuple[str, ...]:
-    return ("resume", "--spec", "{spec}", "--steps", "10", "--checkpoint-step", "5", "--batch-size", "2",
-            "--plant", plant)
-
-
-def _cluster(name: str, plant: str, checks: str = "versions", collective: bool = False) -> tuple[str, ...]:
-    """`cluster run` on the first 3 usable nodes of the default partition ({node1} {node2} {node3}: node1..node3
-    on the local cluster, scripts/local-slurm.sh up), each case its own --results; {node1} is the versions
-    reference.  Cases share a command (and so one control run) unless their detector needs the multi-node
-    all_reduce (`collective`: 3 more torch processes per run) or train_step's figure."""
-    return ("cluster", "run", "--nodelist", "{node1},{node2},{node3}", "--results", f"{{cluster_results}}/{name}",
-            "--spec", "example:local-slurm", "--only", checks, "--reference", "{node1}",
-            "--time", "2:00" if collective else "1:00",
-            *(() if collective else ("--no-collective",)), "--plant", plant)
-
-
-def _sweep(name: str, plant: str) -> tuple[str, ...]:
-    """`cluster sweep` over {node1} {node2} {node3} of the default partition (idle ones), train_step's figure."""
-    return ("cluster", "sweep", "--nodelist", "{node1},{node2},{node3}", "--results", f"{{cluster_results}}/{name}",
-            "--spec", "example:local-slurm", "--only", "train_step", "--time", "2:00", "--plant", plant)
-
-
-def _data(prefix: str) -> tuple[str, ...]:
-    """A short resume on the token files at `prefix` (its control: the same files intact)."""
-    return ("resume", "--spec", "{spec}", "--steps", "4", "--checkpoint-step", "2", "--batch-size", "2",
-            "--data", prefix)
-
-
-# The cluster cases that need a throughput figure (train_step's tokens/s) or a failing check (matmul).
-TRAINING = "versions,matmul,train_step"
-
-
-def _compat_save(name: str, plant: str) -> tuple[str, ...]:
-    return ("resume", "--steps", "4", "--checkpoint-step", "2", "--save-only", f"{{scratch}}/{name}", "--plant", plant)
-
-
 # A hang names the hung rank and the ranks left waiting on it; a loaded machine on which every rank
 # missed the deadline says no such thing, so it is not taken for the planted hang.
 HUNG = r"rank {rank} hung at '[^']+' \(no progress before the deadline\); ranks? [\d, -]+ (?:was|were) left waiting"
@@ -158,6 +108,14 @@ CASES: tuple[Case, ...] = (
          _node("matmul", "matmul.bitflip=0"), "matmul", r"statistical error bound"),
     Case("matmul.nondeterministic", "a repeated matmul differs by one ulp on device 0",
          _node("matmul", "matmul.nondeterministic=0"), "matmul", r"same product twice differs"),
+    Case("fingerprint.bitflip", "the last significand bit of one element of rank 1's bf16 GEMM flips", _node("fingerprint",
+         "fingerprint.bitflip=1"), "fingerprint", r"rank 1: bf16 GEMM \S+, pattern random-7, chunk 13 of 64 differs from"),
+    Case("fingerprint.intermittent", "one rank's bf16 GEMM gives other bits in one repeat only (rank 1)", _node(
+         "fingerprint", "fingerprint.intermittent=1"), "fingerprint", r"rank 1: intermittent"),
+    Case("fingerprint.shared", "every rank's bf16 GEMM has the same top bit flipped: they agree, float64 does not",
+         _node("fingerprint", "fingerprint.shared=1"), "fingerprint", r"a wrong answer they share"),
+    Case("fingerprint.drift", "one rank's group key says another torch build", _node("fingerprint", "fingerprint.drift="
+         "1"), "cleared:fingerprint", r"rank 1: group key \w+ differs .*configuration drift"),
     Case("throughput.slow_gpu", "GPU 0 reports half its GEMM TFLOP/s and HBM GB/s",
          _node("throughput", "throughput.slow_gpu=0"), "throughput", r"GPU 0 .* = \d+% of [\w ]+ peak \d+ < \d+%",
          needs="gpu", judge_only=True),
@@ -246,6 +204,10 @@ CASES: tuple[Case, ...] = (
          r"collective: rank\(s\) \[\d+\] at fault in the all_reduce", needs="slurm"),
     Case("cluster.fail", "a check fails on the second node (a corrupted matmul element)",
          _cluster("fail", "cluster.fail={node2}", TRAINING), "node:{node2}", r"check matmul: FAIL", needs="slurm"),
+    Case("cluster.fingerprint", "one rank of the second node computes a flipped last bit in its bf16 GEMM: the fleet's "
+         "identical ranks name it", _cluster("fingerprint", "cluster.fail={node2}:fingerprint", "versions,fingerprint"),
+         "node:{node2}", r"fingerprint: \S+ rank 0: bf16 GEMM \S+, pattern random-7, chunk 13 of 64 differs from \d+ "
+         "identical", covers=("cluster.fail",), needs="slurm"),
     # 0.1%: the local cluster's nodes share the host's cores, so the node measured again alone runs up to ~12x
     # faster than in the acceptance array beside the others (370 -> ~4300 tokens/s on a 2-core x86 VM); at 2% it
     # was once cleared by that alone.  A real fleet's nodes do not share cores.

@@ -6,6 +6,7 @@ matching check reports the figure and does not judge it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from trainready.hostsettings.pins import DEFAULT_MATCH
 from trainready.spec.burnin import BurnInSpec
@@ -245,6 +246,18 @@ class HostSpec:
 
 
 @dataclass(frozen=True)
+class FingerprintSpec:
+    key_id: str = doc_field("", "Group key id of the reference server's fingerprint ('' = no reference: nodes are "
+                            "compared only with their own and the fleet's identical GPUs). Written by `spec init`.")
+    size: str = doc_field("", "Battery size the reference ran (cpu, quick, standard): only a run of the same size "
+                          "and key is compared with it.")
+    key: dict[str, Any] = doc_field(default_factory=dict, doc="The reference's group key (GPU model, SM count, "
+                                    "compute capability, MIG, ECC, VBIOS, driver, CUDA, cuBLAS, torch, settings).")
+    entries: dict[str, str] = doc_field(default_factory=dict, doc="Battery entry (op/pattern) → the reference's "
+                                        "SHA-256 and its chunk digests, 'DIGEST:CHUNKS' (docs/checks-compute.md).")
+
+
+@dataclass(frozen=True)
 class NodeSpec:
     name: str = doc_field("unnamed", "Short name of this node profile.")
     description: str = doc_field("", "What this spec describes and where its numbers come from.")
@@ -257,3 +270,5 @@ class NodeSpec:
     compare: CompareSpec = doc_field(default_factory=CompareSpec, doc="Tolerances of `trainready compare` (upgrade gate).")
     host: HostSpec = doc_field(default_factory=HostSpec, doc="Host settings alike on every node; the PCIe copy check.")
     burnin: BurnInSpec = doc_field(default_factory=BurnInSpec, doc="Burn-in: sustained load, judged over time (docs/burn-in.md).")
+    fingerprint: FingerprintSpec = doc_field(default_factory=FingerprintSpec, doc="The reference server's compute "
+                                             "fingerprint, compared bit for bit on nodes of its group key.")

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from trainready.records import Level
 from trainready.resume.options import CompatOptions, ResumeOptions
 
 if TYPE_CHECKING:  # the type only: resume.protocol imports torch, which `import trainready.checks` must not
@@ -45,3 +46,5 @@ class CheckOptions:
     """Checkpoint compatibility (`trainready resume --save-only/--load-from`); None when not asked."""
     burnin_s: float | None = None
     """`trainready node --duration`: seconds of burn-in; None = the spec's burnin.duration_s."""
+    level: Level = Level.QUICK
+    """`trainready node --level`: how deep the run goes (the fingerprint's battery is larger from standard on)."""

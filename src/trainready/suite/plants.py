@@ -25,6 +25,15 @@ CHECK_PLANTS: dict[str, str] = {
     "matmul.corrupt": "IDX[:DTYPE]: bump one element of the matmul results on GPU IDX (0 on CPU); DTYPE fp32|tf32|bf16, default bf16",
     "matmul.nondeterministic": "IDX[:DTYPE]: the repeated matmul on GPU IDX differs by one ulp in one element",
     "matmul.bitflip": "IDX[:DTYPE]: flip the highest stored significand bit of one element of both random products on GPU IDX",
+    "fingerprint.bitflip": "RANK[:OP/PATTERN]: flip the last stored significand bit of one element (chunk 13 of "
+                           "64) of that entry's result (default gemm-bf16/random-7) on GPU (or CPU rank) RANK, every "
+                           "repeat; in the burn-in, bf16 GEMM random-7 from its second window on",
+    "fingerprint.intermittent": "RANK: the same flip in the second repeat of gemm-bf16/random-7 only (an intermittent "
+                                "fault: the device disagrees with itself)",
+    "fingerprint.shared": "any: every device flips the top stored bit of the largest element of gemm-bf16/random-7 "
+                          "(a wrong answer all share: only the float64 check sees it)",
+    "fingerprint.drift": "RANK|all: GPU (or CPU rank) RANK's group key, or every one's, says another torch build "
+                         "(configuration drift)",
     "throughput.slow_gpu": "IDX: GPU IDX reports half its GEMM TFLOP/s and HBM copy GB/s",
     "train_step.freeze": "PARAM: leave this parameter (any other value: the first one) without an update",
     "train_step.nan": "loss|grad: inject a NaN into the loss, or (any other value) into a gradient",
@@ -77,8 +86,10 @@ RESUME_PLANTS: dict[str, str] = {
 # Read by `trainready cluster run/resume` (cluster/plants/faults.py): each names the node it plants on.
 CLUSTER_PLANTS: dict[str, str] = {
     "cluster.fail": "NODE[:CHECK]: that node's CHECK fails: matmul (default) gets a corrupted element (matmul.corrupt=0), "
-                    "train_step a NaN loss (train_step.nan=loss)",
-    "cluster.drift": "NODE: that node's manifest reports torch '0.0.0+planted' (a different software version)",
+                    "train_step a NaN loss (train_step.nan=loss), fingerprint a flipped last bit in GPU (rank) 0's bf16 "
+                    "GEMM (fingerprint.bitflip=0: the fleet's identical GPUs name it)",
+    "cluster.drift": "NODE: that node's manifest reports torch '0.0.0+planted' (a different software version), and "
+                     "its fingerprint key another torch build (fingerprint.drift=all)",
     "cluster.slow": "NODE[:FACTOR]: that node's throughput metrics (tokens/s, GEMM, HBM) are multiplied by FACTOR (default 0.5)",
     "cluster.slow_once": "NODE[:FACTOR]: as cluster.slow, in the acceptance array only: measured again, the node is "
                          "as fast as the others (a transient slowdown, not a fault)",

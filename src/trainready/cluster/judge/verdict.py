@@ -17,6 +17,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from trainready.cluster.judge.fingerprints import CHECK as FINGERPRINT_CHECK
+from trainready.cluster.judge.fingerprints import judge_fleet as judge_fingerprints
 from trainready.cluster.judge.stats import RobustBound, robust_bound
 from trainready.cluster.tasks.crosschecks import Finding
 from trainready.cluster.tasks.layout import FLEET_SCHEMA
@@ -91,7 +93,8 @@ class FleetVerdict:
     def fleet_failures(self) -> list[CheckResult]:
         """Fleet-level failures that name no node (e.g. the collective's busbw below expectation, a host pin every
         node misses)."""
-        return [c for c in self.cross if c.status.value in BAD and c.name in ("cluster.collective", hostdrift.FLEET_PINS)]
+        return [c for c in self.cross if c.status.value in BAD and c.name in ("cluster.collective", hostdrift.FLEET_PINS)
+                or c.name == FINGERPRINT_CHECK and c.status.value in BAD and c.message.startswith("fleet-wide")]
 
     @property
     def exit_code(self) -> int:
@@ -207,6 +210,7 @@ def decide(inputs: Sequence[NodeInput], spec: NodeSpec, cross: Sequence[CheckRes
     bounds, slow = slow_reasons([*inputs, *peers], spec)
     ref = reference_versions([*inputs, *peers], reference, spec)
     host = hostdrift.judge([*inputs, *peers], spec, reference)
+    prints = judge_fingerprints({ni.node: ni.record for ni in [*inputs, *peers] if ni.record is not None})
     by_node: dict[str, list[Finding]] = {}
     for f in findings:
         by_node.setdefault(f.node, []).append(f)
@@ -220,11 +224,12 @@ def decide(inputs: Sequence[NodeInput], spec: NodeSpec, cross: Sequence[CheckRes
             pairs = [(ni.cause or "no result", f"no result: {ni.no_result}")]
         else:
             pairs = record_reasons(ni, ref) + list(host.reasons.get(ni.node, [])) + \
-                [p for p in slow.get(ni.node, []) if p[0] != CLEARED]
-            warnings += host.warnings.get(ni.node, [])
+                [p for p in slow.get(ni.node, []) if p[0] != CLEARED] + prints.reasons.get(ni.node, [])
+            warnings += host.warnings.get(ni.node, []) + prints.warnings.get(ni.node, [])
             warnings += [t for c, t in slow.get(ni.node, []) if c == CLEARED]
         pairs += [(f.check, f"{f.check}: {f.text}") for f in by_node.get(ni.node, []) if f.status == Status.FAIL]
         verdicts.append(NodeVerdict(ni.node, not pairs, tuple(t for _, t in pairs), tuple(warnings), ni.record_path,
                                     dict(ni.slurm), tuple(c for c, _ in pairs)))
-    return FleetVerdict(tuple(verdicts), tuple(bounds.values()), (*cross, *host.results), ref[0], dict(planted or {}),
+    return FleetVerdict(tuple(verdicts), tuple(bounds.values()), (*cross, *host.results, *prints.results), ref[0],
+                        dict(planted or {}),
                         dict(context or {}))

@@ -13,7 +13,8 @@ from trainready.errors import UsageError
 
 SLOW_FACTOR_DEFAULT = 0.5  # like throughput.slow_gpu: half the figures
 # cluster.fail=NODE[:CHECK]: the node check that fails, and the node plant (suite/plants.py) that fails it
-FAIL_PLANTS = {"matmul": ("matmul.corrupt", "0"), "train_step": ("train_step.nan", "loss")}
+FAIL_PLANTS = {"matmul": ("matmul.corrupt", "0"), "train_step": ("train_step.nan", "loss"),
+               "fingerprint": ("fingerprint.bitflip", "0")}
 FAIL_DEFAULT = "matmul"
 
 
@@ -82,8 +83,10 @@ def failing_check(value: str | None, node: str) -> str | None:
 
 
 def check_plants(nf: NodeFaults) -> dict[str, str]:
-    """The node-check plants (suite/plants.py) that carry this node's cluster plants."""
-    return dict([FAIL_PLANTS[nf.fail]]) if nf.fail else {}
+    """The node-check plants (suite/plants.py) that carry this node's cluster plants: cluster.fail's, and for
+    cluster.drift the fingerprint's key drift on every rank of the node (fingerprint.drift=all)."""
+    out = dict([FAIL_PLANTS[nf.fail]]) if nf.fail else {}
+    return {**out, "fingerprint.drift": "all"} if nf.drift else out
 
 
 def nodes_planted(faults: Mapping[str, str]) -> set[str]:

@@ -90,12 +90,17 @@ def trends(fleet: FleetOptions, verdict: FleetVerdict, outs: list[judge.Outcome]
     fs = load_spec(fleet.spec)[0].fleet
     by = {nv.node: nv for nv in verdict.nodes}
     run = Path(str(verdict.context.get("run", ""))).name
+    fp: dict[str, dict[str, int]] = {}  # node -> GPU index (rank) -> fingerprint entries off across the fleet
+    for c in verdict.cross:
+        for m in c.metrics if c.name == "cluster.fingerprint" else ():
+            lab = m.label_dict
+            fp.setdefault(lab["node"], {})[lab["gpu"]] = int(m.value)
     out = []
     for o in outs:
         nv = by[o.node]
         said = [] if nv.not_tested or judge.no_record(nv) else trend.follow(
             fleet.results, o.node, nv.record, trend.Sweep(o.verdict, state.stamp(t), run, o.text, o.strikes),
-            fleet.plants, trend.Rule(fs.trend_fraction, fs.trend_runs, fs.trend_min_runs))
+            fleet.plants, trend.Rule(fs.trend_fraction, fs.trend_runs, fs.trend_min_runs), fp.get(o.node))
         out.append(dataclasses.replace(o, trend=tuple(said)))
     return out
 

@@ -3,7 +3,9 @@
 Per sweep with a record: when, the verdict, the figures the fleet compares (GEMM TFLOP/s, HBM GB/s, train-step
 tokens/s, PCIe copies, the burn-in's sustained figures, a busbw) per device, keyed by the GPU's board serial
 (nvmlDeviceGetSerial) where NVML reads one, else its UUID, and per GPU its error counters (lifetime uncorrectable
-ECC, rows remapped, PCIe replays, the XIDs the driver logged since boot).  Judged against the node's own past, not the fleet's:
+ECC, rows remapped, PCIe replays, the XIDs the driver logged since boot) and its fingerprint mismatches (battery entries
+outside its identical peers' majority, within the node and across the sweep's fleet, or its own repeats).  Judged
+against the node's own past, not the fleet's:
 
 * a figure more than `fleet.trend_fraction` below the median of the node's last `fleet.trend_runs` sweeps, and
   more than TREND_MADS median absolute deviations of those sweeps below it, is a WARN naming the figure, the
@@ -87,10 +89,29 @@ def counters(record: Mapping[str, Any]) -> dict[str, dict[str, int]]:
     return {gpu_key(g): {c: g[c] for c in COUNTERS if isinstance(g.get(c), int)} for g in _gpus(record)}
 
 
-def entry(when: str, verdict: str, record: Mapping[str, Any], run: str) -> dict[str, Any]:
+def mismatches(record: Mapping[str, Any], fleet: Mapping[str, int] | None = None) -> dict[str, int]:
+    """Per GPU (its history key; 'rank R' on a CPU node): fingerprint entries off this sweep, the larger of the
+    node's own judgment (its `fingerprint_mismatches` metric) and the fleet's (`fleet`: GPU index or rank ->
+    entries): the same entry off against both counts once."""
+    key = {str(g.get("index")): gpu_key(g) for g in _gpus(record)}
+    out: dict[str, int] = {}
+    for res in (record.get("report") or {}).get("results", []):
+        for m in res.get("metrics", []) if res.get("name") == "fingerprint" else []:
+            lab = m.get("labels") or {}
+            if m.get("name") == "fingerprint_mismatches":
+                dev = str(lab.get("gpu", lab.get("rank", "")))
+                out[key.get(dev, f"rank {dev}")] = int(m.get("value") or 0)
+    for dev, n in (fleet or {}).items():
+        k = key.get(dev, f"rank {dev}")
+        out[k] = max(out.get(k, 0), int(n))
+    return out
+
+
+def entry(when: str, verdict: str, record: Mapping[str, Any], run: str,
+          fleet_mismatches: Mapping[str, int] | None = None) -> dict[str, Any]:
     uuids = {gpu_key(g): str(g.get("uuid")) for g in _gpus(record)}  # in the NVML order
     return {"when": when, "verdict": verdict, "run": run, "figures": figures(record), "counters": counters(record),
-            "gpus": list(uuids), "uuids": uuids}
+            "gpus": list(uuids), "uuids": uuids, "mismatches": mismatches(record, fleet_mismatches)}
 
 
 def _as_now(e: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
@@ -201,7 +222,7 @@ class Rule:
 
 
 def follow(results: Path, node: str, record_path: str, sweep: Sweep, plants: Mapping[str, str],
-           rule: Rule) -> list[str]:
+           rule: Rule, fleet_mismatches: Mapping[str, int] | None = None) -> list[str]:
     """Add this sweep's entry to the node's history and judge it: the trend WARNs ([] without a record)."""
     from trainready.cluster.plants.faults import decline
 
@@ -210,7 +231,7 @@ def follow(results: Path, node: str, record_path: str, sweep: Sweep, plants: Map
     except (OSError, ValueError):
         return []
     past = load(results, node)
-    now = entry(sweep.when, sweep.verdict, record, sweep.run)
+    now = entry(sweep.when, sweep.verdict, record, sweep.run, fleet_mismatches)
     if sweep.verdict == "fail":
         now.update(why=sweep.why, strikes=sweep.strikes)
     pct = decline(plants, node)
@@ -224,9 +245,11 @@ def follow(results: Path, node: str, record_path: str, sweep: Sweep, plants: Map
 def table(runs: list[dict[str, Any]]) -> list[str]:
     """A node's sweeps as text rows: when, verdict, each figure's value, the trend WARNs under their row."""
     names = sorted({n for e in runs for n in e.get("figures", {})})
-    head = ["when (UTC)", "verdict", *names]
+    devs = sorted({d for e in runs for d in e.get("mismatches", {})})
+    head = ["when (UTC)", "verdict", *names, *(f"fingerprint_mismatches@{d}" for d in devs)]
     rows = [[e["when"][:16].replace("T", " "), e.get("verdict", "?"),
-             *(f"{e['figures'][n]:.4g}" if n in e.get("figures", {}) else "-" for n in names)] for e in runs]
+             *(f"{e['figures'][n]:.4g}" if n in e.get("figures", {}) else "-" for n in names),
+             *(str(e["mismatches"][d]) if d in e.get("mismatches", {}) else "-" for d in devs)] for e in runs]
     width = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
     out = ["  ".join(str(c).ljust(w) for c, w in zip(head, width))]
     for e, r in zip(runs, rows):

@@ -69,7 +69,7 @@ def accept(opts: TaskOptions) -> int:
     try:
         from trainready.suite.options import CheckOptions
 
-        ctx = CheckContext(spec, work, fl.check_plants(nf), CheckOptions(burnin_s=opts.burnin_s))
+        ctx = CheckContext(spec, work, fl.check_plants(nf), CheckOptions(burnin_s=opts.burnin_s, level=opts.level))
         report = run_checks("node", checks, ctx, context={"spec_source": source, "node": node},
                             on_start=lambda c: prog.phase(c.name))
     finally:

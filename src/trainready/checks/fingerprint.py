@@ -1,0 +1,125 @@
+"""Question 2, bit for bit: do identical devices compute identical bits?
+
+On every GPU (every gloo rank on a CPU node), in its own process, a fixed battery (fingerprint/ops.py: GEMMs
+in every precision the device has, exp, softmax, layer norm, an SDPA forward, a row sum; four input patterns),
+hashed in order per chunk, repeated R times.  Devices with the same group key (fingerprint/key.py) must agree
+bit for bit: the minority device fails, named by index, PCI bus and serial with the op, pattern and first
+differing chunk; one whose repeats differ is intermittent; an answer every device shares is held to float64.
+With a reference fingerprint in the spec (`spec init --from-report`), a node of the same key is compared with
+it bit for bit too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainready.devices.parallel import local_devices
+from trainready.devices.world import local_world, usable_cores
+from trainready.fingerprint.battery import WORKSPACE
+from trainready.fingerprint.judge import Judgment, judge
+from trainready.fingerprint.rank import SCHEMA
+from trainready.fingerprint.reference import against_reference
+from trainready.ranks.launch import launch
+from trainready.records import Level, Metric, Outcome, Status, Threshold
+from trainready.suite.base import Check, CheckContext, register
+from trainready.util.listing import first_of
+
+REPEATS = {"quick": 2, "standard": 5}  # R: the battery's runs per device (the burn-in repeats it per window)
+REMEDY = ("A device computing other bits than its identical peers: drain it, check `nvidia-smi -q -d "
+          "ECC,PAGE_RETIREMENT` and dmesg for Xid 48/63/64/94/95, and run the vendor's field diagnostic "
+          "(dcgmi diag -r 3); a wrong answer every device shares points at the software (driver, cuBLAS, image).")
+
+
+def plants_of(ctx: CheckContext) -> dict[str, Any]:
+    """The planted faults as the ranks read them (suite/plants.py: fingerprint.*)."""
+    out: dict[str, Any] = {}
+    if (v := ctx.fault("fingerprint.bitflip")) is not None:
+        rank, _, at = v.partition(":")
+        out.update(flip_rank=int(rank), flip_at=at or "gemm-bf16/random-7")
+    if (v := ctx.fault("fingerprint.intermittent")) is not None:
+        out["intermittent_rank"] = int(v)
+    if (v := ctx.fault("fingerprint.drift")) is not None:
+        out["drift_rank"] = -2 if v.strip() == "all" else int(v)  # -2: every rank (cluster.drift's node)
+    if ctx.fault("fingerprint.shared") is not None:
+        out["shared"] = True
+    return out
+
+
+def who(rec: dict[str, Any]) -> str:
+    """'GPU 3 (PCI 0000:1B:00.0, serial 1651…)' or 'rank 3' (a CPU rank)."""
+    if rec["device"] == "cpu":
+        return f"rank {rec['rank']}"
+    return f"GPU {rec['index']} (PCI {rec['pci_bus_id']}, serial {rec['serial']})"
+
+
+def collect(ctx: CheckContext, size: str, repeats: int, timeout_s: float) -> tuple[list[dict[str, Any]], str]:
+    """Every device's fingerprint record (one rank each), or ([], why the launch failed)."""
+    on_gpu = local_devices(ctx.spec)[0].startswith("cuda")
+    world = len(local_devices(ctx.spec)) if on_gpu else local_world(ctx.spec, backend="gloo")[0]
+    kwargs = {"size": size, "repeats": repeats, "gpus": on_gpu, "plants": plants_of(ctx), "left_out": {},
+              "hash_threads": max(1, usable_cores() // world)}
+    res = launch("trainready.fingerprint.rank:fingerprint_rank", world, "gloo", kwargs, timeout_s=timeout_s,
+                 env={"CUBLAS_WORKSPACE_CONFIG": WORKSPACE}, threads_per_rank=None if on_gpu else 1)
+    if not res.ok:
+        return [], f"the battery did not finish on every device: {res.describe()}"
+    return list(res.values), ""
+
+
+def size_of(ctx: CheckContext, on_gpu: bool) -> str:
+    if not on_gpu:
+        return "cpu"
+    return "quick" if ctx.options.level.depth <= Level.QUICK.depth else "standard"
+
+
+def metrics_of(recs: list[dict[str, Any]], j: Judgment) -> list[Metric]:
+    zero = Threshold("==", 0.0, "entries", "identical devices compute identical bits (cuBLAS reproducibility)")
+    out = []
+    for r in recs:
+        lab = {"gpu": r["index"]} if r["device"] != "cpu" else {"rank": r["rank"]}
+        out.append(Metric.of("fingerprint_mismatches", j.mismatches.get(who(r), 0), "entries", zero, **lab))
+        out.append(Metric.of("fingerprint_max_error_ratio", max((e["ratio"] for e in r["entries"]), default=0.0),
+                             "1", None, **lab))
+    return out
+
+
+@register
+class FingerprintCheck(Check):
+    name = "fingerprint"
+    title = "Every device's compute fingerprint agrees bit for bit with its identical peers"
+    level = Level.QUICK
+    order = 22
+    timeout_s = 300.0
+    launches_ranks = True
+
+    def run(self, ctx: CheckContext) -> Outcome:
+        on_gpu = local_devices(ctx.spec)[0].startswith("cuda")
+        size = size_of(ctx, on_gpu)
+        repeats = REPEATS["quick" if ctx.options.level.depth <= Level.QUICK.depth else "standard"]
+        recs, why = collect(ctx, size, repeats, self.timeout_for(ctx))
+        if not recs:
+            return Outcome(Status.FAIL, why, remedy=REMEDY)
+        j = judge([(who(r), r) for r in recs])
+        ref = against_reference(ctx.spec, recs, who)
+        details = {"schema": SCHEMA, "devices": recs, "reference": ref.summary}
+        return self._verdict(recs, j, ref.failures, ref.notes, size, repeats, details)
+
+    @staticmethod
+    def _verdict(recs: list[dict[str, Any]], j: Judgment, ref_bad: list[str], ref_notes: list[str], size: str,
+                 repeats: int, details: dict[str, Any]) -> Outcome:
+        metrics = tuple(metrics_of(recs, j))
+        bad = [d.line() for d in j.deviations] + [i.line() for i in j.intermittent] + \
+            [s.line() for s in j.shared] + ref_bad
+        n_entries = len(recs[0]["entries"])
+        left = sorted({k for r in recs for k in r["left_out"]})
+        what = f"{n_entries} entries ({size} battery, {repeats} repeats) on {len(recs)} device(s)" + \
+            (f"; left out: {', '.join(left)}" if left else "")
+        if bad:
+            return Outcome(Status.FAIL, first_of(bad, 4), metrics, remedy=REMEDY, details=details)
+        if j.drift or j.unknown:
+            return Outcome(Status.WARN, first_of(j.drift + j.unknown, 3) + f" ({what})", metrics,
+                           remedy="Configuration drift: make the devices' driver, VBIOS, libraries and settings "
+                                  "the same, then rerun; drifted devices are not compared.", details=details)
+        alone = "; one device of its key: nothing to compare within the node" if max(j.groups.values()) < 2 else ""
+        notes = ("; " + "; ".join(ref_notes)) if ref_notes else ""
+        return Outcome(Status.PASS, f"{what}: identical bits across each key, repeats identical, every answer within "
+                       f"its float64 rounding bound{alone}{notes}", metrics, details=details)

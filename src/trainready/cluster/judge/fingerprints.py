@@ -1,0 +1,61 @@
+"""The fleet's fingerprints in its verdict: every node's `fingerprint` records judged together
+(fingerprint/fleet.py).  A GPU outside its identical peers' majority rejects its node (cause "fingerprint"); a
+wrong answer a whole group shares is a fleet-level failure that drains none; drift is a node's warning."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from trainready.fingerprint.fleet import FleetFingerprint, aggregate
+from trainready.records import CheckResult, Level, Metric, Status
+
+CHECK = "cluster.fingerprint"
+CAUSE = "fingerprint"
+
+
+@dataclass(frozen=True)
+class FleetPrints:
+    reasons: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # node -> (cause, text)
+    warnings: dict[str, list[str]] = field(default_factory=dict)
+    results: tuple[CheckResult, ...] = ()
+    result: FleetFingerprint | None = None
+
+
+def records_of(record: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The fingerprint check's device records in one node's fleet record ([] where it did not run)."""
+    for r in ((record or {}).get("report") or {}).get("results", []):
+        if r.get("name") == "fingerprint" and isinstance(r.get("details"), Mapping):
+            return [d for d in r["details"].get("devices") or [] if isinstance(d, dict)]
+    return []
+
+
+def judge_fleet(records: Mapping[str, Mapping[str, Any] | None]) -> FleetPrints:
+    """node -> its fleetnode record (or None): reasons, warnings, the fleet's result."""
+    prints = {n: p for n, rec in records.items() if (p := records_of(rec))}
+    if not prints:
+        return FleetPrints()
+    res = aggregate(prints)
+    reasons = {n: [(CAUSE, f"fingerprint: {ln}") for ln in lines] for n, lines in res.rejected.items()}
+    warnings = {n: [f"fingerprint: {ln}" for ln in lines] for n, lines in res.drift.items()}
+    gpus = sum(len(p) for p in prints.values())
+    metrics = tuple(Metric.of("fingerprint_mismatches", v, "entries", None, node=n, gpu=g)
+                    for n, per in sorted(res.mismatches.items()) for g, v in sorted(per.items()))
+    if res.fleet_wide:
+        status, msg = Status.FAIL, "; ".join(f"fleet-wide: {x}; drains none" for x in res.fleet_wide[:2])
+    elif res.rejected:
+        status, msg = Status.FAIL, f"{len(res.rejected)} node(s) with a GPU outside its identical peers: " + \
+            "; ".join(ln for n in sorted(res.rejected) for ln in res.rejected[n][:1])[:600]
+    elif res.unknown or res.drift:
+        status, msg = Status.WARN, f"{len(res.drift)} node(s) drifted, {len(res.unknown)} entries unknown " \
+            f"(no strict majority of 3 or more identical GPUs)"
+    else:
+        status, msg = Status.PASS, f"{gpus} device(s) in {len(res.groups)} key group(s): every entry bit for bit " \
+            "identical within its group, every majority within its float64 bound"
+    detail = {"groups": res.groups, "fleet_wide": res.fleet_wide, "unknown": res.unknown[:50],
+              "drift": {n: v for n, v in sorted(res.drift.items())}}
+    cr = CheckResult(CHECK, "Every GPU's fingerprint against its identical peers across the fleet", Level.QUICK,
+                     status, msg, "Drain the named GPU's node for the vendor's field diagnostic; a fleet-wide wrong "
+                     "answer points at the software (driver, cuBLAS, image), not a node." if status == Status.FAIL
+                     else "", metrics, 0.0, detail)
+    return FleetPrints(reasons, warnings, (cr,), res)

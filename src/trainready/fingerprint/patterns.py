@@ -1,0 +1,59 @@
+"""Input patterns of the battery, generated on the host in float64 (then cast and copied to the device), so every
+device of every node computes on the very same bits.
+
+* `random-7`: N(0, 1) from a CPU generator seeded 7 (+ the operand's position), the same on any host;
+* `ones`: every element 1;
+* `walking-bits`: element i has one stored significand bit set, walking through the input format's bits,
+  with alternating signs and exponents in [-2, 2] (exact in the input format);
+* `large-exp`: `random-7` scaled by the operation's large exponent (2^s on one operand, 2^-s on the other for
+  a GEMM, so the product stays finite while every input sits near the top or bottom of its format's range).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+PATTERNS = ("random-7", "ones", "walking-bits", "large-exp")
+SEED = 7
+
+# Stored significand bits of each input format (IEEE 754 / OCP FP8 e4m3).
+MANT_BITS = {"fp64": 52, "fp32": 23, "tf32": 10, "bf16": 7, "fp16": 10, "fp8": 3}
+
+
+def make(pattern: str, shape: tuple[int, ...], dtype: str, operand: int = 0, scale_exp: int = 0) -> Any:
+    """The float64 host tensor of `pattern` for operand `operand` of an op on `dtype` inputs; `scale_exp`: the
+    large-exp pattern's power of two (negated by the op for its second GEMM operand)."""
+    import torch
+
+    if pattern == "ones":
+        return torch.ones(shape, dtype=torch.float64)
+    if pattern == "walking-bits":
+        return walking_bits(shape, MANT_BITS[dtype], operand)
+    g = torch.Generator().manual_seed(SEED + operand)
+    x = torch.randn(shape, generator=g, dtype=torch.float64)
+    if pattern == "random-7":
+        return x
+    if pattern == "large-exp":
+        return x * 2.0**scale_exp  # a power of two: exact
+    raise ValueError(f"unknown input pattern {pattern!r} (known: {', '.join(PATTERNS)})")
+
+
+def walking_bits(shape: tuple[int, ...], bits: int, operand: int = 0) -> Any:
+    """Element i = ±(1 + 2^-(1 + (i + operand) mod bits)) · 2^(((i + operand) // bits) mod 5 − 2): one stored
+    significand bit set, every position in turn, the sign alternating per walk.  Periodic in i with period
+    10·bits (sign: 2 walks, exponent: 5), so one period is computed and tiled."""
+    import torch
+
+    n = 1
+    for s in shape:
+        n *= s
+    period = 10 * bits
+    i = torch.arange(period, dtype=torch.int64)
+    pos = (i % bits) + 1
+    walk = i // bits
+    mant = 1.0 + torch.ldexp(torch.ones(period, dtype=torch.float64), -pos)
+    sign = 1.0 - 2.0 * (walk % 2).double()
+    one = sign * torch.ldexp(mant, (walk % 5) - 2)
+    start = operand % period
+    reps = (start + n + period - 1) // period
+    return one.repeat(reps)[start:start + n].reshape(shape).clone()

@@ -1,0 +1,57 @@
+"""The command lines of the self-test's cases (selftest/cases.py): one builder per kind of run, each filled
+with the placeholders selftest/prepare.py provides."""
+
+from __future__ import annotations
+
+def node(check: str, plant: str, *extra: str) -> tuple[str, ...]:
+    return ("node", "--spec", "{spec}", "--only", check, "--plant", plant, *extra)
+
+
+def burnin(plant: str) -> tuple[str, ...]:
+    """An 8 s burn-in alone, under the CPU profile's [burnin] thresholds (a 98% fall is the planted slowdown;
+    spec/examples/cpu-default.toml says why 90% on shared cores)."""
+    return ("node", "--spec", "example:cpu-default", "--only", "burnin", "--duration", "8s", "--plant", plant)
+
+
+def comm(*plants: str, spec: str = "{spec}") -> tuple[str, ...]:
+    out = ["comm", "--spec", spec, "--ops", "all_reduce", "-b", "1K", "-e", "16K", "-f", "4", "-w", "1", "-n", "2",
+           "--timeout", "20", "--pair-bytes", "64K", "--quiet"]
+    for p in plants:
+        out += ["--plant", p]
+    return tuple(out)
+
+
+def resume(plant: str) -> tuple[str, ...]:
+    return ("resume", "--spec", "{spec}", "--steps", "10", "--checkpoint-step", "5", "--batch-size", "2",
+            "--plant", plant)
+
+
+def cluster(name: str, plant: str, checks: str = "versions", collective: bool = False) -> tuple[str, ...]:
+    """`cluster run` on the first 3 usable nodes of the default partition ({node1} {node2} {node3}: node1..node3
+    on the local cluster, scripts/local-slurm.sh up), each case its own --results; {node1} is the versions
+    reference.  Cases share a command (and so one control run) unless their detector needs the multi-node
+    all_reduce (`collective`: 3 more torch processes per run) or train_step's figure."""
+    return ("cluster", "run", "--nodelist", "{node1},{node2},{node3}", "--results", f"{{cluster_results}}/{name}",
+            "--spec", "example:local-slurm", "--only", checks, "--reference", "{node1}",
+            "--time", "2:00" if collective else "1:00",
+            *(() if collective else ("--no-collective",)), "--plant", plant)
+
+
+def sweep(name: str, plant: str) -> tuple[str, ...]:
+    """`cluster sweep` over {node1} {node2} {node3} of the default partition (idle ones), train_step's figure."""
+    return ("cluster", "sweep", "--nodelist", "{node1},{node2},{node3}", "--results", f"{{cluster_results}}/{name}",
+            "--spec", "example:local-slurm", "--only", "train_step", "--time", "2:00", "--plant", plant)
+
+
+def data(prefix: str) -> tuple[str, ...]:
+    """A short resume on the token files at `prefix` (its control: the same files intact)."""
+    return ("resume", "--spec", "{spec}", "--steps", "4", "--checkpoint-step", "2", "--batch-size", "2",
+            "--data", prefix)
+
+
+# The cluster cases that need a throughput figure (train_step's tokens/s) or a failing check (matmul).
+TRAINING = "versions,matmul,train_step"
+
+
+def compat_save(name: str, plant: str) -> tuple[str, ...]:
+    return ("resume", "--steps", "4", "--checkpoint-step", "2", "--save-only", f"{{scratch}}/{name}", "--plant", plant)

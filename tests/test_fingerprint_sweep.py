@@ -1,0 +1,33 @@
+"""Each GPU's fingerprint mismatches in the sweep's trend (cluster history) and the Prometheus counter: a node
+whose GPU was off in one sweep shows it in its history and counter, a healthy node shows zeros."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trainready.cluster.sweep import monitor, trend
+
+
+def _record(mismatch: int) -> dict:
+    gpus = [{"index": 0, "serial": "1651A", "uuid": "GPU-a"}, {"index": 1, "serial": "1651B", "uuid": "GPU-b"}]
+    metrics = [{"name": "fingerprint_mismatches", "value": v, "unit": "entries", "labels": {"gpu": str(i)}}
+               for i, v in ((0, 0), (1, mismatch))]
+    return {"manifest": {"gpu": {"nvml": {"gpus": gpus}}},
+            "report": {"results": [{"name": "fingerprint", "status": "pass", "metrics": metrics}]}}
+
+
+def test_mismatches_are_kept_per_gpu_and_counted_for_prometheus(tmp_path: Path):
+    e1 = trend.entry("2026-12-01T00:00:00Z", "fail", _record(1), "r1", {"1": 3, "0": 0})
+    assert e1["mismatches"] == {"1651A": 0, "1651B": 3}  # the larger of the node's and the fleet's count
+    e2 = trend.entry("2026-12-02T00:00:00Z", "pass", _record(0), "r2")
+    assert e2["mismatches"] == {"1651A": 0, "1651B": 0}
+    trend.save(tmp_path, "node7", [e1, e2])
+    rows = trend.table(trend.load(tmp_path, "node7"))
+    assert "fingerprint_mismatches@1651B" in rows[0] and rows[1].split()[-1] == "3" and rows[2].split()[-1] == "0"
+    samples = list(monitor._node("node7", {"runs": [{"when": "2026-12-02T00:00:00Z", "verdict": "pass"}]},
+                                 trend.load(tmp_path, "node7"), None))
+    total = {dict(s.labels)["device"]: s.value for s in samples if s.name.endswith("sweep_fingerprint_mismatches")}
+    assert total == {"1651A": 0.0, "1651B": 3.0}
+    cpu = trend.mismatches({"report": {"results": [{"name": "fingerprint", "metrics": [
+        {"name": "fingerprint_mismatches", "value": 1, "labels": {"rank": "1"}}]}]}}, {"0": 2})
+    assert cpu == {"rank 1": 1, "rank 0": 2}
