@@ -23,7 +23,8 @@ def test_mismatches_are_kept_per_gpu_and_counted_for_prometheus(tmp_path: Path):
     assert e2["mismatches"] == {"1651A": 0, "1651B": 0}
     trend.save(tmp_path, "node7", [e1, e2])
     rows = trend.table(trend.load(tmp_path, "node7"))
-    assert "fingerprint_mismatches@1651B" in rows[0] and rows[1].split()[-1] == "3" and rows[2].split()[-1] == "0"
+    assert "fingerprint_mismatches@1651B" in rows[0] and rows[1].split()[-1] == "3" and rows[3].split()[-1] == "0"
+    assert rows[2] == "    FAIL (strike ?): no reason recorded", rows  # a failing sweep says why under its row
     samples = list(monitor._node("node7", {"runs": [{"when": "2026-12-02T00:00:00Z", "verdict": "pass"}]},
                                  trend.load(tmp_path, "node7"), None))
     total = {dict(s.labels)["device"]: s.value for s in samples if s.name.endswith("sweep_fingerprint_mismatches")}
