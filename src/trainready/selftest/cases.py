@@ -244,6 +244,9 @@ CASES: tuple[Case, ...] = (
     Case("cluster.silent", "the second node's rank joins the cross-node all_reduce, then stops (the others wait on "
          "it)", _cluster("silent", "cluster.silent={node2}", collective=True), "node:{node2}",
          r"collective: rank\(s\) \[\d+\] at fault in the all_reduce", needs="slurm"),
+    Case("cluster.text", "a check fails on the second node, its messages holding a NUL byte, a lone surrogate, ESC "
+         "and BEL (cleaned where read)", _cluster("text", "cluster.text={node2}", TRAINING), "node:{node2}",
+         r"check matmul: FAIL.*\ufffd\ufffd\ufffd\[2J\ufffd", needs="slurm"),
     Case("cluster.fail", "a check fails on the second node (a corrupted matmul element)",
          _cluster("fail", "cluster.fail={node2}", TRAINING), "node:{node2}", r"check matmul: FAIL", needs="slurm"),
     # 0.1%: the local cluster's nodes share the host's cores, so the node measured again alone runs up to ~12x

@@ -46,6 +46,7 @@ class NodeFaults:
     nofile: int | None = None
     silent: bool = False  # its rank joins the collective, then stops (the others must blame it, not themselves)
     vanish: bool = False  # its cross-node task ends at once: no cross record, its rank never joins
+    text: bool = False  # its matmul fails and its record's messages carry NUL, a lone surrogate, ESC and BEL
 
     @property
     def any(self) -> bool:
@@ -83,7 +84,8 @@ def failing_check(value: str | None, node: str) -> str | None:
 
 def check_plants(nf: NodeFaults) -> dict[str, str]:
     """The node-check plants (suite/plants.py) that carry this node's cluster plants."""
-    return dict([FAIL_PLANTS[nf.fail]]) if nf.fail else {}
+    fail = nf.fail or (FAIL_DEFAULT if nf.text else None)
+    return dict([FAIL_PLANTS[fail]]) if fail else {}
 
 
 def nodes_planted(faults: Mapping[str, str]) -> set[str]:
@@ -122,4 +124,5 @@ def for_node(faults: Mapping[str, str], node: str) -> NodeFaults:
         nofile=int(nofile) if nofile is not False else None,
         silent=bool(on("cluster.silent", faults.get("cluster.silent"))),
         vanish=bool(on("cluster.vanish", faults.get("cluster.vanish"))),
+        text=bool(on("cluster.text", faults.get("cluster.text"))),
     )
