@@ -38,29 +38,37 @@ class Entry:
     password: str
 
 
+def _tokens(text: str) -> list[str]:
+    """The file's words; a `macdef` line's rest and its body (to the next empty line) left out."""
+    out: list[str] = []
+    skip = False
+    for line in text.splitlines():
+        if skip:
+            skip = bool(line.strip())
+            continue
+        words = line.split()
+        if "macdef" in words:
+            words, skip = words[: words.index("macdef")], True
+        out += words
+    return out
+
+
 def entries(path: Path) -> list[Entry]:
-    """The netrc entries in file order (`macdef` bodies skipped), or [] when the file cannot be read."""
+    """The netrc entries in file order, or [] when the file cannot be read."""
     try:
         text = path.read_text(errors="replace")
     except OSError:
         return []
     out: list[Entry] = []
     cur: dict[str, str] | None = None
-    lines = iter(text.splitlines())
-    for line in lines:
-        toks = iter(line.split())
-        for tok in toks:
-            if tok in ("machine", "default"):
-                if cur is not None:
-                    out.append(Entry(cur.get("machine"), cur.get("login", ""), cur.get("password", "")))
-                cur = {"machine": next(toks, "")} if tok == "machine" else {}
-            elif tok in ("login", "password", "account") and cur is not None:
-                cur[tok] = next(toks, "")
-            elif tok == "macdef":  # its body runs to the next empty line
-                for body in lines:
-                    if not body.strip():
-                        break
-                break
+    toks = iter(_tokens(text))
+    for tok in toks:
+        if tok in ("machine", "default"):
+            if cur is not None:
+                out.append(Entry(cur.get("machine"), cur.get("login", ""), cur.get("password", "")))
+            cur = {"machine": next(toks, "")} if tok == "machine" else {}
+        elif tok in ("login", "password", "account") and cur is not None:
+            cur[tok] = next(toks, "")
     if cur is not None:
         out.append(Entry(cur.get("machine"), cur.get("login", ""), cur.get("password", "")))
     return out
