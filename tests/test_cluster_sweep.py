@@ -235,6 +235,7 @@ def test_a_drain_slurm_refuses_is_said_for_that_node_and_the_others_are_drained_
     and the state and ledger keep both.  Before, the first SlurmError ended the sweep there."""
     from trainready.cluster import ledger
     from trainready.cluster.judge.guard import parse_max_drain
+    from trainready.cluster.judge.verdict import FleetVerdict, NodeVerdict
     from trainready.cluster.options import FleetOptions
     from trainready.cluster.sweep import judge, run, state
 
@@ -250,5 +251,11 @@ def test_a_drain_slurm_refuses_is_said_for_that_node_and_the_others_are_drained_
         assert [d["node"] for d in doc["drains"]] == ["sweep2"] and "drained" not in doc["nodes"].get("nosuch7", {})
         assert [(e["action"], e["node"]) for e in ledger.read(tmp_path)] == [("drain-failed", "nosuch7"),
                                                                             ("drain", "sweep2")]
+        undrain("sweep2")  # `cluster run --drain`'s own drains (ledger.drain_rejected): the same
+        rejected = tuple(NodeVerdict(n, False, ("check matmul: FAIL",), (), "", {}) for n in ("nosuch7", "sweep2"))
+        said.clear()
+        drained = ledger.drain_rejected(tmp_path / "run", FleetVerdict(rejected, (), (), "", {}), said.append)
+        assert drained == ["sweep2"] and "drain" in _reason("sweep2")[0], said
+        assert any(s.startswith("nosuch7: NOT drained: scontrol update") for s in said), said
     finally:
         undrain("sweep2")

@@ -46,7 +46,7 @@ class NodeFaults:
     nofile: int | None = None
     silent: bool = False  # its rank joins the collective, then stops (the others must blame it, not themselves)
     vanish: bool = False  # its cross-node task ends at once: no cross record, its rank never joins
-    text: bool = False  # its matmul fails and its record's messages carry NUL, a lone surrogate, ESC and BEL
+    text: bool = False  # its matmul fails and its record's messages start with NUL, a lone surrogate, ESC and BEL
 
     @property
     def any(self) -> bool:

@@ -93,7 +93,7 @@ def record(node: str, report: dict[str, Any], manifest: dict[str, Any], opts: Ta
     if nf.slow_factor is not None:
         scale_throughput(report, nf.slow_factor)
     for res in report.get("results", []) if nf.text else []:  # planted cluster.text: bytes no message should hold
-        res["message"] = f"{res.get('message', '')} \x00\ud800\x1b[2J\x07"
+        res["message"] = f"\x00\ud800\x1b[2J\x07 {res.get('message', '')}"
     container = annotate(manifest, opts.image)  # image checksum + slurmd/pyxis/enroot (cluster/control/image.py)
     vers = versions(manifest)
     if nf.drift:
