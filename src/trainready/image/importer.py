@@ -89,8 +89,12 @@ def record_doc(ref: refs.ImageRef, man: registry.Manifest, e: enroot.Enroot, des
 
 
 def publish(part: Path, dest: Path, doc: dict[str, Any]) -> Imported:
-    """PART → DEST and its record, unless DEST holds another file (then nothing changes: one ImageError)."""
+    """PART → DEST and its record, unless DEST holds another file or is a symbolic link, dangling or not (then
+    nothing changes: one ImageError)."""
     rec = record_path(dest)
+    if dest.is_symlink():
+        raise ImageError(f"{dest} is a symbolic link (to {os.readlink(dest)}): not overwritten, not followed "
+                         "(remove it, or import to another --out)")
     if dest.exists():
         have = "sha256:" + sha256_file(dest)
         if have != doc["sha256"]:
@@ -101,7 +105,9 @@ def publish(part: Path, dest: Path, doc: dict[str, Any]) -> Imported:
     fsync_path(part)
     try:
         os.link(part, dest)  # never over a file another import published meanwhile (the part is removed after)
-    except FileExistsError:
+    except FileExistsError:  # another import published it meanwhile: judged as above, once
+        if not dest.exists() or dest.is_symlink():
+            raise ImageError(f"{dest}: appeared during the import and is not a file: not overwritten") from None
         return publish(part, dest, doc)
     fsync_path(dest.parent)
     atomic_write_json(rec, doc)
