@@ -1,6 +1,13 @@
 """`trainready image import`: a registry image pinned by digest → one squashfs (the site's `enroot import`,
 SOURCE_DATE_EPOCH set: the same image gives the same bytes) and its record beside it.
 
+What is imported is what was verified: the manifest is fetched and checked against the pin here (registry.py),
+and enroot fetches it again on its own (src/docker.sh: first asking for an index, then for the manifest an
+index entry names) and checks no manifest against anything.  So enroot runs with a cache of its own, empty at the
+start: every blob it used is then in it, named by the sha256 enroot checked it against, and that set must be the
+verified manifest's config and layers.  A registry (or a proxy) that answers enroot otherwise than it answered
+trainready makes the import fail, naming both, and nothing is published.
+
 Atomic: enroot writes `.NAME.sqsh.part-PID` in the destination folder; only a complete import whose manifest was
 checked against the pin is renamed to NAME.sqsh, then its record written; a failure or an interruption removes
 the part file and writes nothing.  An existing NAME.sqsh with another sha256 is never overwritten."""
@@ -8,7 +15,10 @@ the part file and writes nothing.  An existing NAME.sqsh with another sha256 is 
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import socket
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,14 +75,42 @@ def import_image(given: str, out: str | None, resolve: bool, say: Callable[[str]
     part = dest.with_name(f".{dest.name}.part-{os.getpid()}")
     epoch = int(os.environ.get("SOURCE_DATE_EPOCH") or 0)
     t0 = time.monotonic()
+    cache = fresh_cache(e, dest)
     try:
-        enroot.run_import(e, ref.uri(), part, epoch)
+        enroot.run_import(e, ref.uri(), part, epoch, cache)
+        held_to(man, fetched(cache), ref)
         wall = time.monotonic() - t0
         sha, size = "sha256:" + sha256_file(part), part.stat().st_size
         doc = record_doc(ref, man, e, dest, sha, size, wall, epoch)
         return publish(part, dest, doc)
     finally:
         part.unlink(missing_ok=True)
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def fresh_cache(e: enroot.Enroot, dest: Path) -> Path:
+    """An empty folder for enroot's cache: inside the site's ENROOT_CACHE_PATH (the file system chosen for layers)
+    where it exists, else beside DEST."""
+    site = Path(e.config.get("ENROOT_CACHE_PATH") or "").expanduser()
+    where = site if str(site) not in ("", ".") and site.is_dir() and os.access(site, os.W_OK) else dest.parent
+    return Path(tempfile.mkdtemp(prefix=".trainready-import-", dir=where))
+
+
+def fetched(cache: Path) -> set[str]:
+    """The blobs enroot fetched into its cache: each file named by the sha256 enroot checked its bytes against."""
+    return {f"sha256:{p.name}" for p in cache.iterdir() if re.fullmatch(r"[0-9a-f]{64}", p.name)}
+
+
+def held_to(man: registry.Manifest, got: set[str], ref: refs.ImageRef) -> None:
+    """The blobs enroot used must be exactly the verified manifest's config and layers; else one ImageError."""
+    want = {man.config, *man.layers}
+    if got == want:
+        return
+    pinned = man.platform_digest or man.digest
+    extra, missing = sorted(got - want), sorted(want - got)
+    raise ImageError(f"{ref.uri(False)}: enroot fetched another image than the pin: the verified manifest {pinned} "
+                     f"(config {man.config}) names {', '.join(missing) or 'no other blob'}, enroot fetched "
+                     f"{', '.join(extra) or 'fewer blobs'} instead; nothing published")
 
 
 def record_doc(ref: refs.ImageRef, man: registry.Manifest, e: enroot.Enroot, dest: Path, sha: str, size: int,
