@@ -247,6 +247,9 @@ CASES: tuple[Case, ...] = (
     Case("cluster.text", "a check fails on the second node, its messages holding a NUL byte, a lone surrogate, ESC "
          "and BEL (cleaned where read)", _cluster("text", "cluster.text={node2}", TRAINING), "node:{node2}",
          r"check matmul: FAIL.*\ufffd\ufffd\ufffd\[2J\ufffd", needs="slurm"),
+    Case("cluster.forge", "the third node overwrites the second's record with a failing one (a rogue node): held to "
+         "Slurm's exit code of the second's task", _cluster("forge", "cluster.forge={node3}:{node2}"), "node:{node2}",
+         r"not tested: its record says FAIL .* Slurm says task \d+ exited 0: written by another process", needs="slurm"),
     Case("cluster.fail", "a check fails on the second node (a corrupted matmul element)",
          _cluster("fail", "cluster.fail={node2}", TRAINING), "node:{node2}", r"check matmul: FAIL", needs="slurm"),
     # 0.1%: the local cluster's nodes share the host's cores, so the node measured again alone runs up to ~12x

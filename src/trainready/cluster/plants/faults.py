@@ -47,6 +47,7 @@ class NodeFaults:
     silent: bool = False  # its rank joins the collective, then stops (the others must blame it, not themselves)
     vanish: bool = False  # its cross-node task ends at once: no cross record, its rank never joins
     text: bool = False  # its matmul fails and its record's messages start with NUL, a lone surrogate, ESC and BEL
+    forge: str | None = None  # the node whose record this node's task overwrites with a failing one (a rogue node)
 
     @property
     def any(self) -> bool:
@@ -80,6 +81,16 @@ def failing_check(value: str | None, node: str) -> str | None:
     if not who.strip() or check not in FAIL_PLANTS:
         raise UsageError(f"--plant cluster.fail={value}: expected NODE[:CHECK], CHECK one of {', '.join(FAIL_PLANTS)}")
     return check if who.strip() == node else None
+
+
+def forged(value: str | None, node: str) -> str | None:
+    """cluster.forge=NODE:VICTIM → VICTIM when NODE is `node`."""
+    if value is None:
+        return None
+    who, _, victim = (x.strip() for x in value.partition(":"))
+    if not who or not victim or who == victim:
+        raise UsageError(f"--plant cluster.forge={value}: expected NODE:VICTIM, two different nodes")
+    return victim if who == node else None
 
 
 def check_plants(nf: NodeFaults) -> dict[str, str]:
@@ -125,4 +136,5 @@ def for_node(faults: Mapping[str, str], node: str) -> NodeFaults:
         silent=bool(on("cluster.silent", faults.get("cluster.silent"))),
         vanish=bool(on("cluster.vanish", faults.get("cluster.vanish"))),
         text=bool(on("cluster.text", faults.get("cluster.text"))),
+        forge=forged(faults.get("cluster.forge"), node),
     )
