@@ -35,3 +35,20 @@ def test_a_symbolic_link_at_the_squashfs_name_is_refused_never_followed(tmp_path
         publish(part, dest, doc)  # a dangling link sent this into unbounded recursion
     assert os.readlink(dest) == str(tmp_path / target) and (tmp_path / "other.sqsh").read_bytes() == b"someone else's"
     assert not (tmp_path / "img.sqsh.json").exists()
+
+
+def test_what_enroot_used_is_held_to_the_verified_manifest_naming_both() -> None:
+    from trainready.image.importer import held_to, parsed_is_verified
+    from trainready.image.registry import Manifest
+
+    ref = parse(f"reg:5000#img@sha256:{HEX}")
+    man = Manifest(f"sha256:{HEX}", None, "sha256:" + "c" * 64, ("sha256:" + "1" * 64,))
+    held_to(man, {"sha256:" + "c" * 64, "sha256:" + "1" * 64}, ref)  # the same blobs: nothing said
+    with pytest.raises(ImageError, match=r"names sha256:1{64}, enroot fetched sha256:2{64} instead; nothing published"):
+        held_to(man, {"sha256:" + "c" * 64, "sha256:" + "2" * 64}, ref)
+    parsed_is_verified(man, ("http://reg:5000/v2/img/manifests/x", f"sha256:{HEX}"), ref)
+    with pytest.raises(ImageError, match=rf"another manifest than the pin: sha256:0{{64}} from http://r/m, where the "
+                                         rf"verified manifest is sha256:{HEX}; nothing published"):
+        parsed_is_verified(man, ("http://r/m", "sha256:" + "0" * 64), ref)
+    with pytest.raises(ImageError, match="the manifest enroot fetched was not seen"):  # fails closed
+        parsed_is_verified(man, None, ref)

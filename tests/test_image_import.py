@@ -133,12 +133,14 @@ def test_a_full_destination_leaves_no_file(registry, env, tmp_path) -> None:
 
 
 class Negotiating:
-    """A registry front on 127.0.0.1 that answers each client by what it asks: a request accepting single
-    manifests gets the genuine manifest from the registry behind it; one asking for lists/indexes only (enroot's
-    first request, its src/docker.sh) gets an index whose amd64/arm64 entry is another image's manifest.  Requests
-    for the other image's manifest and blobs are taken from its own repository."""
+    """A registry front on 127.0.0.1 that answers each client by what it asks.  A request accepting both single
+    manifests and indexes (trainready's) gets the genuine manifest from the registry behind it.  mode "index": one
+    asking for lists/indexes only (enroot's first request, its src/docker.sh) gets an index whose amd64/arm64 entry
+    is another image's manifest, whose manifest and blobs are then taken from its own repository.  mode "twice":
+    one asking for single manifests only (enroot's second request) gets the pinned manifest with its layers listed
+    twice (the same blobs: a cache of blobs alone cannot tell)."""
 
-    def __init__(self, behind: int, pinned: str, other_repo: str, other_digest: str) -> None:
+    def __init__(self, behind: int, pinned: str, other_repo: str, other_digest: str, mode: str = "index") -> None:
         import http.server
         import threading
         import urllib.request
@@ -154,11 +156,16 @@ class Negotiating:
 
             def _answer(self, body: bool) -> None:
                 accept = self.headers.get("Accept", "")
-                if self.path.endswith(f"/manifests/{pinned}") and body and "manifest.v2+json" not in accept and \
-                        "image.manifest.v1+json" not in accept:
+                if mode == "index" and self.path.endswith(f"/manifests/{pinned}") and body and \
+                        "manifest.v2+json" not in accept and "image.manifest.v1+json" not in accept:
                     outer.indexes_served += 1
                     return self._send(200, {"Content-Type": "application/vnd.oci.image.index.v1+json"}, index, body)
                 code, headers, data = self._behind(self.path, accept)
+                if mode == "twice" and code == 200 and "/manifests/" in self.path and "index" not in accept:
+                    doc = json.loads(data)
+                    doc["layers"] = doc["layers"] * 2
+                    outer.indexes_served += 1
+                    data = json.dumps(doc).encode()
                 if code == 404:
                     code, headers, data = self._behind(re.sub(r"^/v2/[^/]+/[^/]+/", f"/v2/{other_repo}/", self.path), accept)
                 self._send(code, headers, data, body)
@@ -197,21 +204,22 @@ class Negotiating:
         self.httpd.server_close()
 
 
-def test_a_registry_that_negotiates_an_index_for_enroot_publishes_nothing_naming_both(registry, env, tmp_path) -> None:
-    """trainready's request gets image small's genuine manifest (the pin checks); enroot's own first request, for
-    indexes only, gets an index pointing at image other.  enroot would import other under small's pin: the blobs
-    enroot fetched are held to the verified manifest's, and nothing is published."""
-
+@pytest.mark.parametrize("mode", ["index", "twice"])
+def test_a_registry_that_negotiates_for_enroot_publishes_nothing_naming_both(registry, env, tmp_path, mode) -> None:
+    """trainready's request gets image small's genuine manifest (the pin checks); enroot's own requests get an
+    index pointing at image other, or small's manifest with its layers twice.  enroot would import that under
+    small's pin: the manifest enroot parsed is held to the verified one, and nothing is published."""
     small, other = registry.refs["small"].split("@")[1], registry.refs["other"].split("@")[1]
-    front = Negotiating(registry.port, small, "trainready/other", other)
+    front = Negotiating(registry.port, small, "trainready/other", other, mode)
     try:
         p = run_cli("image", "import", f"127.0.0.1:{front.port}#trainready/small@{small}", "--out", str(tmp_path),
                     env=env)
     finally:
         front.close()
     assert front.indexes_served >= 1  # enroot was told another story than trainready
-    assert p.returncode == 1 and "enroot fetched another image than the pin" in p.stderr, p.stdout + p.stderr
-    assert f"the verified manifest {small}" in p.stderr and "nothing published" in p.stderr, p.stderr
+    assert p.returncode == 1 and "enroot fetched another manifest than the pin: sha256:" in p.stderr, p.stdout + p.stderr
+    assert f"the verified manifest is {small}; nothing published" in p.stderr, p.stderr
+    assert mode != "index" or f"enroot fetched another manifest than the pin: {other} from " in p.stderr, p.stderr
     assert not list(tmp_path.iterdir()), list(tmp_path.iterdir())
     ok = run_cli("image", "import", registry.pinned("small"), "--out", str(tmp_path), env=env)  # told one story: fine
     assert ok.returncode == 0 and len(list(tmp_path.glob("*.sqsh"))) == 1, ok.stderr

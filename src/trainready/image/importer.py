@@ -3,10 +3,11 @@ SOURCE_DATE_EPOCH set: the same image gives the same bytes) and its record besid
 
 What is imported is what was verified: the manifest is fetched and checked against the pin here (registry.py),
 and enroot fetches it again on its own (src/docker.sh: first asking for an index, then for the manifest an
-index entry names) and checks no manifest against anything.  So enroot runs with a cache of its own, empty at the
-start: every blob it used is then in it, named by the sha256 enroot checked it against, and that set must be the
-verified manifest's config and layers.  A registry (or a proxy) that answers enroot otherwise than it answered
-trainready makes the import fail, naming both, and nothing is published.
+index entry names) and checks no manifest against anything.  So the manifest enroot parsed is seen as it got it
+(seen.py: a curl of ours before the real one on its PATH) and must hash to the verified one; and enroot runs with
+a cache of its own, empty at the start: every blob it used is then in it, named by the sha256 enroot checked it
+against, and that set must be the verified manifest's config and layers.  A registry (or a proxy) that answers
+enroot otherwise than it answered trainready makes the import fail, naming both, and nothing is published.
 
 Atomic: enroot writes `.NAME.sqsh.part-PID` in the destination folder; only a complete import whose manifest was
 checked against the pin is renamed to NAME.sqsh, then its record written; a failure or an interruption removes
@@ -26,7 +27,7 @@ from typing import Any, Callable
 
 from trainready.bundle.layout import sha256_file
 from trainready.errors import ImageError, UsageError
-from trainready.image import enroot, ref as refs, registry
+from trainready.image import enroot, ref as refs, registry, seen
 from trainready.image.record import SCHEMA, record_path
 from trainready.util.atomic import atomic_write_json, fsync_path
 
@@ -75,22 +76,24 @@ def import_image(given: str, out: str | None, resolve: bool, say: Callable[[str]
     part = dest.with_name(f".{dest.name}.part-{os.getpid()}")
     epoch = int(os.environ.get("SOURCE_DATE_EPOCH") or 0)
     t0 = time.monotonic()
-    cache = fresh_cache(e, dest)
+    work = fresh_cache(e, dest)
     try:
-        enroot.run_import(e, ref.uri(), part, epoch, cache)
-        held_to(man, fetched(cache), ref)
+        (work / "cache").mkdir()
+        enroot.run_import(e, ref.uri(), part, epoch, {"ENROOT_CACHE_PATH": str(work / "cache"), **seen.prepare(work)})
+        parsed_is_verified(man, seen.used_manifest(work), ref)
+        held_to(man, fetched(work / "cache"), ref)
         wall = time.monotonic() - t0
         sha, size = "sha256:" + sha256_file(part), part.stat().st_size
         doc = record_doc(ref, man, e, dest, sha, size, wall, epoch)
         return publish(part, dest, doc)
     finally:
         part.unlink(missing_ok=True)
-        shutil.rmtree(cache, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def fresh_cache(e: enroot.Enroot, dest: Path) -> Path:
-    """An empty folder for enroot's cache: inside the site's ENROOT_CACHE_PATH (the file system chosen for layers)
-    where it exists, else beside DEST."""
+    """An empty folder for this import (enroot's cache, the curl wrapper and what it saw): inside the site's
+    ENROOT_CACHE_PATH (the file system chosen for layers) where it exists, else beside DEST."""
     site = Path(e.config.get("ENROOT_CACHE_PATH") or "").expanduser()
     where = site if str(site) not in ("", ".") and site.is_dir() and os.access(site, os.W_OK) else dest.parent
     return Path(tempfile.mkdtemp(prefix=".trainready-import-", dir=where))
@@ -99,6 +102,17 @@ def fresh_cache(e: enroot.Enroot, dest: Path) -> Path:
 def fetched(cache: Path) -> set[str]:
     """The blobs enroot fetched into its cache: each file named by the sha256 enroot checked its bytes against."""
     return {f"sha256:{p.name}" for p in cache.iterdir() if re.fullmatch(r"[0-9a-f]{64}", p.name)}
+
+
+def parsed_is_verified(man: registry.Manifest, used: tuple[str, str] | None, ref: refs.ImageRef) -> None:
+    """The manifest enroot took its config and layers from must be the verified one; else one ImageError."""
+    pinned = man.platform_digest or man.digest
+    if used is None:
+        raise ImageError(f"{ref.uri(False)}: the manifest enroot fetched was not seen (its curl calls were not those "
+                         "of enroot's src/docker.sh), so it cannot be held to the pin; nothing published")
+    if used[1] != pinned:
+        raise ImageError(f"{ref.uri(False)}: enroot fetched another manifest than the pin: {used[1]} from {used[0]}, "
+                         f"where the verified manifest is {pinned}; nothing published")
 
 
 def held_to(man: registry.Manifest, got: set[str], ref: refs.ImageRef) -> None:
