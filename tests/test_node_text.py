@@ -66,3 +66,17 @@ def test_the_prometheus_textfile_is_utf8_whatever_a_label_holds_and_help_escapes
     help_line, _, sample = text.splitlines()
     assert help_line == '# HELP trainready_x a "quoted" help \\\\ line\\nnext'  # '"' as it is: no \" in HELP
     assert sample == 'trainready_x{reason="r \ufffd\ufffd\\"q\\"\\n"} 1.0'
+
+
+def test_trainready_report_of_a_node_record_shows_its_text_cleaned(cli, tmp_path: Path) -> None:  # type: ignore
+    """`trainready report` of a node's own report (its text went straight to the terminal and the HTML)."""
+    doc = {"schema": "trainready.report/1", "command": "node", "host": "n1\x1b]0;title\x07", "status": "fail",
+           "started_at": "2026-12-05T03:00:00+00:00", "duration_s": 1.0, "context": {},
+           "results": [{"name": "matmul", "title": "matmul", "status": "fail", "message": HOSTILE, "duration_s": 1.0,
+                        "metrics": [], "thresholds": []}]}
+    src = tmp_path / "n1.json"
+    src.write_text(json.dumps(doc), encoding="utf-8")
+    p = cli("report", str(src), "--html", str(tmp_path / "r.html"))
+    out = p.stdout + p.stderr + (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "matmul" in out and "tail" in out, out[-2000:]
+    assert not {"\x00", "\x1b", "\x07", "\x9b"} & set(out), repr(out[-2000:])
