@@ -367,3 +367,23 @@ def test_a_one_task_arrays_pending_task_is_seen(monkeypatch):
     states = slurm.task_states("43")
     assert list(states) == [0] and states[0].job_id == "43" and states[0].state == "PENDING"
     assert states[0].reason.startswith("ReqNodeNotAvail") and states[0].node == ""
+
+
+def test_a_record_is_held_to_the_exit_code_slurm_recorded_for_its_task():
+    from trainready.cluster.control.slurm import TaskState
+    from trainready.cluster.steps import contradicts
+
+    def rec(status, planted=False):
+        return {"report": {"status": status, "context": {"planted": {"matmul.corrupt": "0"}} if planted else {}}}
+
+    def task(state, code):
+        return TaskState(0, "41_0", state, code, "n1", "")
+
+    assert contradicts(rec("fail"), task("COMPLETED", "0:0")).startswith(
+        "its record says FAIL (its task would exit 1), but Slurm says task 41_0 exited 0")
+    assert "says PASS (its task would exit 0), but Slurm says task 41_0 exited 1" in contradicts(
+        rec("pass"), task("FAILED", "1:0"))
+    assert contradicts(rec("fail"), task("FAILED", "1:0")) == contradicts(rec("warn"), task("COMPLETED", "0:0")) == ""
+    assert contradicts(rec("fail", planted=True), task("FAILED", "3:0")) == ""
+    assert contradicts(rec("pass"), task("TIMEOUT", "0:15")) == contradicts(rec("pass"), None) == ""  # not ended by itself
+    assert contradicts(rec("pass"), task("FAILED", "0:9")) == ""  # a signal: not the task's own answer

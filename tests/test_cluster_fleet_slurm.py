@@ -271,3 +271,25 @@ def test_a_node_slow_only_in_its_first_measurement_is_measured_again_and_accepte
     run_dir = Path(doc["context"]["run"])
     assert (run_dir / "remeasure" / "nodes" / "node2.json").is_file()
     assert not (run_dir / "remeasure" / "nodes" / "node1.json").exists()  # only the suspect ran again
+
+
+def test_a_record_another_node_rewrote_is_not_judged_and_its_node_not_drained(local_slurm, tmp_path):
+    """node3's task rewrites node2's record as failing once node2 wrote it (cluster.forge, a rogue node writing
+    through the shared folder): the record is held to Slurm's exit code of node2's own task (0), so node2 is not
+    judged and not drained, both named; node3 itself passed its checks and is accepted."""
+    try:
+        p = run_cli("cluster", "run", "--nodelist", "node[1-3]", "--drain", "--spec", SPEC, "--only", "versions",
+                    "--no-collective", "--time", "5:00", "--results", str(tmp_path / "r"), "--json",
+                    str(tmp_path / "f.json"), "--plant", "cluster.forge=node3:node2")
+        doc = json.loads((tmp_path / "f.json").read_text())
+        forged = json.loads(next((tmp_path / "r" / "runs").glob("*/nodes/node2.json")).read_text())
+        assert forged["report"]["results"][0]["message"] == "wrong answers (written by another node)"  # it was rewritten
+        v = by_node(doc)
+        assert v["node2"]["verdict"] == "not tested", v["node2"]
+        assert re.match(r"its record says FAIL \(its task would exit 1\), but Slurm says task \d+ exited 0: written by "
+                        r"another process than this node's task", v["node2"]["not_tested"]), v["node2"]
+        assert "drain" not in sinfo("node2")[0] and doc["drain_list"] == []
+        assert v["node1"]["verdict"] == v["node3"]["verdict"] == "accept", (v["node1"], v["node3"])
+        assert p.returncode == 3, p.stderr[-2000:]  # planted: a test, never evidence
+    finally:
+        resume("node2")

@@ -204,3 +204,58 @@ def test_a_license_caps_the_nodes_under_sweep_at_once(cluster, tmp_path: Path) -
     bad = run_cli(*BASE, "--results", str(tmp_path / "bad"), "--licenses", "two words")
     assert bad.returncode == 2 and "--licenses two words: expected NAME or NAME:COUNT" in bad.stderr, bad.stderr
 
+
+
+def test_a_nodes_nul_surrogate_esc_and_bel_are_cleaned_before_slurm_prometheus_and_the_terminal(cluster,
+                                                                                               tmp_path: Path) -> None:
+    """cluster.text: sweep3's record holds NUL, a lone surrogate, ESC and BEL in its messages.  Read plainly, the
+    NUL ended the sweep in `ValueError: embedded null byte` (scontrol's argv) before the state was saved."""
+    prom = tmp_path / "sweep.prom"
+    try:
+        p = run_cli(*BASE, "--results", str(tmp_path), "--nodelist", "sweep3", "--level", "quick", "--only", "matmul",
+                    "--drain", "--strikes", "1", "--prometheus", str(prom), "--plant", "cluster.text=sweep3")
+        assert p.returncode == 3 and "internal error" not in p.stderr, p.stdout + p.stderr
+        record = (tmp_path / "runs").glob("*/nodes/sweep3.json")
+        assert "\\u0000\\ud800\\u001b[2J\\u0007" in next(record).read_text()  # what the node wrote, as it wrote it
+        state, reason = _reason("sweep3")
+        assert "drain" in state and re.match(r"trainready: \[sweep\] \d{4}-\d\d-\d\d: check matmul: FAIL", reason)
+        assert "\ufffd\ufffd\ufffd[2J\ufffd" in reason, repr(reason)
+        for out in (p.stdout + p.stderr, reason, prom.read_text(encoding="utf-8")):
+            assert not {"\x00", "\x1b", "\x07"} & set(out), repr(out)
+        saved = json.loads((tmp_path / "sweep" / "state.json").read_text())["nodes"]["sweep3"]
+        assert saved["strikes"] == 1 and saved["drained"]["reason"] == reason
+        assert 'trainready_sweep_drained{node="sweep3"} 1.0' in prom.read_text(encoding="utf-8")
+    finally:
+        undrain("sweep3")
+
+
+def test_a_drain_slurm_refuses_is_said_for_that_node_and_the_others_are_drained_and_kept(cluster,
+                                                                                         tmp_path: Path) -> None:
+    """The first node's drain fails (a name Slurm does not know): it is said for that node, the next is drained,
+    and the state and ledger keep both.  Before, the first SlurmError ended the sweep there."""
+    from trainready.cluster import ledger
+    from trainready.cluster.judge.guard import parse_max_drain
+    from trainready.cluster.judge.verdict import FleetVerdict, NodeVerdict
+    from trainready.cluster.options import FleetOptions
+    from trainready.cluster.sweep import judge, run, state
+
+    doc = state.load(tmp_path)
+    outs = [judge.Outcome(n, "fail", "check matmul: FAIL", 2, "drain") for n in ("nosuch7", "sweep2")]
+    said: list[str] = []
+    opts = FleetOptions(results=tmp_path, drain=True, max_drain=parse_max_drain("10"))
+    try:
+        got = run.act(opts, doc, outs, 4, run.SweepOptions(), state.now(), said.append)
+        assert [o.action for o in got] == ["drain-failed", "drain"], got
+        assert any(s.startswith("nosuch7: NOT drained: scontrol update") for s in said), said
+        assert "drain" in _reason("sweep2")[0]
+        assert [d["node"] for d in doc["drains"]] == ["sweep2"] and "drained" not in doc["nodes"].get("nosuch7", {})
+        assert [(e["action"], e["node"]) for e in ledger.read(tmp_path)] == [("drain-failed", "nosuch7"),
+                                                                            ("drain", "sweep2")]
+        undrain("sweep2")  # `cluster run --drain`'s own drains (ledger.drain_rejected): the same
+        rejected = tuple(NodeVerdict(n, False, ("check matmul: FAIL",), (), "", {}) for n in ("nosuch7", "sweep2"))
+        said.clear()
+        drained = ledger.drain_rejected(tmp_path / "run", FleetVerdict(rejected, (), (), "", {}), said.append)
+        assert drained == ["sweep2"] and "drain" in _reason("sweep2")[0], said
+        assert any(s.startswith("nosuch7: NOT drained: scontrol update") for s in said), said
+    finally:
+        undrain("sweep2")

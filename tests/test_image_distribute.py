@@ -5,6 +5,7 @@ imported from the local registry with enroot (tests/image_parts.py) is copied by
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import threading
 from pathlib import Path
@@ -138,3 +139,71 @@ def test_sbcast_to_one_node_and_an_unavailable_node_is_not_ready(cluster, image,
     assert n["img2"]["status"] == "failed" and n["img2"]["words"].startswith("node unavailable: "), n["img2"]
     assert sha(tmp_path / "sb" / image.name) == doc["sha256"]
     assert sorted(x.name for x in (tmp_path / "sb").iterdir()) == [f".{image.name}.lock", image.name]
+
+
+def _fake_image(folder: Path, name: str) -> Path:
+    """A small file and its `trainready.image/1` record: distribution moves and checks bytes, whatever they are."""
+    import hashlib
+
+    folder.mkdir(parents=True, exist_ok=True)
+    data = b"squashfs stand-in " * 4096
+    sqsh = folder / name
+    sqsh.write_bytes(data)
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    (folder / f"{name}.json").write_text(json.dumps({"schema": "trainready.image/1", "reference": "r@" + digest,
+                                                     "digest": digest, "sha256": digest, "size_bytes": len(data),
+                                                     "file": name}))
+    return sqsh
+
+
+@pytest.mark.parametrize("via", ["sbcast", "copy"])
+def test_names_holding_shell_syntax_are_data_never_run(cluster, tmp_path, via) -> None:
+    """A file name and --dest holding $(), backticks, quotes, spaces and a line feed: copied byte for byte, nothing
+    in them run (the sbcast path built a `bash -c` string with them inside double quotes: `touch` ran)."""
+    name = "x$(touch PWNED)`touch PWNED2`'\" \nb.sqsh"
+    sqsh = _fake_image(tmp_path / "src $(x)", name)
+    dest = f"{tmp_path}/d $(touch {tmp_path}/P1) `touch {tmp_path}/P2` 'q\" \nx" + ("/%n" if via == "copy" else "")
+    here = [Path.cwd() / "PWNED", Path.cwd() / "PWNED2"]
+    try:
+        p = run_cli("image", "distribute", str(sqsh), "--nodelist", "img1", "--dest", dest, "--via", via,
+                    "--json", str(tmp_path / "d.json"), timeout=300)
+        planted = [x for x in (*here, tmp_path / "P1", tmp_path / "P2") if x.exists()]
+    finally:
+        for x in here:
+            x.unlink(missing_ok=True)
+    assert planted == [], planted
+    doc = json.loads((tmp_path / "d.json").read_text())
+    assert p.returncode == 0 and by_node(doc)["img1"]["status"] == "copied", (p.stdout, p.stderr, doc)
+    got = Path(dest.replace("%n", "img1")) / name
+    assert got.read_bytes() == sqsh.read_bytes() and doc["sha256"] == "sha256:" + __import__("hashlib").sha256(
+        got.read_bytes()).hexdigest()
+    assert sorted(x.name for x in got.parent.iterdir()) == [f".{name}.lock", name]
+
+
+def test_a_part_file_is_never_written_through_a_planted_link_nor_the_lock(cluster, tmp_path) -> None:
+    """A shared DEST where someone planted symbolic links at the part names a job id would give, and at the lock:
+    the lock link is refused, and with it gone the copy goes to a name of its own, the link's target untouched."""
+    sqsh = _fake_image(tmp_path / "src", "img.sqsh")
+    dest = tmp_path / "shared"
+    dest.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    for k in range(1, 64):
+        (dest / f".img.sqsh.part.{k}").symlink_to(victim)
+    (dest / ".img.sqsh.lock").symlink_to(victim)
+    p = run_cli("image", "distribute", str(sqsh), "--nodelist", "img1", "--dest", str(dest), "--json",
+                str(tmp_path / "d.json"), timeout=300)
+    n = by_node(json.loads((tmp_path / "d.json").read_text()))["img1"]
+    assert p.returncode == 1 and n["status"] == "failed" and "is a symbolic link: refused" in n["words"], n
+    (dest / ".img.sqsh.lock").unlink()
+    p = run_cli("image", "distribute", str(sqsh), "--nodelist", "img1", "--dest", str(dest), "--json",
+                str(tmp_path / "d.json"), timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert victim.read_text() == "keep" and (dest / "img.sqsh").read_bytes() == sqsh.read_bytes()
+    assert oct((dest / "img.sqsh").stat().st_mode & 0o777) == oct(0o666 & ~_umask())
+
+
+def _umask() -> int:
+    old = os.umask(0)
+    os.umask(old)
+    return old

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+import urllib.error
 from pathlib import Path
 
 import pytest
@@ -128,3 +130,96 @@ def test_a_full_destination_leaves_no_file(registry, env, tmp_path) -> None:
         subprocess.run(["umount", str(d)], capture_output=True)
     assert p.returncode == 1 and "enroot import" in p.stderr, p.stderr
     assert not left, left
+
+
+class Negotiating:
+    """A registry front on 127.0.0.1 that answers each client by what it asks.  A request accepting both single
+    manifests and indexes (trainready's) gets the genuine manifest from the registry behind it.  mode "index": one
+    asking for lists/indexes only (enroot's first request, its src/docker.sh) gets an index whose amd64/arm64 entry
+    is another image's manifest, whose manifest and blobs are then taken from its own repository.  mode "twice":
+    one asking for single manifests only (enroot's second request) gets the pinned manifest with its layers listed
+    twice (the same blobs: a cache of blobs alone cannot tell)."""
+
+    def __init__(self, behind: int, pinned: str, other_repo: str, other_digest: str, mode: str = "index") -> None:
+        import http.server
+        import threading
+        import urllib.request
+
+        index = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": [
+            {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": other_digest, "size": 1,
+             "platform": {"architecture": a, "os": "linux"}} for a in ("amd64", "arm64")]}).encode()
+        self.indexes_served = 0
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            timeout = 30
+
+            def _answer(self, body: bool) -> None:
+                accept = self.headers.get("Accept", "")
+                if mode == "index" and self.path.endswith(f"/manifests/{pinned}") and body and \
+                        "manifest.v2+json" not in accept and "image.manifest.v1+json" not in accept:
+                    outer.indexes_served += 1
+                    return self._send(200, {"Content-Type": "application/vnd.oci.image.index.v1+json"}, index, body)
+                code, headers, data = self._behind(self.path, accept)
+                if mode == "twice" and code == 200 and "/manifests/" in self.path and "index" not in accept:
+                    doc = json.loads(data)
+                    doc["layers"] = doc["layers"] * 2
+                    outer.indexes_served += 1
+                    data = json.dumps(doc).encode()
+                if code == 404:
+                    code, headers, data = self._behind(re.sub(r"^/v2/[^/]+/[^/]+/", f"/v2/{other_repo}/", self.path), accept)
+                self._send(code, headers, data, body)
+
+            def _behind(self, path: str, accept: str) -> tuple[int, dict[str, str], bytes]:
+                req = urllib.request.Request(f"http://127.0.0.1:{behind}{path}", headers={"Accept": accept} if accept else {})
+                try:
+                    with urllib.request.urlopen(req, timeout=30) as r:
+                        return r.status, {"Content-Type": r.headers.get("Content-Type", "")}, r.read()
+                except urllib.error.HTTPError as exc:
+                    return exc.code, {"Content-Type": "application/json"}, exc.read()
+
+            def _send(self, code: int, headers: dict[str, str], data: bytes, body: bool) -> None:
+                self.send_response(code)
+                for k, v in {**headers, "Content-Length": str(len(data))}.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                if body:
+                    self.wfile.write(data)
+
+            def do_GET(self) -> None:  # noqa: N802 - the http.server API
+                self._answer(True)
+
+            def do_HEAD(self) -> None:  # noqa: N802
+                self._answer(False)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.mark.parametrize("mode", ["index", "twice"])
+def test_a_registry_that_negotiates_for_enroot_publishes_nothing_naming_both(registry, env, tmp_path, mode) -> None:
+    """trainready's request gets image small's genuine manifest (the pin checks); enroot's own requests get an
+    index pointing at image other, or small's manifest with its layers twice.  enroot would import that under
+    small's pin: the manifest enroot parsed is held to the verified one, and nothing is published."""
+    small, other = registry.refs["small"].split("@")[1], registry.refs["other"].split("@")[1]
+    front = Negotiating(registry.port, small, "trainready/other", other, mode)
+    try:
+        p = run_cli("image", "import", f"127.0.0.1:{front.port}#trainready/small@{small}", "--out", str(tmp_path),
+                    env=env)
+    finally:
+        front.close()
+    assert front.indexes_served >= 1  # enroot was told another story than trainready
+    assert p.returncode == 1 and "enroot fetched another manifest than the pin: sha256:" in p.stderr, p.stdout + p.stderr
+    assert f"the verified manifest is {small}; nothing published" in p.stderr, p.stderr
+    assert mode != "index" or f"enroot fetched another manifest than the pin: {other} from " in p.stderr, p.stderr
+    assert not list(tmp_path.iterdir()), list(tmp_path.iterdir())
+    ok = run_cli("image", "import", registry.pinned("small"), "--out", str(tmp_path), env=env)  # told one story: fine
+    assert ok.returncode == 0 and len(list(tmp_path.glob("*.sqsh"))) == 1, ok.stderr

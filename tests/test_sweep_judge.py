@@ -161,3 +161,34 @@ def test_history_is_keyed_by_board_serial_a_swap_is_said_and_uuid_keyed_entries_
     assert said[1].startswith("1650123 ecc_uncorrected_aggregate grew 1 -> 3"), said
     unread = trend.entry("2026-12-04T03:00:00+00:00", "pass", record("unavailable: NVML: Not Supported", "GPU-a", 700.0), "r")
     assert unread["gpus"] == ["GPU-a"] and trend.judge(unread, old, 0.10, 5) == []
+
+
+def test_the_sweep_lock_never_follows_a_symbolic_link(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    victim = tmp_path / "victim"
+    victim.write_text("keep\n")
+    (tmp_path / "sweep").mkdir()
+    (tmp_path / "sweep" / "lock").symlink_to(victim)
+    p = cli("cluster", "sweep", "--results", str(tmp_path))
+    assert p.returncode == 2 and "Traceback" not in p.stderr and "internal error" not in p.stderr, p.stderr
+    assert f"{tmp_path}/sweep/lock: a symbolic link: refused, never followed" in p.stderr, p.stderr
+    assert victim.read_text() == "keep\n"
+
+
+def test_a_file_system_without_flock_is_one_line_naming_the_mount_option(tmp_path, monkeypatch) -> None:  # type: ignore
+    """Lustre mounted without `flock` answers flock(2) with ENOSYS; no such mount can be made here, so flock is
+    made to answer as Lustre does (the only stand-in in this module)."""
+    import errno
+    import fcntl
+
+    import pytest
+
+    from trainready.cluster.sweep import state
+    from trainready.errors import UsageError
+
+    def lustre(fd: int, op: int) -> None:
+        raise OSError(errno.ENOSYS, "Function not implemented")
+
+    monkeypatch.setattr(fcntl, "flock", lustre)
+    with pytest.raises(UsageError, match=r"sweep/lock: its file system cannot lock \(flock\(2\): Function not "
+                                         r"implemented\); .*Lustre: -o flock"):
+        state.lock(tmp_path)

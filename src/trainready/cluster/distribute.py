@@ -12,7 +12,6 @@ A node that cannot take the file is "not ready", with the copy's own words; noth
 from __future__ import annotations
 
 import os
-import shlex
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -113,24 +112,40 @@ def step_argv(job: Job, nodes: list[str]) -> list[str]:
     return argv + ["bash", "-c", SCRIPT]
 
 
+# Inside salloc: the data (file, DEST, the temporary name's random part) come through the environment and the node
+# step's argv as the script's own arguments ("$@"): nothing from a file name or --dest is ever parsed by a shell.
+SBCAST = r"""
+set -u
+tmp=${TR_DEST%/}/.$TR_NAME.sbcast.$TR_TOKEN
+srun --ntasks="$TR_NODES" --ntasks-per-node=1 mkdir -p -- "$TR_DEST"
+sbcast -f "$TR_SBCAST" "$tmp"
+TR_SRC=$tmp exec "$@"
+"""
+
+
 def sbcast_wrapped(job: Job, nodes: list[str]) -> list[str]:
-    """salloc over the nodes, sbcast into a temporary name beside DEST (same file system: the node renames it),
-    then the node step with that file as its source."""
-    tmp = f"{job.dest.rstrip('/')}/.{job.sqsh.name}.sbcast.$SLURM_JOB_ID"
-    mkdir = ["srun", f"--ntasks={len(nodes)}", "--ntasks-per-node=1", "mkdir", "-p", job.dest]
-    inner = (f"{shlex.join(mkdir)}; sbcast -f {shlex.quote(str(job.sqsh))} \"{tmp}\"; "
-             f"TR_SRC=\"{tmp}\" {shlex.join(step_argv(job, nodes))}")
+    """salloc over the nodes, sbcast into a temporary name beside DEST (same file system: the node renames it; its
+    name holds 16 random hex digits, so none can be planted there before), then the node step with that file as
+    its source (SBCAST; its environment: `sbcast_env`)."""
     argv = ["salloc", f"--nodelist={slurm.hostlist(nodes)}", f"--nodes={len(nodes)}", f"--time={job.time_limit}",
             "--job-name=trainready-image"]
     if job.partition:
         argv.append(f"--partition={job.partition}")
-    return argv + ["bash", "-c", inner]
+    return argv + ["bash", "-c", SBCAST, "trainready-sbcast", *step_argv(job, nodes)]
+
+
+def sbcast_env(job: Job, nodes: list[str]) -> dict[str, str]:
+    import secrets
+
+    return {"TR_SBCAST": str(job.sqsh), "TR_TOKEN": secrets.token_hex(8), "TR_NODES": str(len(nodes))}
 
 
 def run_step(job: Job, nodes: list[str]) -> tuple[dict[str, NodeResult], str]:
     """The node step; (node → result, Slurm's own last words for nodes that said nothing)."""
     argv = sbcast_wrapped(job, nodes) if job.via == "sbcast" else step_argv(job, nodes)
     env = node_env(job, str(job.sqsh), move=job.via == "sbcast")
+    if job.via == "sbcast":
+        env.update(sbcast_env(job, nodes))
     try:
         p = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=None)
     except FileNotFoundError:

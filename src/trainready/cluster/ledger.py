@@ -54,7 +54,9 @@ def read(results: Path) -> list[dict[str, Any]]:
 
 
 def reason_text(reasons: Sequence[str]) -> str:
-    first = " ".join(reasons[0].split()) if reasons else "rejected"
+    from trainready.util.nodetext import clean_line
+
+    first = " ".join(clean_line(reasons[0], REASON_MAX).split()) if reasons else "rejected"
     more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
     text = f"{slurm.PREFIX} {first}"
     return (text[: REASON_MAX - len(more) - 3] + "..." if len(text) + len(more) > REASON_MAX else text) + more
@@ -90,11 +92,25 @@ def drain_rejected(results: Path, verdict: FleetVerdict, say: Callable[[str], No
             append(results, {"action": "left-alone", **base, "slurm_reason": i.reason})
             continue
         reason = reason_text(nv.reasons)
-        slurm.drain(nv.node, reason)
-        append(results, {"action": "drain", **base, "slurm_reason": reason})
-        say(f"{nv.node}: drained ({reason})")
-        drained.append(nv.node)
+        failed = drain_one(nv.node, reason)
+        append(results, {"action": "drain-failed" if failed else "drain", **base, "slurm_reason": reason,
+                         **({"error": failed} if failed else {})})
+        say(f"{nv.node}: NOT drained: {failed}" if failed else f"{nv.node}: drained ({reason})")
+        if not failed:
+            drained.append(nv.node)
     return drained
+
+
+def drain_one(node: str, reason: str) -> str:
+    """Drain `node`; '' when done, else why not, in one line.  A failure on one node is that node's: it never
+    stops the drains of the others, nor the verdict or state written after them."""
+    from trainready.errors import SlurmError
+
+    try:
+        slurm.drain(node, reason)
+    except (SlurmError, OSError, ValueError) as exc:  # ValueError: an argv element execve(2) refuses
+        return f"{type(exc).__name__}: {exc}" if not isinstance(exc, SlurmError) else str(exc)
+    return ""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -124,9 +124,11 @@ def conclude(results: Path, run_dir: Path, verdict: FleetVerdict, rv: dict[str, 
     ledger.drain_rejected(results, verdict, say)
     for nv in verdict.nodes:  # untested again: back to the drain it had, never left in service unjudged
         if nv.not_tested:
-            slurm.drain(nv.node, rv["before"].get(nv.node) or f"{slurm.PREFIX} not re-validated")
-            ledger.append(results, {"action": "drain", "node": nv.node, "why": [f"not tested: {nv.not_tested}"]})
-            say(f"{nv.node}: not tested again ({nv.not_tested}); drained as before")
+            failed = ledger.drain_one(nv.node, rv["before"].get(nv.node) or f"{slurm.PREFIX} not re-validated")
+            ledger.append(results, {"action": "drain-failed" if failed else "drain", "node": nv.node,
+                                    "why": [f"not tested: {nv.not_tested}"], **({"error": failed} if failed else {})})
+            say(f"{nv.node}: not tested again ({nv.not_tested}); " + (f"NOT drained: {failed}" if failed else
+                                                                       "drained as before"))
     runstate.save(run_dir, concluded=True)
 
 

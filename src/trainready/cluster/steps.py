@@ -178,7 +178,9 @@ def gather(opts: FleetOptions, nodes: list[str], w: Watch) -> list[NodeInput]:
         info = {"job_id": s.job_id, "state": s.state, "exit_code": s.exit_code} if s else {}
         if doc is not None and doc.get("node") != node:
             doc, why = None, f"{path} names node {doc.get('node')!r}"
-        if doc is not None:
+        if doc is not None and (lie := contradicts(doc, s)):
+            out.append(NodeInput(node, None, "", str(path), info, not_tested=lie))
+        elif doc is not None:
             out.append(NodeInput(node, doc, "", str(path), info))
         elif s is None or never_started(s, w.stuck.get(i, "")):
             out.append(NodeInput(node, None, "", str(path), info, not_tested=never_started(s, w.stuck.get(i, ""))))
@@ -193,6 +195,24 @@ def gather(opts: FleetOptions, nodes: list[str], w: Watch) -> list[NodeInput]:
                 cause, text = no_result_reason(s, why)
             out.append(NodeInput(node, None, text, str(path), info, cause=cause))
     return out
+
+
+def contradicts(doc: Mapping[str, Any], s: slurm.TaskState | None) -> str:
+    """Why a node record is not its own task's: the exit code its report implies (records.Report.exit_code) is not
+    the one Slurm recorded for the node's task, which the node's own slurmd reported (another node can write the
+    record through the shared folder, not that); '' when they agree or the task did not end by itself."""
+    from trainready.records import PLANTED_EXIT, planted_of
+
+    if s is None or s.state not in ("COMPLETED", "FAILED"):
+        return ""
+    rc, _, sig = s.exit_code.partition(":")
+    report = doc.get("report") if isinstance(doc.get("report"), Mapping) else {}
+    status = str(report.get("status", ""))
+    want = PLANTED_EXIT if planted_of(report.get("context")) else 1 if status in ("fail", "error") else 0
+    if not rc.isdigit() or sig not in ("", "0") or int(rc) == want:
+        return ""
+    return (f"its record says {status.upper() or 'no status'} (its task would exit {want}), but Slurm says task "
+            f"{s.job_id} exited {rc}: written by another process than this node's task, not judged; left as it is")
 
 
 def cross_phase(opts: FleetOptions, nodes: list[str], info: Mapping[str, slurm.NodeInfo], spec_gpus: int,

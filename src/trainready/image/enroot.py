@@ -71,10 +71,11 @@ def digest(e: Enroot, uri: str) -> str:
     return out[-1].strip()
 
 
-def run_import(e: Enroot, uri: str, out: Path, epoch: int) -> None:
-    """`enroot import -o OUT URI` with SOURCE_DATE_EPOCH (same image, same bytes), in its own process group so an
+def run_import(e: Enroot, uri: str, out: Path, epoch: int, extra: Mapping[str, str]) -> None:
+    """`enroot import -o OUT URI` with SOURCE_DATE_EPOCH (same image, same bytes) and `extra` in its environment
+    (ENROOT_CACHE_PATH: enroot's environment overrides its enroot.conf), in its own process group so an
     interruption stops all of it; a failure is one ImageError in enroot's words (OUT removed)."""
-    env = dict(os.environ, SOURCE_DATE_EPOCH=str(epoch))
+    env = dict(os.environ, SOURCE_DATE_EPOCH=str(epoch), **extra)
     proc = subprocess.Popen([e.path, "import", "-o", str(out), uri], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env, start_new_session=True)
     try:

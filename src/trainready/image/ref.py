@@ -12,6 +12,7 @@ from trainready.errors import UsageError
 HUB = "registry-1.docker.io"
 _REF = re.compile(r"^(?:docker://)?(?:(?P<user>[^@#/:]+)@)?(?:(?P<registry>[^#/@]+)#)?(?P<image>[a-z0-9][a-z0-9._/-]*)"
                   r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$")
+_NO_USER = re.compile(_REF.pattern.replace(r"(?:(?P<user>[^@#/:]+)@)?", "(?P<user>)"))
 PIN_HINT = "pin it as REGISTRY#IMAGE@sha256:DIGEST (e.g. `enroot digest docker://REGISTRY#IMAGE:TAG` prints it), or pass --resolve"
 
 
@@ -43,15 +44,18 @@ class ImageRef:
 
 
 def parse(text: str) -> ImageRef:
-    """A registry reference, or one usage line saying what was expected."""
+    """A registry reference, or one usage line saying what was expected.  `IMAGE@sha256:HEX` is an image and its
+    digest, never a user `IMAGE` and an image `sha256` (enroot's src/docker.sh reads it so too)."""
     m = _REF.match(text.strip())
+    if m and m["user"] and not m["digest"] and re.fullmatch(r"sha256:[0-9a-f]{64}", f"{m['image']}:{m['tag']}"):
+        m = _NO_USER.match(text.strip())
     if not m or text.startswith(("/", "./", "../")):
         raise UsageError(f"image reference {text!r}: expected docker://[USER@][REGISTRY#]IMAGE[:TAG]@sha256:DIGEST "
                          "or REGISTRY#IMAGE@sha256:DIGEST")
     registry, image = m["registry"] or HUB, m["image"]
     if registry == HUB and "/" not in image:
         image = f"library/{image}"
-    return ImageRef(text.strip(), m["user"], registry, image, m["tag"], m["digest"])
+    return ImageRef(text.strip(), m["user"] or None, registry, image, m["tag"], m["digest"])
 
 
 def require_pin(ref: ImageRef) -> None:

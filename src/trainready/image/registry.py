@@ -3,15 +3,14 @@
 enroot checks each layer blob against the digest the manifest gives it, but it does not check the manifest
 against the pin (enroot's src/docker.sh); this does.  The registry API is the OCI distribution spec's
 (GET /v2/NAME/manifests/REFERENCE); a registry that asks for a token (WWW-Authenticate: Bearer) gets one for the
-user of the reference, with the password from enroot's credentials file (ENROOT_CONFIG_PATH/.credentials, netrc
-format), as enroot does.  No credential is ever returned or recorded."""
+user of the reference, with the credentials enroot would send from its credentials file
+(ENROOT_CONFIG_PATH/.credentials, netrc format; chosen and kept to their host as auth.py says).  No credential is
+ever returned or recorded."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
-import netrc
 import platform
 import re
 import urllib.error
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from trainready.errors import ImageError
+from trainready.image import auth
 from trainready.image.enroot import Enroot
 from trainready.image.ref import ImageRef
 
@@ -46,29 +46,19 @@ def debarch() -> str:
     return {"x86_64": "amd64", "aarch64": "arm64", "ppc64le": "ppc64le"}.get(m, m)
 
 
-def _basic(e: Enroot, ref: ImageRef) -> str | None:
-    """'Basic ...' for the reference's user from enroot's credentials file, if it holds one."""
-    path = Path(e.config.get("ENROOT_CONFIG_PATH") or "~/.config/enroot").expanduser() / ".credentials"
-    try:
-        entry = netrc.netrc(str(path)).authenticators(ref.registry.split(":")[0])
-    except (OSError, netrc.NetrcParseError):
-        return None
-    if not entry or (ref.user and entry[0] != ref.user):
-        return None
-    return "Basic " + base64.b64encode(f"{entry[0]}:{entry[2]}".encode()).decode()
-
-
 def _token(e: Enroot, ref: ImageRef, challenge: str) -> str:
     """A bearer token from the realm the registry's WWW-Authenticate names."""
     params = dict(re.findall(r'(\w+)="([^"]*)"', challenge))
     realm = params.pop("realm", "")
     if not realm:
         raise ImageError(f"{ref.registry}: could not read the authentication realm from {challenge!r}")
+    auth.check_scheme(realm, e.allow_http, f"{ref.registry}: token realm")
     req = urllib.request.Request(realm + "?" + urllib.parse.urlencode(params))
-    if (basic := _basic(e, ref)) is not None:
+    creds = Path(e.config.get("ENROOT_CONFIG_PATH") or "~/.config/enroot").expanduser() / ".credentials"
+    if (basic := auth.basic_for_realm(creds, ref.registry, ref.user, realm)) is not None:
         req.add_header("Authorization", basic)
     try:
-        with urllib.request.urlopen(req, timeout=TIMEOUT_S) as r:
+        with auth.opener(e.allow_http).open(req, timeout=TIMEOUT_S) as r:
             doc = json.loads(r.read())
     except (urllib.error.URLError, OSError, ValueError) as exc:
         raise ImageError(f"{ref.registry}: token request to {realm} failed: {exc}") from None
@@ -78,16 +68,16 @@ def _token(e: Enroot, ref: ImageRef, challenge: str) -> str:
 def fetch(e: Enroot, ref: ImageRef, reference: str) -> bytes:
     """The manifest bytes as the registry serves them (the bytes its digest is the sha256 of)."""
     url = f"{'http' if e.allow_http else 'https'}://{ref.registry}/v2/{ref.image}/manifests/{reference}"
-    auth: str | None = None
+    header: str | None = None
     for _ in range(2):
-        req = urllib.request.Request(url, headers={"Accept": ACCEPT, **({"Authorization": auth} if auth else {})})
+        req = urllib.request.Request(url, headers={"Accept": ACCEPT, **({"Authorization": header} if header else {})})
         try:
-            with urllib.request.urlopen(req, timeout=TIMEOUT_S) as r:
+            with auth.opener(e.allow_http).open(req, timeout=TIMEOUT_S) as r:
                 return bytes(r.read())
         except urllib.error.HTTPError as exc:
             challenge = exc.headers.get("WWW-Authenticate", "")
-            if exc.code == 401 and auth is None and challenge.lower().startswith("bearer"):
-                auth = _token(e, ref, challenge)
+            if exc.code == 401 and header is None and challenge.lower().startswith("bearer"):
+                header = _token(e, ref, challenge)
                 continue
             raise ImageError(f"{url}: {exc.code} {exc.reason}") from None
         except (urllib.error.URLError, OSError) as exc:

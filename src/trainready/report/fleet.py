@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from trainready.report.kinds import Record
+from trainready.util.nodetext import clean_tree
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ def _node_report(rec: Record, entry: Mapping[str, Any]) -> Mapping[str, Any] | N
     cands.append(base / "nodes" / f"{entry.get('node')}.json")
     for p in cands:
         try:
-            doc = json.loads(p.read_text(encoding="utf-8"))
+            doc = clean_tree(json.loads(p.read_text(encoding="utf-8")))  # a node wrote it (util/nodetext.py)
         except (OSError, ValueError):
             continue
         if isinstance(doc, Mapping):

@@ -113,8 +113,12 @@ def kind_of(doc: Any, where: str) -> str:
 
 
 def read_record(path: str, where: str | None = None) -> Record:
+    """A record from a file, its strings cleaned (util/nodetext.py): a node may have written it (a fleet's node
+    record), and its text goes on to HTML, JUnit, Prometheus and the terminal."""
+    from trainready.util.nodetext import clean_tree
+
     where = where or path
-    doc = read_json(path, where, "a trainready JSON record (--json of node, comm, resume, env, plan, ...)")
+    doc = clean_tree(read_json(path, where, "a trainready JSON record (--json of node, comm, resume, env, plan, ...)"))
     return Record(str(path), kind_of(doc, where), doc)
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from trainready.report.kinds import Record
+from trainready.util.nodetext import clean
 
 PREFIX = "trainready_"
 STATUSES = ("pass", "warn", "skip", "fail", "error")
@@ -165,7 +166,14 @@ def _num(x: Any) -> float:
 
 
 def _escape(v: str) -> str:
-    return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+    """A label value: backslash, double quote and line feed escaped (the text format's three); control
+    characters and invalid code points replaced first (util/nodetext.py), the file being UTF-8."""
+    return clean(v).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _escape_help(v: str) -> str:
+    """A HELP line: backslash and line feed escaped, nothing else (the text format defines no other escape)."""
+    return clean(v).replace("\\", "\\\\").replace("\n", "\\n")
 
 
 def _fmt(v: float) -> str:
@@ -189,7 +197,7 @@ def render(samples: Iterable[Sample]) -> str:
         fam[1].setdefault(s.labels, s.value)
     lines = []
     for name, (help_text, series) in families.items():
-        lines.append(f"# HELP {name} {_escape(help_text)}")
+        lines.append(f"# HELP {name} {_escape_help(help_text)}")
         lines.append(f"# TYPE {name} gauge")
         for labels, value in series.items():
             lab = ",".join(f'{k}="{_escape(v)}"' for k, v in labels)

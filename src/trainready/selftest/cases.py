@@ -202,6 +202,12 @@ CASES: tuple[Case, ...] = (
     Case("cluster.silent", "the second node's rank joins the cross-node all_reduce, then stops (the others wait on "
          "it)", _cluster("silent", "cluster.silent={node2}", collective=True), "node:{node2}",
          r"collective: rank\(s\) \[\d+\] at fault in the all_reduce", needs="slurm"),
+    Case("cluster.text", "a check fails on the second node, its messages holding a NUL byte, a lone surrogate, ESC "
+         "and BEL (cleaned where read)", _cluster("text", "cluster.text={node2}", TRAINING), "node:{node2}",
+         r"check matmul: FAIL.*\ufffd\ufffd\ufffd\[2J\ufffd", needs="slurm"),
+    Case("cluster.forge", "the third node overwrites the second's record with a failing one (a rogue node): held to "
+         "Slurm's exit code of the second's task", _cluster("forge", "cluster.forge={node3}:{node2}"), "node:{node2}",
+         r"not tested: its record says FAIL .* Slurm says task \d+ exited 0: written by another process", needs="slurm"),
     Case("cluster.fail", "a check fails on the second node (a corrupted matmul element)",
          _cluster("fail", "cluster.fail={node2}", TRAINING), "node:{node2}", r"check matmul: FAIL", needs="slurm"),
     Case("cluster.fingerprint", "one rank of the second node computes a flipped last bit in its bf16 GEMM: the fleet's "

@@ -102,6 +102,10 @@ CLUSTER_PLANTS: dict[str, str] = {
     "cluster.vanish": "NODE: that node's cross-node task exits at once: no cross record, its rank never joins",
     "cluster.decline": "NODE:PCT: `cluster sweep` records that node's figures as its first sweep's x (1 - PCT/100)^k, "
                        "k its earlier sweeps (a slow decline; judge-only: planted after measuring)",
+    "cluster.text": "NODE: that node's matmul fails and every check message in its record starts with a NUL byte, a lone "
+                    "surrogate, ESC and BEL (a broken or hostile node's text)",
+    "cluster.forge": "NODE:VICTIM: NODE's task overwrites VICTIM's record with a failing one once VICTIM wrote it (a "
+                     "rogue node writing through the shared results folder)",
     "cluster.image": "NODE:PATH[,NODE:PATH...]: each NODE is given the squashfs PATH instead of --container-image (Pyxis runs it)",
 }
 

@@ -47,6 +47,8 @@ class NodeFaults:
     nofile: int | None = None
     silent: bool = False  # its rank joins the collective, then stops (the others must blame it, not themselves)
     vanish: bool = False  # its cross-node task ends at once: no cross record, its rank never joins
+    text: bool = False  # its matmul fails and its record's messages start with NUL, a lone surrogate, ESC and BEL
+    forge: str | None = None  # the node whose record this node's task overwrites with a failing one (a rogue node)
 
     @property
     def any(self) -> bool:
@@ -82,10 +84,22 @@ def failing_check(value: str | None, node: str) -> str | None:
     return check if who.strip() == node else None
 
 
+def forged(value: str | None, node: str) -> str | None:
+    """cluster.forge=NODE:VICTIM → VICTIM when NODE is `node`."""
+    if value is None:
+        return None
+    who, _, victim = (x.strip() for x in value.partition(":"))
+    if not who or not victim or who == victim:
+        raise UsageError(f"--plant cluster.forge={value}: expected NODE:VICTIM, two different nodes")
+    return victim if who == node else None
+
+
 def check_plants(nf: NodeFaults) -> dict[str, str]:
-    """The node-check plants (suite/plants.py) that carry this node's cluster plants: cluster.fail's, and for
-    cluster.drift the fingerprint's key drift on every rank of the node (fingerprint.drift=all)."""
-    out = dict([FAIL_PLANTS[nf.fail]]) if nf.fail else {}
+    """The node-check plants (suite/plants.py) that carry this node's cluster plants: cluster.fail's (cluster.text's
+    failing check too), and for cluster.drift the fingerprint's key drift on every rank of the node
+    (fingerprint.drift=all)."""
+    fail = nf.fail or (FAIL_DEFAULT if nf.text else None)
+    out = dict([FAIL_PLANTS[fail]]) if fail else {}
     return {**out, "fingerprint.drift": "all"} if nf.drift else out
 
 
@@ -125,4 +139,6 @@ def for_node(faults: Mapping[str, str], node: str) -> NodeFaults:
         nofile=int(nofile) if nofile is not False else None,
         silent=bool(on("cluster.silent", faults.get("cluster.silent"))),
         vanish=bool(on("cluster.vanish", faults.get("cluster.vanish"))),
+        text=bool(on("cluster.text", faults.get("cluster.text"))),
+        forge=forged(faults.get("cluster.forge"), node),
     )

@@ -68,6 +68,7 @@ def _sweep(fleet: FleetOptions, opts: SweepOptions, say: Callable[[str], None]) 
         outs = [judge.strike(doc, judge.outcome(nv, stopped), opts.strikes, t) for nv in verdict.nodes
                 if nv.node in p.nodes]
         outs = trends(fleet, verdict, outs, t)
+        state.save(fleet.results, doc)  # the strikes kept before any drain: a drain that fails loses none
         outs = act(fleet, doc, outs, len(info), opts, t, say)
     else:
         say("no idle node to sweep now")
@@ -176,9 +177,14 @@ def act(fleet: FleetOptions, doc: dict[str, Any], outs: list[judge.Outcome], fle
                                           "slurm_reason": i.reason})
             continue
         reason = ledger.dated_reason("sweep", [o.text])
-        slurm.drain(o.node, reason)
-        ledger.append(fleet.results, {"action": "drain", "node": o.node, "why": [o.text], "by": "sweep",
-                                      "strikes": o.strikes, "slurm_reason": reason, "planted": dict(fleet.plants)})
+        failed = ledger.drain_one(o.node, reason)  # a node Slurm refuses is said for that node; the others go on
+        ledger.append(fleet.results, {"action": "drain-failed" if failed else "drain", "node": o.node,
+                                      "why": [o.text], "by": "sweep", "strikes": o.strikes, "slurm_reason": reason,
+                                      "planted": dict(fleet.plants), **({"error": failed} if failed else {})})
+        if failed:
+            say(f"{o.node}: NOT drained: {failed}")
+            done[o.node] = "drain-failed"
+            continue
         doc["drains"].append({"node": o.node, "when": state.stamp(t), "reason": reason})
         state.node(doc, o.node)["drained"] = {"when": state.stamp(t), "reason": reason}
         done[o.node] = "drain"
@@ -191,7 +197,8 @@ def line(o: judge.Outcome, strikes: int) -> str:
         return f"{o.node}: {o.verdict}" + (f": {o.text}" if o.text else "") + warned
     what = {"warn": f"WARN (failed {o.strikes} of {strikes} sweeps in a row: measured again before a drain)",
             "drain": "FAIL, drained", "held": "FAIL, NOT drained (draining stopped: see above)",
-            "left-alone": "FAIL, already drained by an administrator: left alone"}.get(o.action, f"FAIL, {o.action}")
+            "left-alone": "FAIL, already drained by an administrator: left alone",
+            "drain-failed": "FAIL, NOT drained (Slurm refused the drain: see above)"}.get(o.action, f"FAIL, {o.action}")
     return f"{o.node}: {what}: {o.text}" + warned
 
 

@@ -7,12 +7,16 @@ drains of a window (`--max-drain` counts them) are kept with their dates.  Writt
 The lock: RESULTS/sweep/lock, held with flock(2) for the whole sweep (the kernel releases it when the process
 ends, however it ends), its text naming the holder.  A second sweep on the same RESULTS says who holds it and
 exits: sweeps never overlap (scrontab(1) never starts a line while its last run still runs, but a sweep started
-by hand or from another host would).
+by hand or from another host would).  The lock file is opened with O_NOFOLLOW: a symbolic link at its path is
+refused (one line), never followed.  A file system that does not lock (Lustre mounted without `flock` answers
+flock(2) with ENOSYS; NFS without a lock manager with ENOLCK) is refused with one line naming the mount option:
+without a lock two sweeps could drain past --max-drain together.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import fcntl
 import json
 import os
@@ -73,10 +77,18 @@ class Busy(Exception):
 
 
 def lock(results: Path) -> IO[str]:
-    """Hold RESULTS/sweep/lock until the returned file is closed (or the process ends); Busy if another holds it."""
+    """Hold RESULTS/sweep/lock until the returned file is closed (or the process ends); Busy if another holds it,
+    UsageError (one line) if it is a symbolic link or its file system cannot lock."""
+    from trainready.errors import UsageError
+
     p = results / FOLDER / "lock"
     p.parent.mkdir(parents=True, exist_ok=True)
-    f = open(p, "a+", encoding="utf-8")  # noqa: SIM115 - held open: the lock lives as long as the file
+    try:
+        fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        why = "a symbolic link: refused, never followed" if exc.errno == errno.ELOOP else exc.strerror
+        raise UsageError(f"{p}: {why}") from None
+    f = os.fdopen(fd, "a+", encoding="utf-8")
     try:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -84,6 +96,11 @@ def lock(results: Path) -> IO[str]:
         holder = f.read().strip() or "a process that has not written its name yet"
         f.close()
         raise Busy(holder) from None
+    except OSError as exc:
+        f.close()
+        raise UsageError(f"{p}: its file system cannot lock (flock(2): {exc.strerror}); two sweeps could overlap. "
+                         "Mount it with locking (Lustre: -o flock; NFS: a running lock manager, not -o nolock), or "
+                         "give --results a local or locking file system") from None
     f.seek(0)
     f.truncate()
     f.write(f"pid {os.getpid()} on {socket.gethostname()}, started {stamp()}\n")

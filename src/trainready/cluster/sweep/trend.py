@@ -225,9 +225,10 @@ def follow(results: Path, node: str, record_path: str, sweep: Sweep, plants: Map
            rule: Rule, fleet_mismatches: Mapping[str, int] | None = None) -> list[str]:
     """Add this sweep's entry to the node's history and judge it: the trend WARNs ([] without a record)."""
     from trainready.cluster.plants.faults import decline
+    from trainready.util.nodetext import clean_tree
 
     try:
-        record = json.loads(Path(record_path).read_text(encoding="utf-8"))
+        record = clean_tree(json.loads(Path(record_path).read_text(encoding="utf-8")))
     except (OSError, ValueError):
         return []
     past = load(results, node)

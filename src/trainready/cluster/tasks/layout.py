@@ -47,9 +47,12 @@ def storage_probe(results: Path, node: str) -> Path:
 
 
 def read_json(path: Path, schema: str) -> tuple[dict[str, Any] | None, str]:
-    """(document, '') or (None, why not): missing, unreadable, not JSON, or another schema."""
+    """(document, '') or (None, why not): missing, unreadable, not JSON, or another schema.  A node wrote it: every
+    string in it is cleaned here, once (util/nodetext.py), before the fleet's judge, Slurm or a report sees it."""
+    from trainready.util.nodetext import clean_tree
+
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = clean_tree(json.loads(path.read_text(encoding="utf-8")))
     except FileNotFoundError:
         return None, f"no record at {path}"
     except OSError as exc:

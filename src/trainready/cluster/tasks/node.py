@@ -79,6 +79,8 @@ def accept(opts: TaskOptions) -> int:
     doc = record(node, report.to_json(), manifest, opts, nf)
     doc["task_s"] = round(time.time() - t0, 3)  # the acceptance's own wall time (the collector's --time hint)
     atomic_write_json(node_record(opts.results, node), doc)
+    if nf.forge:
+        forge(opts.results, nf.forge)
     return report.exit_code
 
 
@@ -92,6 +94,8 @@ def record(node: str, report: dict[str, Any], manifest: dict[str, Any], opts: Ta
 
     if nf.slow_factor is not None:
         scale_throughput(report, nf.slow_factor)
+    for res in report.get("results", []) if nf.text else []:  # planted cluster.text: bytes no message should hold
+        res["message"] = f"\x00\ud800\x1b[2J\x07 {res.get('message', '')}"
     container = annotate(manifest, opts.image)  # image checksum + slurmd/pyxis/enroot (cluster/control/image.py)
     vers = versions(manifest)
     if nf.drift:
@@ -109,6 +113,26 @@ def record(node: str, report: dict[str, Any], manifest: dict[str, Any], opts: Ta
     if opts.plants:
         doc["planted"] = dict(opts.plants)  # a test run: never evidence (fleet verdict says so)
     return scrub(doc)  # type: ignore[no-any-return]
+
+
+def forge(results: Path, victim: str, wait_s: float = 300.0) -> None:
+    """Planted `cluster.forge`: once VICTIM's own record is there, overwrite it with a failing one, as a rogue node
+    can through the shared results folder (docs/cluster.md, "What a node can make trainready do")."""
+    import json
+
+    from trainready.util.atomic import atomic_write_json
+
+    end = time.monotonic() + wait_s
+    while time.monotonic() < end:
+        try:
+            doc = json.loads(node_record(results, victim).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            time.sleep(0.5)
+            continue
+        doc["report"]["status"] = "fail"
+        doc["report"]["results"][0].update(status="fail", message="wrong answers (written by another node)")
+        atomic_write_json(node_record(results, victim), doc)
+        return
 
 
 def scale_throughput(report: dict[str, Any], factor: float) -> None:

@@ -54,8 +54,11 @@ class Writer:
 
 
 def read(results: Path, node: str) -> dict[str, Any] | None:
+    """The node's progress file, its strings cleaned (util/nodetext.py: a node wrote it); None if unreadable."""
+    from trainready.util.nodetext import clean_tree
+
     try:
-        doc = json.loads(path(results, node).read_text(encoding="utf-8"))
+        doc = clean_tree(json.loads(path(results, node).read_text(encoding="utf-8")))
     except (OSError, ValueError):
         return None
     return doc if isinstance(doc, dict) else None

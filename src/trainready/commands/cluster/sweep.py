@@ -28,9 +28,14 @@ def window_s(option: str, text: str) -> float:
 
 def scrontab_line(schedule: str, argv: list[str]) -> str:
     """The scrontab(1) entry: '#SCRON' options for the collector's own job, then the schedule and the command."""
-    if len(schedule.split()) != 5 and not schedule.startswith("@"):
+    fields = schedule.split()
+    if (len(fields) != 5 or not all(re.fullmatch(r"[0-9A-Za-z*,/-]+", f) for f in fields)) and \
+            not re.fullmatch(r"@[a-z]+", schedule):
         raise UsageError(f"--scrontab '{schedule}': expected a cron schedule of five fields (e.g. '0 3 * * 0') "
                          "or @daily/@weekly (scrontab(1))")
+    for a in argv:  # scrontab(1) reads one entry a line: a line feed in an argument would start another entry
+        if "\n" in a or "\r" in a:
+            raise UsageError(f"--scrontab: the argument {a!r} holds a line break; a scrontab entry is one line")
     keep, it = [], iter(argv)
     for a in it:
         if a == "--scrontab":
