@@ -68,7 +68,10 @@ def hostnames(expr: str) -> list[str]:
 
 
 def hostlist(names: Sequence[str]) -> str:
-    """Slurm's own compression of node names into a hostlist expression (`scontrol show hostlist`)."""
+    """Slurm's own compression of node names into a hostlist expression (`scontrol show hostlist`); one plain name is
+    its own expression (no call: a command that names one node needs no Slurm configuration for it)."""
+    if len(names) == 1 and not any(c in names[0] for c in ",[]"):
+        return names[0]
     return call(["scontrol", "show", "hostlist", ",".join(names)]).strip()
 
 
