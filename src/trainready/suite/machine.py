@@ -53,6 +53,7 @@ class Reading:
     steal_ticks: int
     total_ticks: int  # all CPUs, every column
     ours_ticks: int  # this process tree
+    ours: frozenset[int] = frozenset()  # its PIDs at this reading
 
 
 @dataclass(frozen=True)
@@ -119,8 +120,9 @@ def read() -> Reading:
         cpu = []
     cpu += [0] * (8 - len(cpu))
     user, nice, system, _idle, _iowait, irq, softirq, steal = cpu[:8]
+    tree = tree_pids()
     return Reading(time.monotonic(), user + nice + system + irq + softirq, steal, sum(cpu[:8]),
-                   sum(tree_pids().values()))
+                   sum(tree.values()), frozenset(tree))
 
 
 def gpu_others(ours: set[int]) -> tuple[int, ...]:
@@ -169,7 +171,7 @@ def between(start: Reading, end: Reading, gpus: bool = False) -> MachineState:
     load1 = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     return MachineState(os.cpu_count() or 1, round(seconds, 3), round(max(0.0, busy_s - ours_s) / seconds, 2),
                         round((end.steal_ticks - start.steal_ticks) / total, 3), round(load1, 2),
-                        gpu_others(set(tree_pids())) if gpus else ())
+                        gpu_others(set(end.ours)) if gpus else ())
 
 
 def beyond_noise(repeats: list[float], floor: float, k: float = 3.0) -> bool:
