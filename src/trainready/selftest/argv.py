@@ -30,11 +30,11 @@ def cluster(name: str, plant: str, checks: str = "versions", collective: bool = 
             time: str = "") -> tuple[str, ...]:
     """`cluster run` on the first 3 usable nodes of the default partition ({node1} {node2} {node3}: node1..node3
     on the local cluster, scripts/local-slurm.sh up), each case its own --results; {node1} is the versions
-    reference and stays unplanted (the run's own control).  `collective`: the multi-node all_reduce too, under
-    {spec_fleet} (example:local-slurm with the collective deadlines the plants need, prepare.spec_fleet);
-    `time`: --time (default 2:00 with the collective, 1:00 without: what 3 nodes sharing 2 cores need)."""
+    reference and stays unplanted (the run's own control), under {spec_fleet} (example:local-slurm with the
+    deadlines the plants need, prepare.spec_fleet).  `collective`: the multi-node all_reduce too; `time`: --time
+    (default 2:00 with the collective, 1:00 without: what 3 nodes sharing 2 cores need)."""
     return ("cluster", "run", "--nodelist", "{node1},{node2},{node3}", "--results", f"{{cluster_results}}/{name}",
-            "--spec", "{spec_fleet}" if collective else "example:local-slurm", "--only", checks,
+            "--spec", "{spec_fleet}", "--only", checks,
             "--reference", "{node1}", "--time", time or ("2:00" if collective else "1:00"),
             *(() if collective else ("--no-collective",)), "--plant", plant)
 

@@ -147,17 +147,22 @@ def spec_busbw_loose(root: Path, gpus: int, argv: list[str]) -> str:
 # average 1-20, examples/local-slurm.toml), not the 30 s + 20 s of the fleet's example spec.
 FLEET_TIMEOUT_S = 15.0
 FLEET_JOIN_S = 10.0
+# Each node's wait for the others' storage probes (cross-node step): one srun starts every node's task within a
+# second or two, and the probe is its first act after the clock exchange; cluster.vanish (a node that writes none)
+# and cluster.storage (a node on another filesystem) wait this out.  The example spec's 20 s is for load average 20.
+FLEET_STORAGE_WAIT_S = 8.0
 
 
 def _local_slurm(root: Path, name: str, fleet_lines: str = "") -> str:
-    """example:local-slurm with the collective cases' deadlines (FLEET_TIMEOUT_S, FLEET_JOIN_S) and `fleet_lines`
-    added to its [fleet] table, as NAME."""
+    """example:local-slurm with the fleet cases' deadlines (FLEET_TIMEOUT_S, FLEET_JOIN_S, FLEET_STORAGE_WAIT_S)
+    and `fleet_lines` added to its [fleet] table, as NAME."""
     import re
     from importlib import resources
 
     text = resources.files("trainready.spec").joinpath("examples/local-slurm.toml").read_text(encoding="utf-8")
     text = re.sub(r"(?m)^timeout_s = .*$", f"timeout_s = {FLEET_TIMEOUT_S}", text)
     text = re.sub(r"(?m)^join_s = .*$", f"join_s = {FLEET_JOIN_S}", text)
+    text = re.sub(r"(?m)^storage_wait_s = .*$", f"storage_wait_s = {FLEET_STORAGE_WAIT_S}", text)
     text = text.replace("\n[fleet]\n", f"\n[fleet]\n{fleet_lines}", 1)
     path = root / name
     path.write_text(text)

@@ -18,6 +18,7 @@ a node), timing-sensitive ones alone at the end; every command forked from one i
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 import subprocess
@@ -144,13 +145,15 @@ class Shared:
 
     def _run(self, group: tuple[Case, ...]) -> tuple[tuple[str, ...], Finished | None, str]:
         argv = tuple(_fill(a, self.values) for a in shared_argv(group))
+        t0 = time.perf_counter()
         for c in group:
             if c.before:
                 prep = run_cli([_fill(a, self.values) for a in c.before], self.work, zygote=self.zygote)
                 if prep_failed(prep):
                     return argv, None, prep_failed(prep)
         record = self.work / f"share-{share_key(group[0])}.json"
-        return argv, run_cli(argv, self.work, record, zygote=self.zygote), ""
+        run = run_cli(argv, self.work, record, zygote=self.zygote)
+        return argv, dataclasses.replace(run, seconds=time.perf_counter() - t0), ""  # its preparation counted
 
 
 def _fleet_case(case: Case, values: dict[str, str], expect: str, shared: Shared, t0: float) -> CaseResult:
