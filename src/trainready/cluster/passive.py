@@ -183,7 +183,7 @@ def run_passive(want: int | None, state: str | None, plants: Mapping[str, str], 
     if plants:
         say(f"trainready health check: {node}: FAIL: {'; '.join(found['fail'])} (planted: not drained)")
         return PLANTED_EXIT
-    return drain_self(node, found["fail"], "health", plants, say)
+    return drain_self(node, found["fail"], "health", plants, say, "hardware")  # counters, XIDs, GPUs missing
 
 
 def write_record(path: str, node: str, now: HealthReading, found: dict[str, list[str]], took: float,

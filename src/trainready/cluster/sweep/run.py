@@ -157,7 +157,7 @@ def stopped_tasks(verdict: FleetVerdict) -> dict[str, str]:
 def act(fleet: FleetOptions, doc: dict[str, Any], outs: list[judge.Outcome], fleet_size: int, opts: SweepOptions,
         t: Any, say: Callable[[str], None]) -> list[judge.Outcome]:
     """Drain the confirmed failures (with --drain), within the bound, never over an administrator's drain."""
-    from trainready.cluster import ledger
+    from trainready.cluster import ledger, reasons, rma
 
     wanted = [o.node for o in outs if o.action == "drain"]
     if not wanted or not fleet.drain:
@@ -176,15 +176,18 @@ def act(fleet: FleetOptions, doc: dict[str, Any], outs: list[judge.Outcome], fle
             ledger.append(fleet.results, {"action": "left-alone", "node": o.node, "why": [o.text], "by": "sweep",
                                           "slurm_reason": i.reason})
             continue
-        reason = ledger.dated_reason("sweep", [o.text])
+        klass = reasons.class_of_causes(o.causes)
+        reason = ledger.dated_reason("sweep", [o.text], klass=klass)
         failed = ledger.drain_one(o.node, reason)  # a node Slurm refuses is said for that node; the others go on
         ledger.append(fleet.results, {"action": "drain-failed" if failed else "drain", "node": o.node,
                                       "why": [o.text], "by": "sweep", "strikes": o.strikes, "slurm_reason": reason,
+                                      **ledger.whole("sweep", klass, [o.text]),
                                       "planted": dict(fleet.plants), **({"error": failed} if failed else {})})
         if failed:
             say(f"{o.node}: NOT drained: {failed}")
             done[o.node] = "drain-failed"
             continue
+        rma.after_drain(fleet.results, o.node, None, say)  # RESULTS/rma/NODE/ from the node's newest record
         doc["drains"].append({"node": o.node, "when": state.stamp(t), "reason": reason})
         state.node(doc, o.node)["drained"] = {"when": state.stamp(t), "reason": reason}
         done[o.node] = "drain"
