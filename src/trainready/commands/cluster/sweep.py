@@ -130,8 +130,9 @@ def history_cmd(
     node: str = typer.Argument(..., help="The node."),
     results: str = typer.Option(..., "--results", "-r", help="The --results of the sweeps."),
 ) -> None:
-    """A node's sweeps as a table: when, verdict, its figures (per device); under a failing sweep the check
-    that failed, its one-line reason and the strike count; the trend WARNs (and figures too noisy to judge).
+    """A node's state first (drained by the sweep and why, strikes, trend WARNs, last pass), then its sweeps as a
+    table: when, verdict, its figures (per device); under a failing sweep the check that failed, its one-line
+    reason and the strike count; the trend WARNs (and figures too noisy to judge).
 
     Read from RESULTS/sweep/trend/NODE.json (`trainready.sweeptrend/1`).  Exit 0; 2 when the node has no
     history there."""
@@ -143,7 +144,10 @@ def history_cmd(
     if not runs:
         raise UsageError(f"{node}: no sweep history under --results {results} (expected "
                          f"{trend.path(Path(results), node)})")
-    for row in trend.table(runs):
+    from trainready.report.node_state import node_state, text
+
+    for row in [*text(node_state({"node": node, "runs": runs}, str(trend.path(Path(results), node)))), "",
+                *trend.table(runs)]:
         print(row)
 
 
