@@ -29,6 +29,7 @@ from trainready.bundle.layout import INDEX_JSON, INDEX_MD
 from trainready.cluster.rma.evidence import Evidence
 from trainready.cluster.rma.render import index_md
 from trainready.cluster.rma.tools import ToolRun
+from trainready.manifest.redact import redact_value
 from trainready.util.atomic import _umask, atomic_write_json, atomic_write_text, fsync_dir
 
 FOLDER = "rma"
@@ -61,7 +62,7 @@ def write(ev: Evidence, tools: Sequence[ToolRun], out: Path, argv: Sequence[str]
         created = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         meta = {"created_at": created, "tool_version": __version__, "command": shlex.join(argv), "rma": ev.node}
         cmds = collect_commands(ev.node, ev.results, str(ev.reason.get("text") or ""))
-        atomic_write_text(stage.root / INDEX_MD, index_md(ev, tools, stage.items, cmds, meta))
+        atomic_write_text(stage.root / INDEX_MD, redact_value(index_md(ev, tools, stage.items, cmds, meta)))
         stage._item(INDEX_MD, "launch", "for people: the node, its GPUs, what failed, the XIDs, what to run")
         atomic_write_json(stage.root / INDEX_JSON, index_doc(stage.items, [], {}, meta))
         os.chmod(stage.root, 0o777 & ~_umask())
@@ -109,8 +110,6 @@ def _fill(stage: Stage, ev: Evidence, tools: Sequence[ToolRun], tool_dir: Path |
 def _tool_file(stage: Stage, rel: str, src: Path, what: str) -> None:
     """A tool's output: text redacted (Stage.copy); nvidia-bug-report's .gz unpacked, redacted and packed again."""
     import gzip
-
-    from trainready.manifest.redact import redact_value
 
     if not rel.endswith(".gz"):
         stage.copy(rel, src, "services", what)
