@@ -48,7 +48,7 @@ def drain_of(doc: Mapping[str, Any], path: str) -> dict[str, str]:
     return {"when": str(d["when"]), "reason": str(d.get("reason", ""))} if isinstance(d, Mapping) and d.get("when") else {}
 
 
-def _strikes(fail: Mapping[str, Any]) -> str:
+def strikes_of(fail: Mapping[str, Any]) -> str:
     of = fail.get("strikes_of")
     return f"{fail.get('strikes', '?')} of {of}" if of else str(fail.get("strikes", "?"))
 
@@ -57,7 +57,7 @@ def node_state(doc: Mapping[str, Any], path: str = "") -> NodeState:
     runs = _runs(doc)
     node = str(doc.get("node", "?"))
     fails = tuple({"when": str(r["when"]), "why": str(r.get("why") or "no reason recorded"),
-                   "strikes": _strikes(r)} for r in runs if r.get("verdict") == "fail")
+                   "strikes": strikes_of(r)} for r in runs if r.get("verdict") == "fail")
     warns = tuple((str(r["when"]), str(w)) for r in runs for w in r.get("trend") or [])
     passes = [str(r["when"]) for r in runs if r.get("verdict") == "pass"]
     last_pass = passes[-1] if passes else ""
@@ -72,7 +72,7 @@ def node_state(doc: Mapping[str, Any], path: str = "") -> NodeState:
         lines = [f"why: {drained['reason'] or (fails[-1]['why'] if fails else 'not recorded')}"]
     elif last.get("verdict") == "fail":
         status = "fail"
-        headline = f"{node}: FAILING (strike {_strikes(last)}), not drained"
+        headline = f"{node}: FAILING (strike {strikes_of(last)}), not drained"
         lines = [f"why: {last.get('why') or 'no reason recorded'}"]
     elif last.get("verdict") == "pass":
         status = "warn" if last.get("trend") else "pass"

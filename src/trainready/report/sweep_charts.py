@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from trainready.report.kinds import Record
-from trainready.report.node_state import node_state
+from trainready.report.node_state import node_state, strikes_of
 from trainready.report.svg import Series
 from trainready.report.timechart import epoch, time_chart
 
@@ -19,8 +19,8 @@ def _marks(runs: list[Mapping]) -> list[tuple[float, str, str]]:  # type: ignore
     out = []
     for r in runs:
         v = str(r.get("verdict", "unknown"))
-        tip = f"{r['when'][:16]} UTC: {v}" + (f" (strike {r.get('strikes', '?')}): {r.get('why', '')}" if v == "fail"
-                                              else "")
+        tip = f"{r['when'][:16].replace('T', ' ')} UTC: {v}" + (
+            f" (strike {strikes_of(r)}): {r.get('why', '')}" if v == "fail" else "")
         out.append((epoch(r["when"]), v, tip))
     return out
 
