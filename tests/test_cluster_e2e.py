@@ -117,8 +117,13 @@ def test_faulty_nodes_rejected_with_their_reasons_healthy_accepted(faulty):
 
 
 def test_drain_only_rejected_then_resume_restores_ours_and_leaves_admin_drain(faulty):
-    assert faulty.drained["node2"][1].startswith("trainready: check matmul")
-    assert faulty.drained["node3"][1].startswith("trainready: slow")
+    from trainready.cluster import reasons
+
+    two, three = (reasons.parse(faulty.drained[n][1]) for n in ("node2", "node3"))
+    assert not faulty.drained["node2"][1].startswith("trainready: check matmul")  # no longer the unclassed reason
+    assert (two.source, two.klass, two.cause[:12]) == ("run", "hardware", "check matmul")  # its first cause's class
+    assert (three.source, three.klass, three.cause[:4]) == ("run", "hardware", "slow")
+    assert faulty.drained["node2"][1][:20] == "trainready:run/hw 20"  # what `sinfo -R` shows
     assert "drain" not in faulty.drained["node1"][0]
     assert faulty.resume.returncode == 0, faulty.resume.stderr[-2000:]
     assert faulty.resumed["node1"] == ("drained", "admin: fan")  # an administrator's drain: untouched
@@ -128,6 +133,18 @@ def test_drain_only_rejected_then_resume_restores_ours_and_leaves_admin_drain(fa
     assert all(e["who"] and e["when"] and e["record"].endswith(f"{e['node']}.json") for e in drains)
     actions = [(e["action"], e["node"]) for e in ledger(faulty.res)]
     assert ("resume", "node2") in actions and ("resume", "node3") in actions
+    assert [(e["source"], e["class"]) for e in drains] == [("run", "hardware")] * 2  # the whole reason in the ledger
+    assert drains[0]["reason"].endswith(drains[0]["why"][-1]) and len(drains[0]["why"]) == 2
+
+
+def test_each_drained_node_gets_its_rma_folder_from_the_run(faulty):
+    assert sorted(p.name for p in (faulty.res / "rma").iterdir()) == ["node2", "node3"]  # node1 passed: none
+    index = (faulty.res / "rma" / "node2" / "INDEX.md").read_text()
+    assert "**PLANTED FAULTS: this folder comes from a test run" in index  # a planted run is never evidence
+    assert "| matmul | fail | hardware |" in index and "srun -w node2 -N 1 --exclusive" in index
+    assert "--only matmul" in index and "class **hardware**" in index
+    assert "srun --reservation=rma-node2 -w node2" in index and "nvidia-bug-report" in index
+    assert run_cli("bundle", "--verify", str(faulty.res / "rma" / "node2")).returncode == 0
 
 
 def test_killed_and_hung_tasks_are_no_result_with_slurms_reason(killed_hung):
@@ -157,7 +174,7 @@ def test_health_check_drains_its_own_node_never_an_admin_drain(local_slurm, monk
                     env={"SLURMD_NODENAME": "node2"})
         assert p.returncode == 3, p.stdout + p.stderr  # unhealthy, and planted: records.PLANTED_EXIT
         state, reason = sinfo_reason("node2")
-        assert "drain" in state and re.match(r"trainready: \[health\] \d{4}-\d\d-\d\d: matmul", reason)
+        assert "drain" in state and re.match(r"trainready:health/hw \d{4}-\d\d-\d\d: matmul", reason), reason
         subprocess.run(["scontrol", "update", "nodename=node3", "state=drain", "reason=admin: psu"], check=True)
         monkeypatch.setenv("SLURMD_NODENAME", "node3")  # the same run in-process: no second interpreter start
         said: list[str] = []

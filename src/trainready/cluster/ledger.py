@@ -1,8 +1,8 @@
 """Drain and resume, NHC-style, with a ledger: RESULTS/drain-ledger.jsonl, one JSON object per action.
 
-* drain: `scontrol update nodename=X state=drain reason="trainready: <first reason>"` for rejected nodes
-  only.  A node an administrator drained (a reason without the `trainready:` prefix) is left alone: its
-  reason is never overwritten.
+* drain: `scontrol update nodename=X state=drain reason="trainready:run/CLASS DATE: <first reason>"` (reasons.py)
+  for rejected nodes only, each with its RMA folder (RESULTS/rma/NODE/, cluster/rma/).  A node an administrator
+  drained (a reason without the `trainready:` prefix) is left alone: its reason is never overwritten.
 * resume: a node is returned to service only if its current reason starts with `trainready:` AND it passes
   acceptance again.  So that no other job lands on it while it is re-validated, it is first reserved
   (`scontrol create reservation ... Flags=MAINT,IGNORE_JOBS`), then resumed, accepted inside the

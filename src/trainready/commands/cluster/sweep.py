@@ -96,8 +96,9 @@ def sweep_cmd(
     most --max-nodes / --max-fraction, and runs `cluster run`'s acceptance on them (no cross-node step).  Per
     node: pass, fail (its own checks failed) or unknown (preempted, busy, timed out, no record: never a
     failure, never drained).  A failure is a WARN until --strikes failing sweeps in a row; then, with --drain,
-    the node is drained ('trainready: [sweep] DATE: ...'), never over an administrator's drain, and at most
-    --max-drain in --drain-window (past it: no more drains, said loudly).  Each node's figures are judged
+    the node is drained ('trainready:sweep/CLASS DATE: ...'; its RMA evidence in RESULTS/rma/NODE/), never
+    over an administrator's drain, and at most --max-drain in --drain-window (past it: no more drains, said
+    loudly).  Each node's figures are judged
     against its own history (trend WARNs; `cluster history NODE`).  `cluster resume` brings a drained node
     back after re-acceptance.  One sweep at a time per --results (a lock).  Exit 0 no failure, 1 a node
     failed, 2 usage or Slurm error, 3 planted.
