@@ -166,13 +166,17 @@ def test_healthy_fleet_accepts_every_node(healthy):
     assert by_node(doc).keys() == {"node1", "node2", "node3"}
 
 
-def test_health_check_drains_its_own_node_never_an_admin_drain(local_slurm, monkeypatch):
+def test_health_check_drains_its_own_node_never_an_admin_drain(local_slurm, monkeypatch, tmp_path):
     from trainready.cluster.health import run_health
 
     try:
         p = run_cli("node", "--health-check", "--active", "--plant", "matmul.corrupt=0",
-                    env={"SLURMD_NODENAME": "node2"})
+                    env={"SLURMD_NODENAME": "node2", "TRAINREADY_RESULTS": str(tmp_path)})
         assert p.returncode == 3, p.stdout + p.stderr  # unhealthy, and planted: records.PLANTED_EXIT
+        index = (tmp_path / "rma" / "node2" / "INDEX.md").read_text()  # written on the node: its kernel log read
+        assert "by trainready's health check, class **hardware**" in index and "not read: the kernel log" not in index
+        assert [(e["by"], e["class"]) for e in json.loads("[" + ",".join(
+            (tmp_path / "drain-ledger.jsonl").read_text().splitlines()) + "]")] == [("health", "hardware")]
         state, reason = sinfo_reason("node2")
         assert "drain" in state and re.match(r"trainready:health/hw \d{4}-\d\d-\d\d: matmul", reason), reason
         subprocess.run(["scontrol", "update", "nodename=node3", "state=drain", "reason=admin: psu"], check=True)

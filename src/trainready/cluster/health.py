@@ -63,8 +63,34 @@ def drain_self(node: str, why: Sequence[str], kind: str, plants: Mapping[str, st
         if info is not None and info.drained and not info.ours:
             say(f"{node}: already drained by an administrator ({info.reason or 'no reason'}); left alone")
         else:
-            slurm.drain(node, ledger.dated_reason(kind, why, klass=klass))
+            reason = ledger.dated_reason(kind, why, klass=klass)
+            slurm.drain(node, reason)
             say(f"{node}: drained")
+            evidence(node, reason, why, klass, plants, say)
     except SlurmError as exc:
         say(f"{node}: could not drain: {exc}")
     return PLANTED_EXIT if plants else 1  # records.PLANTED_EXIT
+
+
+RESULTS_ENV = "TRAINREADY_RESULTS"  # a --results folder the node mounts: the health check's drains go there too
+
+
+def evidence(node: str, reason: str, why: Sequence[str], klass: str, plants: Mapping[str, str],
+             say: Callable[[str], None]) -> None:
+    """With $TRAINREADY_RESULTS set: the drain in its ledger and RESULTS/rma/NODE/, written on the node itself (its
+    kernel log's XIDs read; the vendor's tools, minutes long, are left to `bundle --rma`: Slurm kills the health
+    check at 60 s)."""
+    import os
+
+    from trainready.cluster import ledger, rma
+
+    results = os.environ.get(RESULTS_ENV)
+    if not results or not Path(results).is_dir():
+        return
+    try:
+        ledger.append(Path(results), {"action": "drain", "node": node, "why": list(why), "by": "health",
+                                      "slurm_reason": reason, "planted": dict(plants),
+                                      **ledger.whole("health", klass, why)})
+    except OSError as exc:
+        say(f"{node}: not in {results}'s ledger: {exc.strerror}")
+    rma.after_drain(Path(results), node, None, say, here=True)

@@ -9,13 +9,15 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 
-def after_drain(results: Path, node: str, record: str | None, say: Callable[[str], None]) -> Path | None:
+def after_drain(results: Path, node: str, record: str | None, say: Callable[[str], None],
+                here: bool = False) -> Path | None:
     """The folder of a node just drained, from the records under RESULTS (on the login node: the node's tools are
-    said with the commands that collect them).  A folder that cannot be written is said, never stops a drain."""
+    said with the commands that collect them; `here`, on the node: its kernel log's XIDs too).  A folder that
+    cannot be written is said, never stops a drain."""
     from trainready.cluster.rma import evidence, folder, tools
 
     try:
-        ev = evidence.gather(results, node, Path(record) if record else None)
+        ev = evidence.gather(results, node, Path(record) if record else None, here=here)
         runs = tools.not_here(node, f"trainready bundle --rma {node} --results {results} (run on {node}: see INDEX.md)")
         out = folder.write(ev, runs, folder.folder(results, node), [*sys.argv[:1], "(after the drain)"])
     except (OSError, ValueError) as exc:
