@@ -34,7 +34,7 @@ def bundle(
       trainready bundle handoff/ node.json --add config=train.yaml \\
         --add tokenizer=tok/ --log slurm-123.out
       trainready bundle --verify handoff.tar.gz
-      srun -w gpu017 -N1 --exclusive trainready bundle --rma gpu017 --results /lustre/fleet
+      trainready bundle --rma gpu017 --results /lustre/fleet   # docs/repair.md
     """
     from pathlib import Path
 
