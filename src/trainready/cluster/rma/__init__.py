@@ -19,7 +19,8 @@ def after_drain(results: Path, node: str, record: str | None, say: Callable[[str
     try:
         ev = evidence.gather(results, node, Path(record) if record else None, here=here)
         runs = tools.not_here(node, f"trainready bundle --rma {node} --results {results} (run on {node}: see INDEX.md)")
-        out = folder.write(ev, runs, folder.folder(results, node), [*sys.argv[:1], "(after the drain)"])
+        argv = [Path(sys.argv[0]).name if sys.argv else "trainready", *sys.argv[1:]]  # the command that drained it
+        out = folder.write(ev, runs, folder.folder(results, node), argv)
     except (OSError, ValueError) as exc:
         say(f"{node}: RMA folder not written: {type(exc).__name__}: {exc}")
         return None
