@@ -147,6 +147,45 @@ def test_each_drained_node_gets_its_rma_folder_from_the_run(faulty):
     assert run_cli("bundle", "--verify", str(faulty.res / "rma" / "node2")).returncode == 0
 
 
+def test_the_rma_folders_on_node_commands_run_as_written_on_a_drained_node(faulty, tmp_path):
+    """INDEX.md's commands, run as written (trainready as this checkout's interpreter): a drained node resumed in
+    a maintenance reservation, `bundle --rma` on it through srun (its kernel log read, the vendor tools run: stand-ins
+    written here on PATH, as this machine has no NVIDIA driver for the real nvidia-bug-report.sh and dcgmi), then
+    drained again with its reason as it was and the reservation gone."""
+    import getpass
+    import os
+    import sys
+
+    res, reason = faulty.res, faulty.drained["node2"][1]
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    for name, body in (("nvidia-bug-report.sh", 'echo "driver log" | /bin/gzip > "$2.gz"'),
+                       ("dcgmi", "echo '{\"tests\": []}'")):
+        (fake / name).write_text(f"#!/bin/sh\n{body}\n")
+        (fake / name).chmod(0o755)
+    index = (res / "rma" / "node2" / "INDEX.md").read_text()
+    cmds = index.split("```sh\n", 1)[1].split("```", 1)[0].strip().splitlines()
+    assert len(cmds) == 5 and cmds[3].endswith(reason.replace("'", "'\"'\"'") + "'")  # drained again as it was
+    env = {**os.environ, "USER": getpass.getuser(), "PATH": f"{fake}:{os.environ['PATH']}"}
+    subprocess.run(["scontrol", "update", "nodename=node2", "state=drain", f"reason={reason}"], check=True)
+    try:
+        assert "drain" in sinfo_reason("node2")[0]  # Slurm starts no job here now: hence the reservation
+        for c in cmds:
+            c = c.replace(" trainready bundle ", f" {sys.executable} -m trainready bundle ")
+            p = subprocess.run(["bash", "-c", c], capture_output=True, text=True, env=env, timeout=600)
+            assert p.returncode == 0, (c, p.stdout, p.stderr)
+        assert sinfo_reason("node2") == ("drained", reason)
+        out = res / "rma" / "node2"
+        ran = {t["name"]: t["outcome"] for t in json.loads((out / "tools.json").read_text())}
+        assert ran == {"nvidia-bug-report": "ran", "dcgm-diag": "ran"}
+        assert "not read: the kernel log" not in (out / "INDEX.md").read_text()  # read on node2 itself
+        assert len(list((res / "rma").glob("node2.*"))) == 1  # the folder the run wrote: kept beside it
+        assert run_cli("bundle", "--verify", str(out)).returncode == 0
+    finally:
+        subprocess.run(["scontrol", "delete", "ReservationName=rma-node2"], capture_output=True)
+        undrain("node2")
+
+
 def test_killed_and_hung_tasks_are_no_result_with_slurms_reason(killed_hung):
     p, doc = killed_hung
     v = by_node(doc)

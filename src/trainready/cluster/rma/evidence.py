@@ -184,7 +184,8 @@ def gather(results: Path, node: str, record_path: Path | None = None, here: bool
     planted = dict(((record or {}).get("report") or {}).get("context", {}).get("planted") or last.get("planted") or {})
     return Evidence(node, str(results), str(path or ""), record, driver, tuple(gpus), tuple(failed),
                     reproduce(node, record, failed), tuple(drains),
-                    {"text": last.get("reason") or last.get("slurm_reason", ""), "source": parsed.source,
+                    {"text": last.get("reason") or last.get("slurm_reason", ""), "slurm": last.get("slurm_reason", ""),
+                     "source": parsed.source,
                      "class": last.get("class") or parsed.klass, "date": str(parsed.date or ""),
                      "cause": parsed.cause, "why": last.get("why", [])},
                     read_kernel_xids(here, node), tuple(rows), last_pass,

@@ -61,7 +61,7 @@ def write(ev: Evidence, tools: Sequence[ToolRun], out: Path, argv: Sequence[str]
         _fill(stage, ev, tools, tool_dir)
         created = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         meta = {"created_at": created, "tool_version": __version__, "command": shlex.join(argv), "rma": ev.node}
-        cmds = collect_commands(ev.node, ev.results, str(ev.reason.get("text") or ""))
+        cmds = collect_commands(ev.node, ev.results, str(ev.reason.get("slurm") or ""))  # Slurm's, as it was
         atomic_write_text(stage.root / INDEX_MD, redact_value(index_md(ev, tools, stage.items, cmds, meta)))
         stage._item(INDEX_MD, "launch", "for people: the node, its GPUs, what failed, the XIDs, what to run")
         atomic_write_json(stage.root / INDEX_JSON, index_doc(stage.items, [], {}, meta))

@@ -35,7 +35,7 @@ def _head(ev: Evidence, meta: Mapping[str, Any]) -> list[str]:
     if r.get("text"):
         out += ["", f"**Drained** {r.get('date') or ''} by trainready's {r.get('source') or '?'} check, class "
                 f"**{r.get('class') or 'not recorded'}**: {_cell(r.get('cause') or r.get('text'))}",
-                f"Slurm's reason: `{_cell(r.get('text'))}`"]
+                f"Slurm's reason: `{_cell(r.get('slurm') or r.get('text'))}`"]
     else:
         out += ["", "No drain of this node is in RESULTS/drain-ledger.jsonl: the folder was asked for by hand."]
     out += [f"Last pass: {ev.last_pass or 'none recorded'} · jobs on the node since: {ev.jobs.text()}"]
