@@ -178,7 +178,7 @@ def gather(results: Path, node: str, record_path: Path | None = None, here: bool
     failed = failures(record)
     drains = ledger_entries(results, node)
     last = next((e for e in reversed(drains) if e.get("action") == "drain"), {})
-    parsed = reasons.parse(str(last.get("slurm_reason", "")))
+    parsed = reasons.parse(str(last.get("reason") or last.get("slurm_reason", "")))  # the whole text where kept
     rows, last_pass = history(results, node)
     until = now or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     planted = dict(((record or {}).get("report") or {}).get("context", {}).get("planted") or last.get("planted") or {})
