@@ -55,7 +55,9 @@ def test_the_class_comes_from_the_check_or_cause_key_never_from_the_message() ->
     text = "check matmul: FAIL: 3 of 4096 elements off"  # the same words under three causes
     for causes, klass in ((("check matmul",), "hardware"), (("collective",), "fabric"), (("drift torch",), "software"),
                           (("check allreduce",), "fabric"), (("slow comm_busbw_avg",), "fabric"),
-                          (("slow gemm_bf16",), "hardware"), (("no result: hung in matmul",), "software"),
+                          (("slow gemm_bf16",), "hardware"), (("no result: hung in matmul",), "hardware"),
+                          (("no result: hung in allreduce",), "fabric"), (("no result: hung in start-up",), "software"),
+                          (("no result: did not finish within --time 0:20",), "software"),
                           (("storage",), "fabric"), (("host pin vm.swappiness",), "software"), ((), "software")):
         nv = NodeVerdict("n1", False, (text,), (), "", {}, causes)
         assert reasons.class_of_causes(nv.causes) == klass, causes

@@ -59,6 +59,8 @@ def class_of(cause: str) -> str:
         return CHECK_CLASS.get(rest, SOFTWARE)
     if word == "slow":  # a figure slow against the fleet: a busbw is the fabric's, the others the node's own
         return FABRIC if "busbw" in rest else HARDWARE
+    if cause.startswith("no result: hung in "):  # its progress stopped in a check (tasks/progress.py): that check's
+        return CHECK_CLASS.get(cause.removeprefix("no result: hung in ").split()[0], SOFTWARE)
     return CAUSE_CLASS.get(cause, CAUSE_CLASS.get(cause.split(":")[0], CAUSE_CLASS.get(word, SOFTWARE)))
 
 
