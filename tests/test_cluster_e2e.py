@@ -191,7 +191,7 @@ def test_killed_and_hung_tasks_are_no_result_with_slurms_reason(killed_hung):
     v = by_node(doc)
     assert p.returncode == 3 and doc["drain_list"] == ["node2", "node3"]
     assert v["node2"]["reasons"][0].startswith("no result: task") and "killed by signal 9" in v["node2"]["reasons"][0]
-    # its progress stopped in start-up, which took the other nodes seconds: hung (not merely "past --time")
+    # its progress stopped in its first check, which took the other nodes a second: hung (not merely "past --time")
     assert "no result" in v["node3"]["reasons"][0] and "hung: no progress for" in v["node3"]["reasons"][0]
     assert "did not finish" not in v["node3"]["reasons"][0]
     assert v["node1"]["accepted"], v["node1"]["reasons"]

@@ -55,3 +55,20 @@ def test_a_task_that_outlives_its_record_is_followed_up_sooner_each_time_doubled
     assert steps == [2.0, 4.0, 8.0, 16.0, 30.0]  # never past the regular interval
     assert nap.follow_up(30.0, 2.0, False, step) == (30.0, 0.0)  # it ended: the next one starts again from 2 s
     assert nap.follow_up(40.0, 25.0, True, 0.0) == (25.0, 2.0)  # a 400-node fleet: never under its floor
+
+
+def test_a_task_is_cancelled_when_it_passes_its_time_not_a_poll_interval_later() -> None:
+    """The next poll is due when the first running task not yet cancelled passes --time + TASK_GRACE_S: a task
+    hung 30 s into a 0:30 run was cancelled at 54 s (the poll interval had grown to ~13 s), at 42 s with this."""
+    from trainready.cluster.control import slurm, watch
+
+    def st(i: int, state: str, run_s: float) -> slurm.TaskState:
+        return slurm.TaskState(i, f"7_{i}", state, "", "", "", run_s=run_s)
+
+    w = watch.Watch(states={0: st(0, "COMPLETED", 9.0), 1: st(1, "RUNNING", 31.0), 2: st(2, "RUNNING", 12.0)})
+    due = watch.overtime_due(w, 30.0)
+    assert due == 30.0 + watch.TASK_GRACE_S - 31.0 + nap.SETTLE_S  # task 1: 9 s to go, then a second to settle
+    assert due < watch.poll_interval(3, 40.0)  # sooner than the regular poll
+    w.over[1] = 0.0  # cancelled: no longer what the next poll waits for; task 2 is
+    assert watch.overtime_due(w, 30.0) == 30.0 + watch.TASK_GRACE_S - 12.0 + nap.SETTLE_S
+    assert watch.overtime_due(watch.Watch(states={0: st(0, "PENDING", 0.0)}), 30.0) == float("inf")

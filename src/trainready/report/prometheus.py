@@ -190,7 +190,8 @@ def exposition(records: Sequence[Record]) -> str:
 
 
 def render(samples: Iterable[Sample]) -> str:
-    """The text file: every family once (HELP + TYPE gauge), series deduplicated (first wins)."""
+    """The text file: every family once (HELP + TYPE: counter for a name ending in `_total`, the exposition
+    format's counter suffix; gauge otherwise), series deduplicated (first wins)."""
     families: dict[str, tuple[str, dict[tuple[tuple[str, str], ...], float]]] = {}
     for s in samples:
         fam = families.setdefault(s.name, (s.help, {}))
@@ -198,7 +199,7 @@ def render(samples: Iterable[Sample]) -> str:
     lines = []
     for name, (help_text, series) in families.items():
         lines.append(f"# HELP {name} {_escape_help(help_text)}")
-        lines.append(f"# TYPE {name} gauge")
+        lines.append(f"# TYPE {name} {'counter' if name.endswith('_total') else 'gauge'}")
         for labels, value in series.items():
             lab = ",".join(f'{k}="{_escape(v)}"' for k, v in labels)
             lines.append(f"{name}{{{lab}}} {_fmt(value)}" if lab else f"{name} {_fmt(value)}")

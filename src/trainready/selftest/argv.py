@@ -26,21 +26,24 @@ def resume(plant: str) -> tuple[str, ...]:
             "--plant", plant)
 
 
-def cluster(name: str, plant: str, checks: str = "versions", collective: bool = False) -> tuple[str, ...]:
+def cluster(name: str, plant: str, checks: str = "versions", collective: bool = False,
+            time: str = "") -> tuple[str, ...]:
     """`cluster run` on the first 3 usable nodes of the default partition ({node1} {node2} {node3}: node1..node3
     on the local cluster, scripts/local-slurm.sh up), each case its own --results; {node1} is the versions
-    reference.  Cases share a command (and so one control run) unless their detector needs the multi-node
-    all_reduce (`collective`: 3 more torch processes per run) or train_step's figure."""
+    reference and stays unplanted (the run's own control).  `collective`: the multi-node all_reduce too, under
+    {spec_fleet} (example:local-slurm with the collective deadlines the plants need, prepare.spec_fleet);
+    `time`: --time (default 2:00 with the collective, 1:00 without: what 3 nodes sharing 2 cores need)."""
     return ("cluster", "run", "--nodelist", "{node1},{node2},{node3}", "--results", f"{{cluster_results}}/{name}",
-            "--spec", "example:local-slurm", "--only", checks, "--reference", "{node1}",
-            "--time", "2:00" if collective else "1:00",
+            "--spec", "{spec_fleet}" if collective else "example:local-slurm", "--only", checks,
+            "--reference", "{node1}", "--time", time or ("2:00" if collective else "1:00"),
             *(() if collective else ("--no-collective",)), "--plant", plant)
 
 
 def sweep(name: str, plant: str) -> tuple[str, ...]:
-    """`cluster sweep` over {node1} {node2} {node3} of the default partition (idle ones), train_step's figure."""
+    """`cluster sweep` over {node1} {node2} {node3} of the default partition (idle ones), train_step's figure,
+    judged from one earlier sweep ({spec_trend}: prepare.DECLINE_MIN_RUNS)."""
     return ("cluster", "sweep", "--nodelist", "{node1},{node2},{node3}", "--results", f"{{cluster_results}}/{name}",
-            "--spec", "example:local-slurm", "--only", "train_step", "--time", "2:00", "--plant", plant)
+            "--spec", "{spec_trend}", "--only", "train_step", "--time", "2:00", "--plant", plant)
 
 
 def data(prefix: str) -> tuple[str, ...]:

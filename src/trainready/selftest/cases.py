@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from typing import Sequence
 
 from trainready.selftest.argv import (TRAINING, burnin as _burnin, cluster as _cluster, comm as _comm,
                                      compat_save as _compat_save, data as _data, node as _node, resume as _resume,
@@ -40,6 +41,7 @@ class Case:
     clean: tuple[tuple[str, str], ...] = ()  # control run: placeholder with the fault -> the same input without it
     judge_only: bool = False  # the figure is planted after measuring: proves the judge, not the measurement
     exclusive: bool = False  # timing-sensitive: runs alone, nothing beside it (the self-test runs cases side by side)
+    share: str = ""  # fleet cases: those with the same share are one `cluster run` with all their plants (shared_argv)
 
     def expectation(self, world: int) -> str:
         return self.expect_1rank if world == 1 and self.expect_1rank else self.expect
@@ -76,6 +78,37 @@ def control_of(case: Case) -> tuple[tuple[str, ...], tuple[str, ...]]:
     name = f"control-{key}"
     return tuple(a.replace("/control", f"/{name}") for a in before), tuple(a.replace("/control", f"/{name}")
                                                                            for a in argv)
+
+
+def share_key(case: Case) -> str:
+    """The run a fleet case belongs to: its `share`, else its own."""
+    return case.share or case.name
+
+
+def shared_argv(group: Sequence[Case]) -> tuple[str, ...]:
+    """The one command of a share group: the first case's, its --results the group's own folder, with every
+    case's --plant in table order.  The cases' commands must be the same but for their plants and --results.  A
+    group of one is its case's command."""
+    if len(group) == 1:
+        return group[0].argv
+
+    def parts(c: Case) -> tuple[list[str], list[str]]:
+        rest: list[str] = []
+        plants: list[str] = []
+        it = iter(c.argv)
+        for a in it:
+            (plants.extend(("--plant", next(it))) if a == "--plant" else rest.append(a))
+        return [re.sub(r"^\{cluster_results\}/[\w.-]+$", f"{{cluster_results}}/share-{share_key(c)}", a)
+                for a in rest], plants
+
+    base, _ = parts(group[0])
+    plants: list[str] = []
+    for c in group:
+        rest, mine = parts(c)
+        if rest != base:
+            raise ValueError(f"self-test case {c.name}: its command differs from {group[0].name}'s, beyond its plants")
+        plants += mine
+    return (*base, *plants)
 
 
 # A hang names the hung rank and the ranks left waiting on it; a loaded machine on which every rank
@@ -191,58 +224,63 @@ CASES: tuple[Case, ...] = (
                                             "--checkpoint-step", "2", "--plant", "resume.fill_disk=1"),
          "resume", r"run B could not save its checkpoint at step 2: .*no space left on device",
          clean=(("small_disk", "control_dir"),)),
-    # --- the fleet on Slurm (check "node:NAME": that node must be rejected with a matching reason); the cases
-    # that wait longest (a time limit, a deadline) first, so the waits overlap the others (selftest/schedule.py)
-    Case("cluster.hang", "the third node's acceptance task hangs (the collector cancels it past --time)",
-         _cluster("hang", "cluster.hang={node3}"), "node:{node3}",
-         r"no result: task \d+ hung: no progress for \d+ s in start-up", needs="slurm"),
+    # --- the fleet on Slurm (check "node:NAME": that node must be rejected with a matching reason).  Cases with the
+    # same `share` are ONE `cluster run` carrying all their plants, each judged on its own node's line; the plants
+    # of one run never overlap in what they make a node say (a node rejected for one check carries no second
+    # plant of that check).  {node1}, unplanted in every run, is the run's control.  The runs that wait longest
+    # first, so their waits overlap the local cases (selftest/schedule.py).
+    Case("cluster.hang", "the third node's acceptance task hangs in its first check (the collector cancels it past "
+         "--time)", _cluster("hang", "cluster.hang={node3}", "versions,fingerprint", time="0:30"), "node:{node3}",
+         r"no result: task \d+ hung: no progress for \d+ s in check \w+", needs="slurm", share="versions-fingerprint"),
+    Case("cluster.fingerprint", "one rank of the second node computes a flipped last bit in its bf16 GEMM: the fleet's "
+         "identical ranks name it", _cluster("fingerprint", "cluster.fail={node2}:fingerprint", "versions,fingerprint",
+                                             time="0:30"),
+         "node:{node2}", r"fingerprint: \S+ rank 0: bf16 GEMM \S+, pattern random-7, chunk 13 of 64 differs from \d+ "
+         "identical", covers=("cluster.fail",), needs="slurm", share="versions-fingerprint"),
     Case("cluster.vanish", "the second node's cross-node task exits at once: no record, its rank never joins",
          _cluster("vanish", "cluster.vanish={node2}", collective=True), "node:{node2}",
          r"cross-node: no cross-node record \(", needs="slurm"),
     Case("cluster.silent", "the second node's rank joins the cross-node all_reduce, then stops (the others wait on "
          "it)", _cluster("silent", "cluster.silent={node2}", collective=True), "node:{node2}",
          r"collective: rank\(s\) \[\d+\] at fault in the all_reduce", needs="slurm"),
-    Case("cluster.text", "a check fails on the second node, its messages holding a NUL byte, a lone surrogate, ESC "
-         "and BEL (cleaned where read)", _cluster("text", "cluster.text={node2}", TRAINING), "node:{node2}",
-         r"check matmul: FAIL.*\ufffd\ufffd\ufffd\[2J\ufffd", needs="slurm"),
-    Case("cluster.forge", "the third node overwrites the second's record with a failing one (a rogue node): held to "
-         "Slurm's exit code of the second's task", _cluster("forge", "cluster.forge={node3}:{node2}"), "node:{node2}",
-         r"not tested: its record says FAIL .* Slurm says task \d+ exited 0: written by another process", needs="slurm"),
-    Case("cluster.fail", "a check fails on the second node (a corrupted matmul element)",
-         _cluster("fail", "cluster.fail={node2}", TRAINING), "node:{node2}", r"check matmul: FAIL", needs="slurm"),
-    Case("cluster.fingerprint", "one rank of the second node computes a flipped last bit in its bf16 GEMM: the fleet's "
-         "identical ranks name it", _cluster("fingerprint", "cluster.fail={node2}:fingerprint", "versions,fingerprint"),
-         "node:{node2}", r"fingerprint: \S+ rank 0: bf16 GEMM \S+, pattern random-7, chunk 13 of 64 differs from \d+ "
-         "identical", covers=("cluster.fail",), needs="slurm"),
     # 0.1%: the local cluster's nodes share the host's cores, so the node measured again alone runs up to ~12x
     # faster than in the acceptance array beside the others (370 -> ~4300 tokens/s on a 2-core x86 VM); at 2% it
     # was once cleared by that alone.  A real fleet's nodes do not share cores.
     Case("cluster.slow", "the third node's throughput at 0.1% (a slow node)",
          _cluster("slow", "cluster.slow={node3}:0.001", TRAINING), "node:{node3}",
-         r"slow: .*train_tokens_per_s", needs="slurm", judge_only=True),
+         r"slow: .*train_tokens_per_s", needs="slurm", judge_only=True, share="training"),
+    Case("cluster.fail", "a check fails on the second node (a corrupted matmul element)",
+         _cluster("fail", "cluster.fail={node2}", TRAINING), "node:{node2}", r"check matmul: FAIL", needs="slurm",
+         share="training"),
+    Case("cluster.drift", "the second node reports another torch version (drift from the reference, the first)",
+         _cluster("drift", "cluster.drift={node2}", TRAINING), "node:{node2}",
+         r"drift: torch.*0\.0\.0\+planted", needs="slurm", judge_only=True, share="training"),
+    Case("cluster.clock", "the second node's clock is 5 s ahead", _cluster("clock", "cluster.clock={node2}:5", TRAINING),
+         "node:{node2}", r"clock: clock \d+\.\d+ s ahead of the submitting host", needs="slurm", share="training"),
+    Case("cluster.storage", "the second node sees another filesystem than --results",
+         _cluster("storage", "cluster.storage={node2}", TRAINING),
+         "node:{node2}", r"storage: --results is another filesystem here \(st_dev", needs="slurm", share="training"),
+    Case("cluster.nofile", "the second node's open-files limit is 1024",
+         _cluster("nofile", "cluster.nofile={node2}:1024", TRAINING),
+         "node:{node2}", r"limits: ulimit -n 1024 <", needs="slurm", share="training"),
     Case("cluster.slow_once", "the second node's throughput at 2% in its first measurement only (a transient: "
          "told apart from a fault when it is measured again and accepted)",
          _cluster("slow", "cluster.slow_once={node2}:0.02", TRAINING), "cleared:{node2}",
-         r"measured again: .* within the bound: not a fault", needs="slurm", judge_only=True),
+         r"measured again: .* within the bound: not a fault", needs="slurm", judge_only=True, share="training-2"),
+    Case("cluster.text", "a check fails on the third node, its messages holding a NUL byte, a lone surrogate, ESC "
+         "and BEL (cleaned where read)", _cluster("text", "cluster.text={node3}", TRAINING), "node:{node3}",
+         r"check matmul: FAIL.*\ufffd\ufffd\ufffd\[2J\ufffd", needs="slurm", share="training-2"),
+    Case("cluster.kill", "the second node's acceptance task is killed (SIGKILL)",
+         _cluster("kill", "cluster.kill={node2}"), "node:{node2}", r"no result: task.*signal 9", needs="slurm"),
+    Case("cluster.forge", "the third node overwrites the second's record with a failing one (a rogue node): held to "
+         "Slurm's exit code of the second's task", _cluster("forge", "cluster.forge={node3}:{node2}"), "node:{node2}",
+         r"not tested: its record says FAIL .* Slurm says task \d+ exited 0: written by another process", needs="slurm"),
+    # the trend's figures are planted from the node's first recorded one (cluster/sweep/trend.py plant_decline):
+    # no timing in the verdict, so it runs beside the other cases
     Case("cluster.decline", "the third node's figures decline 30% a sweep (a slow decline, recorded over two "
          "sweeps: the trend judge against the node's own history)", _sweep("decline", "cluster.decline={node3}:30"),
          "cleared:{node3}", r"train_tokens_per_s@cpu: [\d.]+ tokens/s is 30% below this node's median",
-         needs="slurm", before=_sweep("decline", "cluster.decline={node3}:30"), judge_only=True, exclusive=True),
-    Case("cluster.drift", "the second node reports another torch version (drift from the reference, the first)",
-         _cluster("drift", "cluster.drift={node2}"), "node:{node2}",
-         r"drift: torch.*0\.0\.0\+planted", needs="slurm", judge_only=True),
-    Case("cluster.kill", "the second node's acceptance task is killed (SIGKILL)",
-         _cluster("kill", "cluster.kill={node2}"),
-         "node:{node2}", r"no result: task.*signal 9", needs="slurm"),
-    Case("cluster.clock", "the second node's clock is 5 s ahead", _cluster("clock", "cluster.clock={node2}:5"),
-         "node:{node2}",
-         r"clock: clock \d+\.\d+ s ahead of the submitting host", needs="slurm"),
-    Case("cluster.storage", "the second node sees another filesystem than --results",
-         _cluster("storage", "cluster.storage={node2}"),
-         "node:{node2}", r"storage: --results is another filesystem here \(st_dev", needs="slurm"),
-    Case("cluster.nofile", "the second node's open-files limit is 1024",
-         _cluster("nofile", "cluster.nofile={node2}:1024"),
-         "node:{node2}", r"limits: ulimit -n 1024 <", needs="slurm"),
+         needs="slurm", before=_sweep("decline", "cluster.decline={node3}:30"), judge_only=True),
     # --- checkpoint compatibility across environments: saved by one process, loaded by another
     Case("compat.dtype", "a parameter saved as bfloat16 where the loader expects float32",
          ("resume", "--load-from", "{scratch}/dtype"), "ckpt_compat", r"tensor model\.\S+: dtype differs",

@@ -2,8 +2,8 @@
 
 After every self-test the seconds each case took are kept in $XDG_CACHE_HOME/trainready/selftest-seconds.json
 (~/.cache without it; written atomically; a cache, never evidence).  Before the next one starts, the expected time
-is the schedule of schedule.py replayed on those figures: the local cases spread over their lanes, the Slurm cases
-over theirs beside them, the exclusive ones one after another at the end.  A case never run here has no figure:
+is the schedule of schedule.py replayed on those figures: the local cases spread over their lanes, the Slurm runs
+(cases sharing a run counted once) over theirs beside them, the exclusive ones one after another at the end.  A case never run here has no figure:
 the estimate then says how many cases it leaves out, never a number made up for them.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from trainready.selftest.cases import Case
+from trainready.selftest.cases import Case, share_key
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,10 @@ def _spread(seconds: Sequence[float], lanes: int) -> float:
 def expected(cases: Sequence[Case], lanes: int, slurm_lanes: int, seconds: Mapping[str, float]) -> Expected:
     known = [c for c in cases if c.name in seconds]
     local = [seconds[c.name] for c in known if c.needs != "slurm" and not c.exclusive]
-    slurm = [seconds[c.name] for c in known if c.needs == "slurm" and not c.exclusive]
+    runs: dict[str, float] = {}  # a fleet run's seconds: its cases share one run (each reports the run's seconds)
+    for c in known:
+        if c.needs == "slurm" and not c.exclusive:
+            runs[share_key(c)] = max(runs.get(share_key(c), 0.0), seconds[c.name])
+    slurm = list(runs.values())
     alone = sum(seconds[c.name] for c in known if c.exclusive)
     return Expected(max(_spread(local, lanes), _spread(slurm, slurm_lanes)) + alone, len(known), len(cases))

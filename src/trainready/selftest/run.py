@@ -7,6 +7,10 @@ here: the case needs what this machine lacks, with the reason), "broke" (the run
 record, an `error` result, a timeout, a failed preparation step, or its family's control run, the same
 command with no plant, did not pass).  The self-test fails on any missed or broke case.
 
+The fleet cases (`cluster run` on 3 nodes) are grouped: a group's plants go into ONE run (cases.shared_argv),
+each case judged on its own node's line, and the control is in that run: the unplanted reference node
+({node1}), which ran the same command at the same time, must be accepted.
+
 Independent cases run side by side (selftest/schedule.py): CPU-bound ones up to a number of lanes set
 by the cores, Slurm ones three at a time beside them (one at a time where the partition does not let jobs share
 a node), timing-sensitive ones alone at the end; every command forked from one interpreter that has torch imported (selftest/zygote.py).
@@ -25,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from trainready.selftest.cases import Case, control_of
+from trainready.selftest.cases import Case, control_of, share_key, shared_argv
 from trainready.selftest.judge import Finished, Verdict, judge_case, judge_control, prep_failed
 from trainready.selftest.prepare import LAZY, Unmet, child_env, unmet, world
 from trainready.selftest.zygote import Zygote
@@ -112,6 +116,56 @@ class Controls:
         return judge_control(_fill(case.check, self.values), run_cli(argv, self.work, record, zygote=self.zygote))
 
 
+FLEET_CONTROL = "node:{node1}"  # a fleet case's control: the run's unplanted reference node, accepted in it
+
+
+@dataclass
+class Shared:
+    """The fleet cases' `cluster run`s: one per share group (selftest/cases.py shared_argv), made by the first of
+    its cases that runs and judged by each of them; nobody runs a group's command twice (thread-safe)."""
+
+    work: Path
+    values: dict[str, str]
+    groups: dict[str, tuple[Case, ...]]  # share key -> the selected cases of that run, in table order
+    zygote: Zygote | None = None
+    done: dict[str, tuple[tuple[str, ...], Finished | None, str]] = field(default_factory=dict)
+    guard: threading.Lock = field(default_factory=threading.Lock)
+    locks: dict[str, threading.Lock] = field(default_factory=dict)
+
+    def run(self, case: Case) -> tuple[tuple[str, ...], Finished | None, str]:
+        """(the command as run, its result, '' or why its preparation step failed)."""
+        key = share_key(case)
+        with self.guard:
+            lock = self.locks.setdefault(key, threading.Lock())
+        with lock:
+            if key not in self.done:
+                self.done[key] = self._run(self.groups.get(key) or (case,))
+            return self.done[key]
+
+    def _run(self, group: tuple[Case, ...]) -> tuple[tuple[str, ...], Finished | None, str]:
+        argv = tuple(_fill(a, self.values) for a in shared_argv(group))
+        for c in group:
+            if c.before:
+                prep = run_cli([_fill(a, self.values) for a in c.before], self.work, zygote=self.zygote)
+                if prep_failed(prep):
+                    return argv, None, prep_failed(prep)
+        record = self.work / f"share-{share_key(group[0])}.json"
+        return argv, run_cli(argv, self.work, record, zygote=self.zygote), ""
+
+
+def _fleet_case(case: Case, values: dict[str, str], expect: str, shared: Shared, t0: float) -> CaseResult:
+    """A fleet case: its group's one run; the unplanted reference node accepted in it is the control."""
+    argv, run, prep = shared.run(case)
+    check = _fill(case.check, values)
+    if run is None:
+        return _result(case, argv, expect, Verdict("broke", "preparation", prep), time.perf_counter() - t0, check)
+    control = judge_control(_fill(FLEET_CONTROL, values), run)
+    if control.outcome != "passed":
+        return _result(case, argv, expect, Verdict("broke", f"control {control.verdict}", "control (the run's "
+                       f"unplanted reference node) not accepted: {control.message}"), run.seconds, check)
+    return _result(case, argv, expect, judge_case(check, expect, run), run.seconds, check)
+
+
 def _result(case: Case, argv: tuple[str, ...], expect: str, v: Verdict, seconds: float,
             check: str = "") -> CaseResult:
     """`check`: the case's check with its placeholders filled ('node:{node2}' → that node), once they are."""
@@ -130,8 +184,10 @@ def _lazy(case: Case, values: dict[str, str], gpus: int) -> str:
     return ""
 
 
-def run_case(case: Case, values: dict[str, str], gpus: int, work: Path, controls: Controls | None = None) -> CaseResult:
-    """One case: not applicable here (why), or its family's control, its preparation step, then the planted run."""
+def run_case(case: Case, values: dict[str, str], gpus: int, work: Path, controls: Controls | None = None,
+             shared: Shared | None = None) -> CaseResult:
+    """One case: not applicable here (why), or its family's control, its preparation step, then the planted run
+    (a fleet case: its group's one run, `Shared`)."""
     t0 = time.perf_counter()
     expect = _fill(case.expectation(world(gpus)), {k: re.escape(v) for k, v in values.items()})
     why = unmet(case.needs, gpus)
@@ -146,6 +202,8 @@ def run_case(case: Case, values: dict[str, str], gpus: int, work: Path, controls
     if why:
         return _result(case, argv, expect, Verdict("skipped", "", why), 0.0)
     controls = controls or Controls(work, values)
+    if case.needs == "slurm":
+        return _fleet_case(case, values, expect, shared or Shared(work, values, {}, controls.zygote), t0)
     control = controls.verdict(case)
     if control.outcome != "passed":
         return _result(case, argv, expect, Verdict("broke", f"control {control.verdict}", "control run (the same "

@@ -21,11 +21,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from trainready.selftest.cases import Case
+from trainready.selftest.cases import Case, share_key
 from trainready import __version__
 from trainready.errors import Interrupted
 from trainready.selftest.prepare import child_env, gpu_count, placeholders, unmount_all
-from trainready.selftest.run import SCHEMA, CaseResult, Controls, run_case
+from trainready.selftest.run import SCHEMA, CaseResult, Controls, Shared, run_case
 from trainready.selftest.zygote import Zygote
 
 CORES_PER_LANE = 2  # a case's 4 gloo ranks (or a GPU case's host side) keep about two cores busy
@@ -58,12 +58,23 @@ def lanes_for(cores: int | None = None) -> int:
     return max(2, min(MAX_LANES, cores // CORES_PER_LANE))
 
 
+def fleet_units(cases: Sequence[Case]) -> dict[str, list[int]]:
+    """The fleet cases (not exclusive) by the run they share (cases.share_key), in table order: one lane each."""
+    units: dict[str, list[int]] = {}
+    for i, c in enumerate(cases):
+        if c.needs == "slurm" and not c.exclusive:
+            units.setdefault(share_key(c), []).append(i)
+    return units
+
+
 def run_all(cases: Sequence[Case], values: dict[str, str], gpus: int, work: Path,
             on_case: Callable[[int, Case], None], on_done: Callable[[CaseResult], None],
             lanes: int = 0, zygote: Zygote | None = None) -> list[CaseResult]:
     """Every case's result, in the order of `cases`.  Interrupted (SIGINT/SIGTERM), no case starts any more, the
     commands in flight are killed, and the interrupt goes on once every lane has returned."""
     controls = Controls(work, values, zygote)
+    units = fleet_units(cases)
+    shared = Shared(work, values, {k: tuple(cases[i] for i in u) for k, u in units.items()}, zygote)
     results: dict[int, CaseResult] = {}
     stop = threading.Event()
 
@@ -71,15 +82,18 @@ def run_all(cases: Sequence[Case], values: dict[str, str], gpus: int, work: Path
         if stop.is_set():
             return
         on_case(i, cases[i])
-        results[i] = run_case(cases[i], values, gpus, work, controls)
+        results[i] = run_case(cases[i], values, gpus, work, controls, shared)
         on_done(results[i])
 
-    slurm = [i for i, c in enumerate(cases) if c.needs == "slurm" and not c.exclusive]
+    def unit(members: list[int]) -> None:  # one fleet run's cases, one after another (the first runs it)
+        for i in members:
+            one(i)
+
     local = [i for i, c in enumerate(cases) if c.needs != "slurm" and not c.exclusive]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=slurm_lanes() if slurm else 1) as queue, \
+    with concurrent.futures.ThreadPoolExecutor(max_workers=slurm_lanes() if units else 1) as queue, \
             concurrent.futures.ThreadPoolExecutor(max_workers=lanes or lanes_for()) as pool:
         try:
-            futures = [queue.submit(one, i) for i in slurm] + [pool.submit(one, i) for i in local]
+            futures = [queue.submit(unit, u) for u in units.values()] + [pool.submit(one, i) for i in local]
             for f in futures:
                 f.result()
             for i, c in enumerate(cases):  # alone: nothing else runs beside them

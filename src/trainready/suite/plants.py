@@ -93,7 +93,7 @@ CLUSTER_PLANTS: dict[str, str] = {
     "cluster.slow": "NODE[:FACTOR]: that node's throughput metrics (tokens/s, GEMM, HBM) are multiplied by FACTOR (default 0.5)",
     "cluster.slow_once": "NODE[:FACTOR]: as cluster.slow, in the acceptance array only: measured again, the node is "
                          "as fast as the others (a transient slowdown, not a fault)",
-    "cluster.hang": "NODE: that node's acceptance task sleeps until Slurm's time limit or the wait deadline ends it",
+    "cluster.hang": "NODE: that node's acceptance task stops in its first check (sleeps until Slurm's time limit or the collector ends it)",
     "cluster.kill": "NODE: that node's acceptance task kills itself with SIGKILL",
     "cluster.clock": "NODE:SECONDS: that node's clock readings in the clock exchange are SECONDS ahead",
     "cluster.storage": "NODE: that node writes and reads a private directory on another filesystem instead of --results",

@@ -7,7 +7,9 @@ not up to half a minute after.  Each record wakes the collector at most once, ne
 the last poll: the fleet-size floor that keeps a 640-node run at one slurmctld RPC per 30 s still holds.  A task
 that lingers after its record (a container's teardown: enroot removes the unpacked image, ~30k files) is asked
 about again FOLLOW_S, then 2x, 4x ... later (`follow_up`), not at the next regular poll up to 30 s away: a 3-node
-Pyxis run had sat 30 s between its last record and its cross-node step.
+Pyxis run had sat 30 s between its last record and its cross-node step.  A task the collector cancelled is
+followed up the same way; and a poll is due when a running task passes --time + TASK_GRACE_S
+(watch.overtime_due): a task hung in a 0:30 run was cancelled at 54 s and seen ended 18 s later; now 42 s and 2 s.
 """
 
 from __future__ import annotations

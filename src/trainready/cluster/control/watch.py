@@ -97,6 +97,13 @@ def progress_line(job: str, nodes: list[str], states: dict[int, slurm.TaskState]
             f"{pending} pending"), done
 
 
+def overtime_due(w: Watch, limit_s: float) -> float:
+    """Seconds until the first running task not yet cancelled passes --time + TASK_GRACE_S (by Slurm's RunTime at
+    the last poll), so it is cancelled then, not up to a poll interval (30 s) later; inf when none runs."""
+    left = [limit_s + TASK_GRACE_S - s.run_s for i, s in w.states.items() if s.state == "RUNNING" and i not in w.over]
+    return max(0.0, min(left)) + nap.SETTLE_S if left else float("inf")
+
+
 def wait(job: str, nodes: list[str], limit_s: float, waves: int, say: Progress, w: Watch | None = None,
          heard: Callable[[Watch, str], None] | None = None, records: Path | None = None) -> Watch:
     """Poll (one slurmctld call for the whole array, poll_interval() apart) until every task has ended.  A task
@@ -131,8 +138,10 @@ def wait(job: str, nodes: list[str], limit_s: float, waves: int, say: Progress, 
         floor_s = max(POLL_MIN_S, len(nodes) * POLL_PER_NODE_S)
         lingering = records is not None and any(not s.done and (records / f"{nodes[i]}.json").exists()
                                                 for i, s in w.states.items() if i < len(nodes))
+        lingering = lingering or any(i in w.over or i in w.stuck for i, s in w.states.items() if not s.done
+                                     and s.state not in (OVERTIME, STUCK, GONE))  # cancelled, not yet ended
         sleep_s, step = nap.follow_up(poll_interval(len(nodes), time.monotonic() - t0), floor_s, lingering, step)
-        seen = nap.nap(sleep_s, floor_s, records, seen)
+        seen = nap.nap(min(sleep_s, max(floor_s, overtime_due(w, limit_s))), floor_s, records, seen)
 
 
 def _at_deadline(before: dict[int, slurm.TaskState], after: dict[int, slurm.TaskState]) -> dict[int, slurm.TaskState]:

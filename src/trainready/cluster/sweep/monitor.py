@@ -39,13 +39,10 @@ def _node(name: str, mine: Mapping[str, Any], runs: list[dict[str, Any]], info: 
     if runs:
         yield Sample(P + "trend_warnings", "trend WARNs of the node's last sweep", (("node", name),),
                      float(len(runs[-1].get("trend", []))))
-        total: dict[str, int] = {}
-        for e in runs:
-            for dev, n in e.get("mismatches", {}).items():
-                total[dev] = total.get(dev, 0) + int(n)
-        for dev, n in sorted(total.items()):
-            yield Sample(P + "fingerprint_mismatches", "fingerprint battery entries the GPU computed other bits "
-                         "for than its identical peers or its own first result, summed over the node's kept sweeps",
+        total = runs[-1].get("mismatches_total")
+        for dev, n in sorted((total if isinstance(total, dict) else trend.cumulative(runs, {})).items()):
+            yield Sample(P + "fingerprint_mismatches_total", "fingerprint battery entries the GPU computed other "
+                         "bits for than its identical peers or its own first result, over all the node's sweeps",
                          (("node", name), ("device", dev)), float(n))
         for key, value in runs[-1].get("figures", {}).items():
             fig, _, dev = key.partition("@")

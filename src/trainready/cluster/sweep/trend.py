@@ -107,6 +107,19 @@ def mismatches(record: Mapping[str, Any], fleet: Mapping[str, int] | None = None
     return out
 
 
+def cumulative(past: list[dict[str, Any]], mismatches: Mapping[str, int]) -> dict[str, int]:
+    """Per GPU, its fingerprint mismatches over every sweep of the node so far (Prometheus's counter): the last
+    entry's running total plus this sweep's, so dropping sweeps past KEEP never makes it fall; an older history
+    with no running total starts from the sum of its kept sweeps."""
+    last = past[-1].get("mismatches_total") if past else None
+    if not isinstance(last, dict):
+        last = {}
+        for e in past:
+            for dev, n in e.get("mismatches", {}).items():
+                last[dev] = last.get(dev, 0) + int(n)
+    return {d: int(last.get(d, 0)) + int(mismatches.get(d, 0)) for d in sorted(set(last) | set(mismatches))}
+
+
 def entry(when: str, verdict: str, record: Mapping[str, Any], run: str,
           fleet_mismatches: Mapping[str, int] | None = None) -> dict[str, Any]:
     uuids = {gpu_key(g): str(g.get("uuid")) for g in _gpus(record)}  # in the NVML order
@@ -236,6 +249,7 @@ def follow(results: Path, node: str, record_path: str, sweep: Sweep, plants: Map
     now = entry(sweep.when, sweep.verdict, record, sweep.run, fleet_mismatches)
     if sweep.verdict == "fail":
         now.update(why=sweep.why, strikes=sweep.strikes, **({"strikes_of": sweep.of} if sweep.of else {}))
+    now["mismatches_total"] = cumulative(past, now["mismatches"])
     pct = decline(plants, node)
     if pct is not None:
         now = plant_decline(now, past, pct)

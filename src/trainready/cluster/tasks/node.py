@@ -43,9 +43,16 @@ class TaskOptions:
 
 
 def planted_stop(nf: fl.NodeFaults) -> None:
-    """Planted task deaths: SIGKILL now, or sleep until Slurm (time limit) or the collector (scancel) ends us."""
+    """Planted task death: SIGKILL now."""
     if nf.kill:
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def planted_hang(nf: fl.NodeFaults) -> None:
+    """Planted hang, in the first check: sleep until Slurm (time limit) or the collector (scancel) ends us.  In a
+    check, not in start-up: the other nodes' first check takes a second, so the collector's evidence of a hang
+    (progress.HUNG_FACTOR x the others' time in that phase + HUNG_SLACK_S) is there ~11 s in, whatever the
+    host's load does to start-up times; a short --time then suffices (the self-test's cluster.hang: 0:30)."""
     while nf.hang:
         time.sleep(3600)
 
@@ -71,7 +78,7 @@ def accept(opts: TaskOptions) -> int:
 
         ctx = CheckContext(spec, work, fl.check_plants(nf), CheckOptions(burnin_s=opts.burnin_s, level=opts.level))
         report = run_checks("node", checks, ctx, context={"spec_source": source, "node": node},
-                            on_start=lambda c: prog.phase(c.name))
+                            on_start=lambda c: (prog.phase(c.name), planted_hang(nf)))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     prog.phase("manifest")
