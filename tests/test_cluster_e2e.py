@@ -170,6 +170,11 @@ def test_the_rma_folders_on_node_commands_run_as_written_on_a_drained_node(fault
     subprocess.run(["scontrol", "update", "nodename=node2", "state=drain", f"reason={reason}"], check=True)
     try:
         assert "drain" in sinfo_reason("node2")[0]  # Slurm starts no job here now: hence the reservation
+        from trainready.cluster import reasons
+
+        shown = subprocess.run(["sinfo", "-R", "-h", "-n", "node2"], capture_output=True, text=True).stdout
+        got = reasons.parse(shown[:20])  # sinfo -R's default reason column: 20 characters
+        assert shown[:20] == reason[:20] and (got.ours, got.source, got.klass) == (True, "run", "hardware"), shown
         for c in cmds:
             c = c.replace(" trainready bundle ", f" {sys.executable} -m trainready bundle ")
             p = subprocess.run(["bash", "-c", c], capture_output=True, text=True, env=env, timeout=600)
