@@ -22,6 +22,8 @@ class FakeNvml:
     def nvmlDeviceGetName(self, h: int) -> str: return "NVIDIA H100 80GB HBM3"
     def nvmlDeviceGetUUID(self, h: int) -> str: return f"GPU-{h}"
     def nvmlDeviceGetSerial(self, h: int) -> str: return f"SER{h}"
+    def nvmlDeviceGetVbiosVersion(self, h: int) -> str: return "96.00.99.00.01"
+    def nvmlDeviceGetModuleId(self, h: int) -> int: return h + 1
     def nvmlDeviceGetPcieReplayCounter(self, h: int) -> int: return 0
     def nvmlDeviceGetPciInfo(self, h: int) -> Any: return type("Pci", (), {"busId": f"00000000:{0x18 + h:02x}:00.0"})
     def nvmlDeviceGetMemoryInfo(self, h: int) -> Any: return type("Mem", (), {"total": 80 * 2**30})

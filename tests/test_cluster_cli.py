@@ -90,8 +90,9 @@ def test_no_result_reasons_say_what_slurm_said():
 
 
 def test_drain_reason_has_the_prefix_and_a_bounded_length():
-    r = ledger.reason_text(["check matmul: FAIL: " + "x" * 500, "drift: torch"])
-    assert r.startswith("trainready: check matmul") and r.endswith("(+1 more)") and len(r) <= ledger.REASON_MAX
+    r = ledger.reason_text(["check matmul: FAIL: " + "x" * 500, "drift: torch"], "run", "hardware")
+    assert r.startswith("trainready:run/hw ") and ": check matmul" in r and r.endswith("(+1 more)")
+    assert len(r) <= ledger.REASON_MAX
     assert slurm.NodeInfo("n", "drained", "h", "trainready: slow").ours
     assert not slurm.NodeInfo("n", "drained", "h", "admin: fan").ours
 

@@ -117,8 +117,13 @@ def test_faulty_nodes_rejected_with_their_reasons_healthy_accepted(faulty):
 
 
 def test_drain_only_rejected_then_resume_restores_ours_and_leaves_admin_drain(faulty):
-    assert faulty.drained["node2"][1].startswith("trainready: check matmul")
-    assert faulty.drained["node3"][1].startswith("trainready: slow")
+    from trainready.cluster import reasons
+
+    two, three = (reasons.parse(faulty.drained[n][1]) for n in ("node2", "node3"))
+    assert not faulty.drained["node2"][1].startswith("trainready: check matmul")  # no longer the unclassed reason
+    assert (two.source, two.klass, two.cause[:12]) == ("run", "hardware", "check matmul")  # its first cause's class
+    assert (three.source, three.klass, three.cause[:4]) == ("run", "hardware", "slow")
+    assert faulty.drained["node2"][1][:20] == "trainready:run/hw 20"  # what `sinfo -R` shows
     assert "drain" not in faulty.drained["node1"][0]
     assert faulty.resume.returncode == 0, faulty.resume.stderr[-2000:]
     assert faulty.resumed["node1"] == ("drained", "admin: fan")  # an administrator's drain: untouched
@@ -128,6 +133,62 @@ def test_drain_only_rejected_then_resume_restores_ours_and_leaves_admin_drain(fa
     assert all(e["who"] and e["when"] and e["record"].endswith(f"{e['node']}.json") for e in drains)
     actions = [(e["action"], e["node"]) for e in ledger(faulty.res)]
     assert ("resume", "node2") in actions and ("resume", "node3") in actions
+    assert [(e["source"], e["class"]) for e in drains] == [("run", "hardware")] * 2  # the whole reason in the ledger
+    assert drains[0]["reason"].endswith(drains[0]["why"][-1]) and len(drains[0]["why"]) == 2
+
+
+def test_each_drained_node_gets_its_rma_folder_from_the_run(faulty):
+    assert sorted(p.name for p in (faulty.res / "rma").iterdir()) == ["node2", "node3"]  # node1 passed: none
+    index = (faulty.res / "rma" / "node2" / "INDEX.md").read_text()
+    assert "**PLANTED FAULTS: this folder comes from a test run" in index  # a planted run is never evidence
+    assert "| matmul | fail | hardware |" in index and "srun -w node2 -N 1 --exclusive" in index
+    assert "--only matmul" in index and "class **hardware**" in index
+    assert "srun --reservation=rma-node2 -w node2" in index and "nvidia-bug-report" in index
+    assert run_cli("bundle", "--verify", str(faulty.res / "rma" / "node2")).returncode == 0
+
+
+def test_the_rma_folders_on_node_commands_run_as_written_on_a_drained_node(faulty, tmp_path):
+    """INDEX.md's commands, run as written (trainready as this checkout's interpreter): a drained node resumed in
+    a maintenance reservation, `bundle --rma` on it through srun (its kernel log read, the vendor tools run: stand-ins
+    written here on PATH, as this machine has no NVIDIA driver for the real nvidia-bug-report.sh and dcgmi), then
+    drained again with its reason as it was and the reservation gone."""
+    import getpass
+    import os
+    import sys
+
+    res, reason = faulty.res, faulty.drained["node2"][1]
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    for name, body in (("nvidia-bug-report.sh", 'echo "driver log" | /bin/gzip > "$2.gz"'),
+                       ("dcgmi", "echo '{\"tests\": []}'")):
+        (fake / name).write_text(f"#!/bin/sh\n{body}\n")
+        (fake / name).chmod(0o755)
+    index = (res / "rma" / "node2" / "INDEX.md").read_text()
+    cmds = index.split("```sh\n", 1)[1].split("```", 1)[0].strip().splitlines()
+    assert len(cmds) == 5 and cmds[3].endswith(reason.replace("'", "'\"'\"'") + "'")  # drained again as it was
+    env = {**os.environ, "USER": getpass.getuser(), "PATH": f"{fake}:{os.environ['PATH']}"}
+    subprocess.run(["scontrol", "update", "nodename=node2", "state=drain", f"reason={reason}"], check=True)
+    try:
+        assert "drain" in sinfo_reason("node2")[0]  # Slurm starts no job here now: hence the reservation
+        from trainready.cluster import reasons
+
+        shown = subprocess.run(["sinfo", "-R", "-h", "-n", "node2"], capture_output=True, text=True).stdout
+        got = reasons.parse(shown[:20])  # sinfo -R's default reason column: 20 characters
+        assert shown[:20] == reason[:20] and (got.ours, got.source, got.klass) == (True, "run", "hardware"), shown
+        for c in cmds:
+            c = c.replace(" trainready bundle ", f" {sys.executable} -m trainready bundle ")
+            p = subprocess.run(["bash", "-c", c], capture_output=True, text=True, env=env, timeout=600)
+            assert p.returncode == 0, (c, p.stdout, p.stderr)
+        assert sinfo_reason("node2") == ("drained", reason)
+        out = res / "rma" / "node2"
+        ran = {t["name"]: t["outcome"] for t in json.loads((out / "tools.json").read_text())}
+        assert ran == {"nvidia-bug-report": "ran", "dcgm-diag": "ran"}
+        assert "not read: the kernel log" not in (out / "INDEX.md").read_text()  # read on node2 itself
+        assert len(list((res / "rma").glob("node2.*"))) == 1  # the folder the run wrote: kept beside it
+        assert run_cli("bundle", "--verify", str(out)).returncode == 0
+    finally:
+        subprocess.run(["scontrol", "delete", "ReservationName=rma-node2"], capture_output=True)
+        undrain("node2")
 
 
 def test_killed_and_hung_tasks_are_no_result_with_slurms_reason(killed_hung):
@@ -149,15 +210,19 @@ def test_healthy_fleet_accepts_every_node(healthy):
     assert by_node(doc).keys() == {"node1", "node2", "node3"}
 
 
-def test_health_check_drains_its_own_node_never_an_admin_drain(local_slurm, monkeypatch):
+def test_health_check_drains_its_own_node_never_an_admin_drain(local_slurm, monkeypatch, tmp_path):
     from trainready.cluster.health import run_health
 
     try:
         p = run_cli("node", "--health-check", "--active", "--plant", "matmul.corrupt=0",
-                    env={"SLURMD_NODENAME": "node2"})
+                    env={"SLURMD_NODENAME": "node2", "TRAINREADY_RESULTS": str(tmp_path)})
         assert p.returncode == 3, p.stdout + p.stderr  # unhealthy, and planted: records.PLANTED_EXIT
+        index = (tmp_path / "rma" / "node2" / "INDEX.md").read_text()  # written on the node: its kernel log read
+        assert "by trainready's health check, class **hardware**" in index and "not read: the kernel log" not in index
+        assert [(e["by"], e["class"]) for e in json.loads("[" + ",".join(
+            (tmp_path / "drain-ledger.jsonl").read_text().splitlines()) + "]")] == [("health", "hardware")]
         state, reason = sinfo_reason("node2")
-        assert "drain" in state and re.match(r"trainready: \[health\] \d{4}-\d\d-\d\d: matmul", reason)
+        assert "drain" in state and re.match(r"trainready:health/hw \d{4}-\d\d-\d\d: matmul", reason), reason
         subprocess.run(["scontrol", "update", "nodename=node3", "state=drain", "reason=admin: psu"], check=True)
         monkeypatch.setenv("SLURMD_NODENAME", "node3")  # the same run in-process: no second interpreter start
         said: list[str] = []

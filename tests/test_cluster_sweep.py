@@ -137,7 +137,12 @@ def test_a_failure_warns_once_and_drains_when_it_repeats_never_an_admin_drain(cl
         p = run_cli(*argv)
         assert p.returncode == 3, p.stdout + p.stderr
         state, reason = _reason("sweep3")
-        assert "drain" in state and re.match(r"trainready: \[sweep\] \d{4}-\d\d-\d\d: check matmul", reason), reason
+        assert "drain" in state and re.match(r"trainready:sweep/hw \d{4}-\d\d-\d\d: check matmul", reason), reason
+        index = (tmp_path / "rma" / "sweep3" / "INDEX.md").read_text()  # the RMA folder, from its newest record
+        assert "| matmul | fail | hardware |" in index and "Drained** " in index and "trainready:sweep/hw" in index
+        assert run_cli("bundle", "--verify", str(tmp_path / "rma" / "sweep3")).returncode == 0
+        h = run_cli("cluster", "history", "sweep3", "--results", str(tmp_path)).stdout.splitlines()
+        assert h[0].startswith("sweep3: DRAINED by the sweep on ") and h[1] == f"  why: {reason}", h
         assert _reason("sweep4") == ("drained", "admin: psu")
         by = {o["node"]: o for o in _last(tmp_path)["outcomes"]}
         assert by["sweep3"]["action"] == "drain" and by["sweep3"]["strikes"] == 2
@@ -146,7 +151,7 @@ def test_a_failure_warns_once_and_drains_when_it_repeats_never_an_admin_drain(cl
         assert 'trainready_sweep_verdict{node="sweep3",verdict="fail"} 1.0' in text
         assert 'trainready_sweep_drained{node="sweep3"} 1.0' in text
         assert 'trainready_sweep_drained{node="sweep4"} 0.0' in text  # an administrator's drain is not ours
-        assert re.search(r'trainready_sweep_drained_info\{node="sweep3",reason="trainready: \[sweep\] [^"]+"\} 1', text)
+        assert re.search(r'trainready_sweep_drained_info\{node="sweep3",reason="trainready:sweep/hw [^"]+"\} 1', text)
         assert 'trainready_sweep_strikes{node="sweep3"} 2.0' in text
     finally:
         undrain("sweep3", "sweep4")
@@ -218,7 +223,7 @@ def test_a_nodes_nul_surrogate_esc_and_bel_are_cleaned_before_slurm_prometheus_a
         record = (tmp_path / "runs").glob("*/nodes/sweep3.json")
         assert "\\u0000\\ud800\\u001b[2J\\u0007" in next(record).read_text()  # what the node wrote, as it wrote it
         state, reason = _reason("sweep3")
-        assert "drain" in state and re.match(r"trainready: \[sweep\] \d{4}-\d\d-\d\d: check matmul: FAIL", reason)
+        assert "drain" in state and re.match(r"trainready:sweep/hw \d{4}-\d\d-\d\d: check matmul: FAIL", reason)
         assert "\ufffd\ufffd\ufffd[2J\ufffd" in reason, repr(reason)
         for out in (p.stdout + p.stderr, reason, prom.read_text(encoding="utf-8")):
             assert not {"\x00", "\x1b", "\x07"} & set(out), repr(out)

@@ -77,7 +77,8 @@ def test_no_nvml_fails_only_where_gpus_are_expected() -> None:
 def test_kmsg_records_parse_and_the_real_log_is_read_from_where_it_stopped() -> None:
     seq, xid = parse_record("4,2291,81392,-;NVRM: Xid (PCI:0000:3B:00): 79, pid=1234, name=python, GPU has fallen "
                             "off the bus.")
-    assert seq == 2291 and xid == Xid(2291, "0000:3b:00", 79, "pid=1234, name=python, GPU has fallen off the bus.")
+    assert seq == 2291 and xid == Xid(2291, "0000:3b:00", 79, "pid=1234, name=python, GPU has fallen off the bus.",
+                                      81392)  # logged 81392 us after boot: the RMA folder's XID timeline
     assert parse_record("6,12,900,-;eth0: link up") == (12, None)
     got = read_xids(-1)
     if isinstance(got, str):

@@ -56,7 +56,7 @@ def test_a_node_record_is_cleaned_where_it_is_read(tmp_path: Path) -> None:
 def test_a_drain_reason_holds_no_control_character_and_stays_within_slurms_bound() -> None:
     reason = ledger.dated_reason("sweep", [HOSTILE, "second"])
     assert not any(ord(c) < 32 or 0x7F <= ord(c) <= 0x9F or 0xD800 <= ord(c) <= 0xDFFF for c in reason), repr(reason)
-    assert reason.startswith("trainready: [sweep] ") and reason.endswith("(+1 more)")
+    assert reason.startswith("trainready:sweep/sw ") and reason.endswith("(+1 more)")
     assert len(ledger.reason_text(["x\x1b" * 500])) <= ledger.REASON_MAX
 
 

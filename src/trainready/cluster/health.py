@@ -42,12 +42,16 @@ def run_health(spec_arg: str | None, plants: Mapping[str, str], say: Callable[[s
         say(f"trainready health check: {node}: OK ({', '.join(r.name for r in report.results)}; "
             f"{report.duration_s:.1f} s)")
         return 0
-    return drain_self(node, [f"{r.name}: {r.message}" for r in bad], "health", plants, say)
+    from trainready.cluster.reasons import CHECK_CLASS, SOFTWARE
+
+    klass = CHECK_CLASS.get(bad[0].name, SOFTWARE)  # the first failing check's class, as its reason comes first
+    return drain_self(node, [f"{r.name}: {r.message}" for r in bad], "health", plants, say, klass)
 
 
-def drain_self(node: str, why: Sequence[str], kind: str, plants: Mapping[str, str], say: Callable[[str], None]) -> int:
-    """Say FAIL and drain `node` with a dated, prefixed reason ('trainready: [KIND] YYYY-MM-DD: ...'), never over
-    an administrator's drain.  The exit code: 1, or 3 for a planted run (a test, never evidence)."""
+def drain_self(node: str, why: Sequence[str], kind: str, plants: Mapping[str, str], say: Callable[[str], None],
+               klass: str = "hardware") -> int:
+    """Say FAIL and drain `node` with a classed, dated reason ('trainready:health/hw YYYY-MM-DD: ...':
+    cluster/reasons.py), never over an administrator's drain.  The exit code: 1, or 3 for a planted run."""
     from trainready.cluster import ledger
     from trainready.cluster.control import slurm
     from trainready.errors import SlurmError
@@ -59,8 +63,34 @@ def drain_self(node: str, why: Sequence[str], kind: str, plants: Mapping[str, st
         if info is not None and info.drained and not info.ours:
             say(f"{node}: already drained by an administrator ({info.reason or 'no reason'}); left alone")
         else:
-            slurm.drain(node, ledger.dated_reason(kind, why))
+            reason = ledger.dated_reason(kind, why, klass=klass)
+            slurm.drain(node, reason)
             say(f"{node}: drained")
+            evidence(node, reason, why, klass, plants, say)
     except SlurmError as exc:
         say(f"{node}: could not drain: {exc}")
     return PLANTED_EXIT if plants else 1  # records.PLANTED_EXIT
+
+
+RESULTS_ENV = "TRAINREADY_RESULTS"  # a --results folder the node mounts: the health check's drains go there too
+
+
+def evidence(node: str, reason: str, why: Sequence[str], klass: str, plants: Mapping[str, str],
+             say: Callable[[str], None]) -> None:
+    """With $TRAINREADY_RESULTS set: the drain in its ledger and RESULTS/rma/NODE/, written on the node itself (its
+    kernel log's XIDs read; the vendor's tools, minutes long, are left to `bundle --rma`: Slurm kills the health
+    check at 60 s)."""
+    import os
+
+    from trainready.cluster import ledger, rma
+
+    results = os.environ.get(RESULTS_ENV)
+    if not results or not Path(results).is_dir():
+        return
+    try:
+        ledger.append(Path(results), {"action": "drain", "node": node, "why": list(why), "by": "health",
+                                      "slurm_reason": reason, "planted": dict(plants),
+                                      **ledger.whole("health", klass, why)})
+    except OSError as exc:
+        say(f"{node}: not in {results}'s ledger: {exc.strerror}")
+    rma.after_drain(Path(results), node, None, say, here=True)

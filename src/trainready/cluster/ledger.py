@@ -1,8 +1,8 @@
 """Drain and resume, NHC-style, with a ledger: RESULTS/drain-ledger.jsonl, one JSON object per action.
 
-* drain: `scontrol update nodename=X state=drain reason="trainready: <first reason>"` for rejected nodes
-  only.  A node an administrator drained (a reason without the `trainready:` prefix) is left alone: its
-  reason is never overwritten.
+* drain: `scontrol update nodename=X state=drain reason="trainready:run/CLASS DATE: <first reason>"` (reasons.py)
+  for rejected nodes only, each with its RMA folder (RESULTS/rma/NODE/, cluster/rma/).  A node an administrator
+  drained (a reason without the `trainready:` prefix) is left alone: its reason is never overwritten.
 * resume: a node is returned to service only if its current reason starts with `trainready:` AND it passes
   acceptance again.  So that no other job lands on it while it is re-validated, it is first reserved
   (`scontrol create reservation ... Flags=MAINT,IGNORE_JOBS`), then resumed, accepted inside the
@@ -20,6 +20,8 @@ import socket
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from trainready.cluster import reasons as vocab
+from trainready.cluster import rma
 from trainready.cluster.control import slurm
 from trainready.cluster.judge.guard import DrainPlan
 from trainready.cluster.judge.verdict import FleetVerdict
@@ -53,20 +55,25 @@ def read(results: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def reason_text(reasons: Sequence[str]) -> str:
+def reason_text(reasons: Sequence[str], source: str = "run", klass: str = vocab.SOFTWARE,
+                day: dt.date | None = None) -> str:
+    """'trainready:SOURCE/CLASS YYYY-MM-DD: first reason (+n more)' (cluster/reasons.py), cut to REASON_MAX."""
     from trainready.util.nodetext import clean_line
 
     first = " ".join(clean_line(reasons[0], REASON_MAX).split()) if reasons else "rejected"
     more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
-    text = f"{slurm.PREFIX} {first}"
+    text = vocab.compose(source, klass, first, day)
     return (text[: REASON_MAX - len(more) - 3] + "..." if len(text) + len(more) > REASON_MAX else text) + more
 
 
-def dated_reason(kind: str, reasons: Sequence[str], day: dt.date | None = None) -> str:
-    """'trainready: [KIND] YYYY-MM-DD: first reason (+n more)': prefixed (ours, `slurm.PREFIX`), with what
-    found it and when, so a site's automation can read `sinfo -R`."""
-    when = (day or dt.datetime.now(dt.timezone.utc).date()).isoformat()
-    return reason_text([f"[{kind}] {when}: {reasons[0] if reasons else 'rejected'}", *reasons[1:]])
+def dated_reason(kind: str, reasons: Sequence[str], day: dt.date | None = None, klass: str = vocab.SOFTWARE) -> str:
+    """The reason a sweep or the health check sets: what found it (`kind`), the class, the date, the cause."""
+    return reason_text(reasons, kind, klass, day)
+
+
+def whole(source: str, klass: str, reasons: Sequence[str]) -> dict[str, str]:
+    """The ledger's fields of a drain's reason: source, class, and the whole text Slurm's copy may cut."""
+    return {"source": source, "class": klass, "reason": vocab.compose(source, klass, "; ".join(reasons) or "rejected")}
 
 
 def drain_rejected(results: Path, verdict: FleetVerdict, say: Callable[[str], None],
@@ -91,13 +98,16 @@ def drain_rejected(results: Path, verdict: FleetVerdict, say: Callable[[str], No
             say(f"{nv.node}: already drained by an administrator ({i.reason or 'no reason'}); left alone")
             append(results, {"action": "left-alone", **base, "slurm_reason": i.reason})
             continue
-        reason = reason_text(nv.reasons)
+        klass = vocab.class_of_causes(nv.causes)
+        reason = reason_text(nv.reasons, "run", klass)
         failed = drain_one(nv.node, reason)
         append(results, {"action": "drain-failed" if failed else "drain", **base, "slurm_reason": reason,
+                         **whole("run", klass, nv.reasons),
                          **({"error": failed} if failed else {})})
         say(f"{nv.node}: NOT drained: {failed}" if failed else f"{nv.node}: drained ({reason})")
         if not failed:
             drained.append(nv.node)
+            rma.after_drain(results, nv.node, nv.record or None, say)  # RESULTS/rma/NODE/: the vendor's evidence
     return drained
 
 

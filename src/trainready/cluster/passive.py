@@ -13,7 +13,7 @@ no CUDA context, no GPU work, so a busy node is read, never disturbed.  It judge
 * slowdown now: HW slowdown, HW thermal or HW power brake active (nvml.h clock-event reasons).
 
 A GPU whose serial changed on the same bus id is named (a part swapped in repair).  FAIL drains the node with a
-'trainready: [health] DATE:' reason, never over an administrator's drain (`health.drain_self`); WARN and a fact
+'trainready:health/hw DATE:' reason, never over an administrator's drain (`health.drain_self`); WARN and a fact
 it could not read are printed, exit 0.  The compute checks moved to `trainready cluster sweep`;
 `--health-check --active` still runs the old seconds-long ones (`health.py`).
 """
@@ -183,7 +183,7 @@ def run_passive(want: int | None, state: str | None, plants: Mapping[str, str], 
     if plants:
         say(f"trainready health check: {node}: FAIL: {'; '.join(found['fail'])} (planted: not drained)")
         return PLANTED_EXIT
-    return drain_self(node, found["fail"], "health", plants, say)
+    return drain_self(node, found["fail"], "health", plants, say, "hardware")  # counters, XIDs, GPUs missing
 
 
 def write_record(path: str, node: str, now: HealthReading, found: dict[str, list[str]], took: float,

@@ -4,7 +4,7 @@
                          nodes (RESULTS/waves/wave-K/, a run folder per attempt); a node of a later wave is
                          also rejected for drift from the canary's versions
     --max-reject R       a wave whose rejected fraction exceeds R stops the rollout, with the reasons
-    --drain              rejected nodes are drained ('trainready: <reason>'); without it Slurm is untouched
+    --drain              rejected nodes are drained ('trainready:run/CLASS DATE: <reason>'); without it Slurm is untouched
     --revalidate         first, nodes trainready drained are accepted again and resumed if they pass
 
 The ledger RESULTS/rollout.json (trainready.rollout/1, written atomically after every state change) makes it

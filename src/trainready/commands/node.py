@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 HEALTH_HELP = ("Slurm HealthCheckProgram mode, passive: NVML and the kernel log only (GPU count and health, XIDs, ECC "
                "and row-remap counters, PCIe link, slowdown), no torch, ~1 s; on failure drain this node with a "
-               "'trainready: [health] DATE:' reason (docs/cluster.md).")
+               "'trainready:health/hw DATE:' reason (docs/repair.md).")
 ACTIVE_HELP = ("With --health-check: the seconds-long compute checks instead (gpus, versions, matmul; imports torch, "
                "~6 s on an H100).")
 STATE_HELP = ("With --health-check: the last reading, for counters and XIDs since (default: env "

@@ -58,6 +58,8 @@ class GpuFacts:
     throttle_reasons: Union[list[str], str] = unavailable("not read")
     pcie_replays: IntFact = unavailable("not read")  # PCIe link-level replays (retransmissions), since driver load
     xids_this_boot: IntFact = unavailable("not read")  # XIDs the driver logged for this GPU since boot (/dev/kmsg)
+    vbios: str = unavailable("not read")  # the board's VBIOS version (nvmlDeviceGetVbiosVersion): a vendor's RMA asks
+    module_id: IntFact = unavailable("not read")  # its position on an HGX baseboard (nvmlDeviceGetModuleId): the slot
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -176,6 +178,8 @@ def _gpu(nv: Any, i: int) -> GpuFacts:
         nvlink_links=_q(lambda: _nvlinks(nv, h)),
         throttle_reasons=_q(lambda: _throttle(nv, h)),
         pcie_replays=_q(lambda: int(nv.nvmlDeviceGetPcieReplayCounter(h))),
+        vbios=_s(_q(lambda: nv.nvmlDeviceGetVbiosVersion(h))),
+        module_id=_q(lambda: int(nv.nvmlDeviceGetModuleId(h))),
     )
 
 

@@ -25,6 +25,7 @@ class Xid:
     pci: str  # the GPU's bus id as the driver prints it ("0000:18:00")
     code: int
     text: str  # the rest of the line (pid, name, what the driver says)
+    usec: int = -1  # microseconds since boot when the kernel logged it (/dev/kmsg's third field); -1 not known
 
 
 def boot_id(path: str = BOOT_ID) -> str:
@@ -43,7 +44,8 @@ def parse_record(record: str) -> tuple[int, Xid | None]:
     m = _XID.search(msg)
     if m is None:
         return seq, None
-    return seq, Xid(seq, m.group(1).lower(), int(m.group(2)), m.group(3).strip()[:160])
+    usec = int(fields[2]) if len(fields) > 2 and fields[2].isdigit() else -1
+    return seq, Xid(seq, m.group(1).lower(), int(m.group(2)), m.group(3).strip()[:160], usec)
 
 
 def read_xids(after_seq: int, path: str = KMSG) -> tuple[int, list[Xid]] | str:

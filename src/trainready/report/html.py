@@ -33,6 +33,7 @@ th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}
 svg.chart{display:block;max-width:100%;height:auto;margin:8px 0;background:#fff}
 svg .plot{fill:#fff;stroke:#8c959f}svg .grid{stroke:#eaeef2}svg .tl{font:11px sans-serif;fill:#24292f}
 svg .al{font:12px sans-serif;fill:#57606a}svg .ct{font:bold 13px sans-serif;fill:#1f2328}svg .bad{font:bold 13px sans-serif;fill:#cf222e}
+ul.state{font-size:14px;font-weight:400;margin:6px 0 0;padding-left:20px}
 figure{margin:10px 0 18px}figcaption{color:#57606a;font-size:12px}details{margin:6px 0}
 """
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'none'; base-uri 'none'; form-action 'none'"
@@ -137,9 +138,29 @@ def _fleet_history(rec: Record) -> str:
         ("run", "command", "verdict", "rejected", "its verdict file"), earlier)
 
 
+def _sweeptrend_findings(rec: Record) -> list[Finding]:
+    from trainready.report.node_state import findings, node_state
+
+    return list(findings(node_state(rec.doc, rec.path), rec.path))
+
+
+def _node_states(records: Sequence[Record]) -> str:
+    """Each node history's state, first on the page: drained and why, strikes, trend WARNs, last pass."""
+    from trainready.report.node_state import node_state
+
+    out = []
+    for rec in records:
+        if rec.kind == "sweeptrend":
+            st = node_state(rec.doc, rec.path)
+            out.append(f'<div class="verdict v-{st.status} node-state">{escape(st.headline)}<ul class="state">'
+                       + "".join(f"<li>{escape(ln)}</li>" for ln in st.lines) + "</ul></div>")
+    return "".join(out)
+
+
 FINDINGS: dict[str, Callable[[Record], list[Finding]]] = {
     "node": _report_findings, "comm": _report_findings, "resume": _report_findings, "report": _report_findings,
     "compare": _compare_findings, "selftest": _selftest_findings, "plan": _plan_findings, "fleet": _fleet_findings,
+    "sweeptrend": _sweeptrend_findings,
 }
 
 
@@ -241,7 +262,7 @@ def render_html(records: Sequence[Record], now: dt.datetime | None = None) -> st
             f'content="{CSP}"><meta name="viewport" content="width=device-width,initial-scale=1">'
             f"<title>trainready report: {escape(overall.upper())}</title><style>{CSS}</style></head><body>")
     body = [f"<h1>trainready report</h1><p class='sub'>{len(records)} record(s): {escape(kinds)} · generated "
-            f"{now.isoformat(timespec='seconds')} by trainready {__version__}</p>",
+            f"{now.isoformat(timespec='seconds')} by trainready {__version__}</p>", _node_states(records),
             f'<div class="verdict v-{overall}">Verdict: {overall.upper()} — {len(bad)} failed, {len(warn)} warning(s)'
             f"{' — includes planted (test) records' if any(r.planted for r in records) else ''}</div>"]
     if bad:

@@ -49,13 +49,12 @@ def fleet_status(doc: Mapping[str, Any]) -> str:
     return "warn" if doc.get("planted") else "pass"
 
 
-def sweep_trend_status(doc: Mapping[str, Any]) -> str:
-    """A node's sweep history by its last sweep: fail, warn (unknown, or a trend WARN) or pass."""
-    runs = doc.get("runs") or [{}]
-    last = runs[-1] if isinstance(runs[-1], Mapping) else {}
-    if last.get("verdict") == "fail":
-        return "fail"
-    return "warn" if last.get("verdict") != "pass" or last.get("trend") else "pass"
+def sweep_trend_status(doc: Mapping[str, Any], path: str = "") -> str:
+    """A node's sweep history by its state (report/node_state.py): fail (drained by the sweep, or its last sweep
+    failed), warn (unknown, or a trend WARN) or pass."""
+    from trainready.report.node_state import node_state
+
+    return node_state(doc, path).status
 
 
 @dataclass(frozen=True)
@@ -82,7 +81,7 @@ class Record:
         if self.kind == "fleet":
             return fleet_status(self.doc)
         if self.kind == "sweeptrend":
-            return sweep_trend_status(self.doc)
+            return sweep_trend_status(self.doc, self.path)
         s = self.doc.get("status") or self.doc.get("verdict")
         if isinstance(s, Mapping):
             s = s.get("status")

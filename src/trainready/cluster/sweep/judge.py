@@ -32,6 +32,7 @@ class Outcome:
     strikes: int = 0  # consecutive failing sweeps, this one included
     action: str = ""  # "", "warn" (a first failure), "drain", "held" (past the bound), "left-alone" (admin's drain)
     trend: tuple[str, ...] = ()  # trend WARNs against the node's own history (trend.py)
+    causes: tuple[str, ...] = ()  # a failure's cause keys (verdict.NodeVerdict.causes): its class (reasons.py)
 
 
 def outcome(nv: NodeVerdict, stopped_by: Mapping[str, str]) -> Outcome:
@@ -45,7 +46,7 @@ def outcome(nv: NodeVerdict, stopped_by: Mapping[str, str]) -> Outcome:
         return Outcome(nv.node, PASS, "; ".join(nv.warnings))
     if no_record(nv):  # it did not finish (died, timed out, killed): it could not be judged
         return Outcome(nv.node, UNKNOWN, "; ".join(nv.reasons) or "no record")
-    return Outcome(nv.node, FAIL, "; ".join(nv.reasons))
+    return Outcome(nv.node, FAIL, "; ".join(nv.reasons), causes=tuple(nv.causes))
 
 
 def no_record(nv: NodeVerdict) -> bool:
@@ -65,7 +66,7 @@ def strike(doc: dict[str, Any], o: Outcome, strikes: int, t: dt.datetime) -> Out
         return o
     mine["strikes"] = int(mine.get("strikes", 0)) + 1
     n = mine["strikes"]
-    return Outcome(o.node, o.verdict, o.text, n, "drain" if n >= strikes else "warn")
+    return Outcome(o.node, o.verdict, o.text, n, "drain" if n >= strikes else "warn", causes=o.causes)
 
 
 def bound(doc: dict[str, Any], wanted: Sequence[str], most: MaxDrain, fleet: int, window_s: float,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from trainready.cluster import reasons
 from trainready.cluster.control.slurm import NodeInfo
 from trainready.cluster.sweep import judge, state, trend
 from trainready.cluster.tasks.node import THROUGHPUT
@@ -29,7 +30,7 @@ def _node(name: str, mine: Mapping[str, Any], runs: list[dict[str, Any]], info: 
                      (("node", name), ("verdict", v)), 1.0 if last.get("verdict") == v else 0.0)
     yield Sample(P + "strikes", "consecutive failing sweeps of the node", (("node", name),),
                  float(mine.get("strikes", 0)))
-    ours = info is not None and info.drained and info.reason.startswith("trainready: [sweep]")
+    ours = info is not None and info.drained and reasons.parse(info.reason).source == "sweep"
     yield Sample(P + "drained", "1 when the node is drained by trainready's sweep", (("node", name),),
                  1.0 if ours else 0.0)
     if ours and info is not None:

@@ -67,7 +67,7 @@ def _sweep(fleet: FleetOptions, opts: SweepOptions, say: Callable[[str], None]) 
         stopped = stopped_tasks(verdict)
         outs = [judge.strike(doc, judge.outcome(nv, stopped), opts.strikes, t) for nv in verdict.nodes
                 if nv.node in p.nodes]
-        outs = trends(fleet, verdict, outs, t)
+        outs = trends(fleet, verdict, outs, t, opts.strikes)
         state.save(fleet.results, doc)  # the strikes kept before any drain: a drain that fails loses none
         outs = act(fleet, doc, outs, len(info), opts, t, say)
     else:
@@ -84,7 +84,8 @@ def _sweep(fleet: FleetOptions, opts: SweepOptions, say: Callable[[str], None]) 
     return 3 if planted else 1 if any(o.verdict == judge.FAIL for o in outs) else 0
 
 
-def trends(fleet: FleetOptions, verdict: FleetVerdict, outs: list[judge.Outcome], t: Any) -> list[judge.Outcome]:
+def trends(fleet: FleetOptions, verdict: FleetVerdict, outs: list[judge.Outcome], t: Any,
+           strikes_of: int = 0) -> list[judge.Outcome]:
     """Each node with a record: its figures and counters added to its history, judged against it (trend.py)."""
     from trainready.spec import load_spec
 
@@ -100,7 +101,7 @@ def trends(fleet: FleetOptions, verdict: FleetVerdict, outs: list[judge.Outcome]
     for o in outs:
         nv = by[o.node]
         said = [] if nv.not_tested or judge.no_record(nv) else trend.follow(
-            fleet.results, o.node, nv.record, trend.Sweep(o.verdict, state.stamp(t), run, o.text, o.strikes),
+            fleet.results, o.node, nv.record, trend.Sweep(o.verdict, state.stamp(t), run, o.text, o.strikes, strikes_of),
             fleet.plants, trend.Rule(fs.trend_fraction, fs.trend_runs, fs.trend_min_runs), fp.get(o.node))
         out.append(dataclasses.replace(o, trend=tuple(said)))
     return out
@@ -157,7 +158,7 @@ def stopped_tasks(verdict: FleetVerdict) -> dict[str, str]:
 def act(fleet: FleetOptions, doc: dict[str, Any], outs: list[judge.Outcome], fleet_size: int, opts: SweepOptions,
         t: Any, say: Callable[[str], None]) -> list[judge.Outcome]:
     """Drain the confirmed failures (with --drain), within the bound, never over an administrator's drain."""
-    from trainready.cluster import ledger
+    from trainready.cluster import ledger, reasons, rma
 
     wanted = [o.node for o in outs if o.action == "drain"]
     if not wanted or not fleet.drain:
@@ -176,15 +177,19 @@ def act(fleet: FleetOptions, doc: dict[str, Any], outs: list[judge.Outcome], fle
             ledger.append(fleet.results, {"action": "left-alone", "node": o.node, "why": [o.text], "by": "sweep",
                                           "slurm_reason": i.reason})
             continue
-        reason = ledger.dated_reason("sweep", [o.text])
+        klass = reasons.class_of_causes(o.causes)
+        reason = ledger.dated_reason("sweep", [o.text], klass=klass)
         failed = ledger.drain_one(o.node, reason)  # a node Slurm refuses is said for that node; the others go on
         ledger.append(fleet.results, {"action": "drain-failed" if failed else "drain", "node": o.node,
                                       "why": [o.text], "by": "sweep", "strikes": o.strikes, "slurm_reason": reason,
+                                      **ledger.whole("sweep", klass, [o.text]),
                                       "planted": dict(fleet.plants), **({"error": failed} if failed else {})})
         if failed:
             say(f"{o.node}: NOT drained: {failed}")
             done[o.node] = "drain-failed"
             continue
+        trend.mark_drained(fleet.results, o.node, state.stamp(), reason)  # when it was drained, after the sweep
+        rma.after_drain(fleet.results, o.node, None, say)  # RESULTS/rma/NODE/ from the node's newest record
         doc["drains"].append({"node": o.node, "when": state.stamp(t), "reason": reason})
         state.node(doc, o.node)["drained"] = {"when": state.stamp(t), "reason": reason}
         done[o.node] = "drain"

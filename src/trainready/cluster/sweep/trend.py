@@ -223,6 +223,7 @@ class Sweep:
     run: str  # the fleet run's folder name
     why: str = ""  # a failing sweep: the failing check and its one-line reason
     strikes: int = 0  # consecutive failing sweeps, this one included
+    of: int = 0  # the strikes that drain (--strikes); 0 not said
 
 
 @dataclass(frozen=True)
@@ -247,7 +248,7 @@ def follow(results: Path, node: str, record_path: str, sweep: Sweep, plants: Map
     past = load(results, node)
     now = entry(sweep.when, sweep.verdict, record, sweep.run, fleet_mismatches)
     if sweep.verdict == "fail":
-        now.update(why=sweep.why, strikes=sweep.strikes)
+        now.update(why=sweep.why, strikes=sweep.strikes, **({"strikes_of": sweep.of} if sweep.of else {}))
     now["mismatches_total"] = cumulative(past, now["mismatches"])
     pct = decline(plants, node)
     if pct is not None:
@@ -255,6 +256,14 @@ def follow(results: Path, node: str, record_path: str, sweep: Sweep, plants: Map
     said = judge(now, past, rule.fraction, rule.runs, rule.min_runs)
     save(results, node, past + [{**now, "trend": said}])
     return said
+
+
+def mark_drained(results: Path, node: str, when: str, reason: str) -> None:
+    """The sweep drained the node after its latest entry: said there (the node's page marks it on its chart)."""
+    runs = load(results, node)
+    if runs:
+        runs[-1]["drained"] = {"when": when, "reason": reason}
+        save(results, node, runs)
 
 
 def table(runs: list[dict[str, Any]]) -> list[str]:

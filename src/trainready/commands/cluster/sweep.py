@@ -96,8 +96,9 @@ def sweep_cmd(
     most --max-nodes / --max-fraction, and runs `cluster run`'s acceptance on them (no cross-node step).  Per
     node: pass, fail (its own checks failed) or unknown (preempted, busy, timed out, no record: never a
     failure, never drained).  A failure is a WARN until --strikes failing sweeps in a row; then, with --drain,
-    the node is drained ('trainready: [sweep] DATE: ...'), never over an administrator's drain, and at most
-    --max-drain in --drain-window (past it: no more drains, said loudly).  Each node's figures are judged
+    the node is drained ('trainready:sweep/CLASS DATE: ...'; its RMA evidence in RESULTS/rma/NODE/), never
+    over an administrator's drain, and at most --max-drain in --drain-window (past it: no more drains, said
+    loudly).  Each node's figures are judged
     against its own history (trend WARNs; `cluster history NODE`).  `cluster resume` brings a drained node
     back after re-acceptance.  One sweep at a time per --results (a lock).  Exit 0 no failure, 1 a node
     failed, 2 usage or Slurm error, 3 planted.
@@ -130,8 +131,9 @@ def history_cmd(
     node: str = typer.Argument(..., help="The node."),
     results: str = typer.Option(..., "--results", "-r", help="The --results of the sweeps."),
 ) -> None:
-    """A node's sweeps as a table: when, verdict, its figures (per device); under a failing sweep the check
-    that failed, its one-line reason and the strike count; the trend WARNs (and figures too noisy to judge).
+    """A node's state first (drained by the sweep and why, strikes, trend WARNs, last pass), then its sweeps as a
+    table: when, verdict, its figures (per device); under a failing sweep the check that failed, its one-line
+    reason and the strike count; the trend WARNs (and figures too noisy to judge).
 
     Read from RESULTS/sweep/trend/NODE.json (`trainready.sweeptrend/1`).  Exit 0; 2 when the node has no
     history there."""
@@ -143,7 +145,10 @@ def history_cmd(
     if not runs:
         raise UsageError(f"{node}: no sweep history under --results {results} (expected "
                          f"{trend.path(Path(results), node)})")
-    for row in trend.table(runs):
+    from trainready.report.node_state import node_state, text
+
+    for row in [*text(node_state({"node": node, "runs": runs}, str(trend.path(Path(results), node)))), "",
+                *trend.table(runs)]:
         print(row)
 
 
