@@ -153,3 +153,23 @@ def test_capture_uses_the_same_rules():
 
 def test_numbers_are_never_secrets():
     assert scrub({"HF_TOKEN": 3, "tokens": 12, "ok": True}) == {"HF_TOKEN": 3, "tokens": 12, "ok": True}
+
+
+def test_a_path_of_words_dates_and_hex_stays_byte_for_byte_a_base64_key_with_a_slash_does_not() -> None:
+    """A run of [A-Za-z0-9/] 32+ long that is a path (a self-test's scratch folder, a sweep's run folder) was
+    redacted as a random token: '/tmp/trainready-selftest-<redacted>-run' in a fleet record."""
+    import base64
+    import random
+
+    from trainready.manifest.redact import REDACTED, redact_value
+
+    key = "k7Qz/9XbLm2PqR8tVw3YcN5hJ4dFg6Ks1Ae0TuWi"  # base64-shaped, a '/' inside
+    assert redact_value(f"token {key}") == f"token {REDACTED}"
+    for path in ("/tmp/trainready-selftest-pv7iej8f/inputs/cluster/vanish/runs/20261206T232752Z-run",
+                 "/home/ops/sweep/runs/20261206T030000Z-sweep/nodes/gpu0001.json",
+                 "/acc/runs/20261203T210512Z-run/fleet.json"):
+        assert redact_value(path) == path
+    rng = random.Random(7)
+    keys = [k for k in (base64.b64encode(rng.randbytes(30)).decode() for _ in range(800)) if "/" in k][:200]
+    kept = [k for k in keys if redact_value(f"key {k}") != f"key {REDACTED}"]
+    assert len(keys) == 200 and len(kept) <= 2, kept
