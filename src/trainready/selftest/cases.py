@@ -157,8 +157,9 @@ CASES: tuple[Case, ...] = (
          r"(?:GPU 0|rank 0 \(CPU\)): [\d.e+-]+ → [\d.e+-]+ TFLOP/s after \d+ s", exclusive=True),
     Case("burnin.counter", "device 0's volatile ECC uncorrectable count grows by one during a burn-in",
          _burnin("burnin.counter=0:ecc_uncorrected"), "burnin",
-         r"(?:GPU 0|rank 0 \(CPU\)): volatile ECC uncorrectable errors \d+ → \d+ \(\+1\)", judge_only=True,
-         exclusive=True),
+         r"(?:GPU 0|rank 0 \(CPU\)): volatile ECC uncorrectable errors \d+ → \d+ \(\+1\)", judge_only=True),
+    # ^ not exclusive: the fault is a counter, no timing; its control's timings beside other cases are judged by
+    # the machine's state (a busy host's fall is "not judged", suite/machine.py), never a false alarm
     Case("train_step.freeze", "one parameter is left without an update",
          _node("train_step", "train_step.freeze=first"), "train_step", r"parameter\(s\) not updated: \S"),
     Case("train_step.nan", "a NaN in a gradient", _node("train_step", "train_step.nan=grad"), "train_step",
@@ -230,11 +231,11 @@ CASES: tuple[Case, ...] = (
     # plant of that check).  {node1}, unplanted in every run, is the run's control.  The runs that wait longest
     # first, so their waits overlap the local cases (selftest/schedule.py).
     Case("cluster.hang", "the third node's acceptance task hangs in its first check (the collector cancels it past "
-         "--time)", _cluster("hang", "cluster.hang={node3}", "versions,fingerprint", time="0:30"), "node:{node3}",
+         "--time)", _cluster("hang", "cluster.hang={node3}", "versions,fingerprint", time="0:25"), "node:{node3}",
          r"no result: task \d+ hung: no progress for \d+ s in check \w+", needs="slurm", share="versions-fingerprint"),
     Case("cluster.fingerprint", "one rank of the second node computes a flipped last bit in its bf16 GEMM: the fleet's "
          "identical ranks name it", _cluster("fingerprint", "cluster.fail={node2}:fingerprint", "versions,fingerprint",
-                                             time="0:30"),
+                                             time="0:25"),
          "node:{node2}", r"fingerprint: \S+ rank 0: bf16 GEMM \S+, pattern random-7, chunk 13 of 64 differs from \d+ "
          "identical", covers=("cluster.fail",), needs="slurm", share="versions-fingerprint"),
     Case("cluster.vanish", "the second node's cross-node task exits at once: no record, its rank never joins",

@@ -145,12 +145,12 @@ def spec_busbw_loose(root: Path, gpus: int, argv: list[str]) -> str:
 # that never joins, cluster.silent FLEET_TIMEOUT_S on the one that stops): what 3 ranks on a 2-core host need
 # (a 1 KiB-1 MiB gloo all_reduce step takes well under a second; each rank's torch start-up took 2-15 s at load
 # average 1-20, examples/local-slurm.toml), not the 30 s + 20 s of the fleet's example spec.
-FLEET_TIMEOUT_S = 15.0
-FLEET_JOIN_S = 10.0
+FLEET_TIMEOUT_S = 12.0
+FLEET_JOIN_S = 8.0
 # Each node's wait for the others' storage probes (cross-node step): one srun starts every node's task within a
 # second or two, and the probe is its first act after the clock exchange; cluster.vanish (a node that writes none)
 # and cluster.storage (a node on another filesystem) wait this out.  The example spec's 20 s is for load average 20.
-FLEET_STORAGE_WAIT_S = 8.0
+FLEET_STORAGE_WAIT_S = 6.0
 
 
 def _local_slurm(root: Path, name: str, fleet_lines: str = "") -> str:
