@@ -84,3 +84,15 @@ def test_no_switch_named_for_one_node_own_causes_or_a_minority():
     assert [s.switch for s in hit] == ["s1"]
     assert switches.for_rejected({"a1": ("check matmul",), "a2": ("check matmul",)}, 0.5, FLEET.switch_causes,
                                  Path("/nonexistent")) == ()  # no cross-node cause: the topology is never read
+
+
+def test_sweep_holds_the_failures_a_switch_explains():
+    from trainready.cluster.sweep import judge
+
+    topo = Path(__file__).parent / "data" / "topology_topo.conf"
+    v = _verdict({"topo1": ("collective",), "topo2": ("collective",), "topo5": ("check matmul",)})
+    outs = [judge.Outcome(n, judge.FAIL, "x", 2, "drain") for n in ("topo1", "topo2", "topo5")]
+    kept, lines = judge.by_switch(outs, v.nodes, 0.5, ("link",), topo)  # a spec whose switch causes do not match
+    assert [o.action for o in kept] == ["drain", "drain", "drain"] and lines == []
+    kept, lines = judge.by_switch(outs, v.nodes, FLEET.switch_fraction, FLEET.switch_causes, topo)
+    assert [o.action for o in kept] == ["switch", "switch", "drain"] and lines[0].startswith("switch s1:")
