@@ -123,6 +123,8 @@ def for_run(results: Any, nodes: Sequence[str], until_iso: str, fallback_days: f
     `results` (cluster/coverage.py) until the run's end."""
     from trainready.cluster import coverage
 
+    if not nodes:  # nothing rejected: no record read, no sacct call
+        return {}
     passes = coverage.last_passes(results)
     until = dt.datetime.fromisoformat(until_iso) if until_iso else dt.datetime.now(dt.timezone.utc)
     last = {n: t for n in nodes if (t := (passes.get(n) or {}).get(coverage.ACTIVE)) is not None}
