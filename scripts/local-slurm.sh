@@ -249,7 +249,19 @@ start_daemons() {
         # --pyxis: pyxis runs the enroot on slurmd's PATH (../shared/thirdparty/README.md)
         pid_alive "/var/run/slurmd-$PREFIX$k.pid" || PATH=${PYXIS:+$STATE/pyxis/bin:}$PATH detached slurmd -f "$CONF" -N "$PREFIX$k" \
             || cannot "slurmd -N $PREFIX$k does not start (see $LOG/slurmd-$PREFIX$k.log)"
+        # past 128 nodes, 64 at a time: slurmctld serves at most 256 RPCs at once (Slurm's MAX_SERVER_THREADS),
+        # and hundreds of slurmd registering together left most of them "not responding" on a 2-core host
+        if [ "$NODES" -gt 128 ] && [ $((k % 64)) = 0 ]; then registered "$k"; fi
     done
+}
+
+registered() {  # wait (at most 60 s) until $1 nodes have registered with slurmctld
+    local _
+    for _ in $(seq 1 120); do
+        [ "$(sinfo -h -N -o '%T' 2>/dev/null | grep -cvE '\*|unknown|^down')" -ge "$1" ] && return 0
+        sleep 0.5
+    done
+    say "$1 slurmd started, $(sinfo -h -N -o '%T' 2>/dev/null | grep -cvE '\*|unknown|^down') registered after 60 s; going on"
 }
 
 wait_idle() {

@@ -71,3 +71,8 @@ def test_rejected_node_lists_the_jobs_since_its_last_pass(cluster, tmp_path: Pat
     assert f"{after} (nobody, pretrain-70b, COMPLETED)" in second.stdout + second.stderr
     hist = run_cli("cluster", "history", "acct1", "--results", str(tmp_path))
     assert hist.returncode == 0 and f"{after} (nobody, pretrain-70b" in hist.stdout, hist.stderr
+    # coverage over the partition: both passed the first run (active), neither has a passive health record
+    cov = run_cli("cluster", "history", "--coverage", "--partition", "debug", "--results", str(tmp_path))
+    assert cov.returncode == 1, cov.stderr
+    assert "acct1: active" not in cov.stdout and "acct2: active" not in cov.stdout
+    assert "acct1: passive: never passed" in cov.stdout and "acct2: passive: never passed" in cov.stdout

@@ -90,3 +90,13 @@ def test_every_dashboard_query_names_a_metric_the_textfile_has(tmp_path: Path):
     titles = " ".join(p["title"].lower() for p in dash["panels"])
     for part in ("active pass", "verdicts", "strikes", "per-gpu"):
         assert part in titles
+
+
+def test_a_partition_node_no_record_names_is_named(tmp_path: Path):
+    r = _results(tmp_path)
+    without = coverage.lines(r, 7, NOW)
+    assert not any(x.startswith("n9:") for x in without)  # no record names n9: unseen
+    with_partition = coverage.lines(r, 7, NOW, nodes=["n1", "n9"])
+    assert "n9: active: never passed (window 7 days)" in with_partition
+    assert "n9: passive: never passed (window 7 days)" in with_partition
+    assert not any(x.startswith("n1:") for x in with_partition)  # its records still count

@@ -90,9 +90,16 @@ def stale(passes: dict[str, dict[str, dt.datetime | None]], days: float,
     return [(n, k, t) for n in sorted(passes) for k in KINDS if (t := passes[n][k]) is None or t < edge]
 
 
-def lines(results: Path, days: float, now: dt.datetime | None = None) -> list[str]:
-    """`cluster history --coverage`'s text: one line per node and kind past the window, or that none is."""
-    passes = last_passes(results)
+def with_nodes(passes: dict[str, dict[str, dt.datetime | None]],
+               nodes: Iterable[str]) -> dict[str, dict[str, dt.datetime | None]]:
+    """`passes` plus every node of `nodes` (a partition's, from sinfo) that no record names: never passed."""
+    return {**{n: {k: None for k in KINDS} for n in nodes}, **passes}
+
+
+def lines(results: Path, days: float, now: dt.datetime | None = None, nodes: Iterable[str] = ()) -> list[str]:
+    """`cluster history --coverage`'s text: one line per node and kind past the window, or that none is;
+    `nodes`: the partition's nodes, so a node no record names is named too."""
+    passes = with_nodes(last_passes(results), nodes)
     late = stale(passes, days, now)
     if not passes:
         return [f"no node in any record under {results} (runs/, sweep/state.json, health/)"]

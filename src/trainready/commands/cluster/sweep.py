@@ -132,6 +132,8 @@ def history_cmd(
     coverage: bool = typer.Option(False, "--coverage", help="Name every node whose last passing active or passive "
                                   "check is older than the spec's fleet.coverage_days (default 7), or never passed."),
     spec: str = typer.Option(None, "--spec", "-s", help="The spec whose fleet.coverage_days applies (--coverage)."),
+    partition: str = typer.Option(None, "--partition", "-p", help="With --coverage: every node of this partition "
+                                  "(one sinfo), so a node no record names is named as never passed."),
 ) -> None:
     """A node's sweeps as a table: when, verdict, its figures (per device); under a failing sweep the check
     that failed, its one-line reason and the strike count; the trend WARNs (and figures too noisy to judge);
@@ -148,8 +150,10 @@ def history_cmd(
     if coverage:
         from trainready.spec import load_spec
 
-        late = cov.stale(cov.last_passes(Path(results)), load_spec(spec)[0].fleet.coverage_days)
-        for line in cov.lines(Path(results), load_spec(spec)[0].fleet.coverage_days):
+        days = load_spec(spec)[0].fleet.coverage_days
+        names = list(slurm_nodes(partition)) if partition else []
+        late = cov.stale(cov.with_nodes(cov.last_passes(Path(results)), names), days)
+        for line in cov.lines(Path(results), days, nodes=names):
             print(line)
         raise typer.Exit(1 if late else 0)
     if not node:
@@ -163,6 +167,12 @@ def history_cmd(
         print(row)
     if impact is not None:
         print(impact)
+
+
+def slurm_nodes(partition: str) -> list[str]:
+    from trainready.cluster.control import slurm
+
+    return list(slurm.nodes(None, partition))
 
 
 def latest_impact(results: "Path", node: str) -> str | None:
