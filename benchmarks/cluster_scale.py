@@ -9,7 +9,7 @@ run; counted by message type), against the goal of <= 6 RPCs per node for the wh
     flock /tmp/trainready-slurm.lock .venv/bin/python benchmarks/cluster_scale.py --pairs 32 --up
     # `cluster pairs` over 32 nodes, one of them planted slow: named?, rounds, wall
     .venv/bin/python benchmarks/cluster_scale.py --nodes 640 --up --cluster big --no-collective --sweep
-    # 640 slurmd of a cluster of its own (`--cluster big`), then a sweep with --max-fraction 0.1 over them
+    # 640 slurmd of a cluster of its own (`--cluster big`): a sweep with --max-fraction 0.1 over them, then the run
 
 Besides the wall time and the RPCs it prints the collector's peak memory and the login node's CPU seconds
 (the `trainready` process and the Slurm commands it ran, from wait4(2)'s rusage) and the load average before
@@ -201,7 +201,7 @@ def main() -> None:
     ap.add_argument("--up", action="store_true", help="bring the local cluster up with --nodes first, back to 3 after")
     ap.add_argument("--cluster", default="", help="a local cluster of its own (scripts/local-slurm.sh --cluster "
                     "NAME; taken down after with --up), so the default 3 nodes stay as they are")
-    ap.add_argument("--sweep", action="store_true", help="then `cluster sweep --max-fraction 0.1` over the nodes")
+    ap.add_argument("--sweep", action="store_true", help="first `cluster sweep --max-fraction 0.1` over the nodes")
     a = ap.parse_args()
     n = a.pairs or a.nodes
     own = ["--cluster", a.cluster] if a.cluster else []
@@ -216,10 +216,11 @@ def main() -> None:
             if a.pairs:
                 pairs(a.pairs, f"node{a.pairs // 2 + 1}", Path(tmp) / "p")
                 return
+            if a.sweep:  # first: the smaller job, so its figures stand even where the whole run cannot finish
+                sweep(a.nodes, a.level, Path(tmp) / "s")
+                sys.stdout.flush()
             wall, rc, rpcs, info = run(a.nodes, a.level, a.max_parallel, a.time, Path(tmp) / "r", a.collective)
             report(a.nodes, wall, rc, rpcs, info, a)
-            if a.sweep:
-                sweep(a.nodes, a.level, Path(tmp) / "s")
     finally:
         if a.up:
             subprocess.run(["bash", str(SCRIPT), "down" if a.cluster else "up", *own], check=True)
