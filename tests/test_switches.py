@@ -96,3 +96,15 @@ def test_sweep_holds_the_failures_a_switch_explains():
     assert [o.action for o in kept] == ["drain", "drain", "drain"] and lines == []
     kept, lines = judge.by_switch(outs, v.nodes, FLEET.switch_fraction, FLEET.switch_causes, topo)
     assert [o.action for o in kept] == ["switch", "switch", "drain"] and lines[0].startswith("switch s1:")
+
+
+def test_a_bad_topology_file_is_one_line_exit_2_before_slurm(tmp_path: Path):
+    from conftest import run_cli
+
+    bad = tmp_path / "topology.conf"
+    bad.write_text("Nodes=a[1-2]\n")
+    for cmd, f in (("run", tmp_path / "none.conf"), ("pairs", bad)):
+        p = run_cli("cluster", cmd, "-N", "2", "--results", str(tmp_path / "r"), "--topology", str(f))
+        assert p.returncode == 2, (p.stdout, p.stderr)
+        assert p.stderr.strip().count("\n") == 0 and "Traceback" not in p.stderr
+        assert ("cannot read it" if cmd == "run" else "line 1: expected SwitchName=NAME") in p.stderr
