@@ -214,7 +214,8 @@ class FleetSpec:
         0.5,
         "More than this share of one leaf switch's nodes (Slurm's topology/tree, topology.conf(5)), and at least 2, "
         "rejected for a cause in switch_causes names the switch as the cause: none of them is drained for it "
-        "(cluster/judge/switches.py). 0.5: a majority of the switch, as the fleet-wide guard's majority of the rejected.",
+        "(cluster/judge/switches.py). 0.5: a majority of the switch, as the fleet-wide guard's majority of the "
+        "rejected.",
     )
     switch_causes: tuple[str, ...] = doc_field(
         ("collective", "cross-node", "link"),

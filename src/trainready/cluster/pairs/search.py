@@ -196,7 +196,8 @@ def to_json(out: PairingOutcome, opts: PairsOptions, nodes: list[str], why: Mapp
         "pairs": [{"round": r.round, "a": r.a, "b": r.b, "busbw_gbps": r.busbw_gbps, "passed": r.passed(out.floor_gbps),
                    "record": str(pair_record(opts.fleet.results, r.round, r.a, r.b)),
                    **({"no_result": why.get((r.a, r.b), "")} if r.busbw_gbps is None else {})} for r in out.results],
-        "nodes": [{"node": v.node, "status": "switch" if v.node in under else v.status, "passes": v.passes, "fails": v.fails, "strikes": v.strikes,
+        "nodes": [{"node": v.node, "status": "switch" if v.node in under else v.status, "passes": v.passes,
+                   "fails": v.fails, "strikes": v.strikes,
                    "pass_ratio": None if v.passes + v.fails == 0 else v.pass_ratio, "reason": v.reason}
                   for v in out.verdicts],
         "planted": dict(opts.fleet.plants),

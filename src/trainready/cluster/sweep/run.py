@@ -209,7 +209,8 @@ def line(o: judge.Outcome, strikes: int) -> str:
             "drain": "FAIL, drained", "held": "FAIL, NOT drained (draining stopped: see above)",
             "left-alone": "FAIL, already drained by an administrator: left alone",
             "drain-failed": "FAIL, NOT drained (Slurm refused the drain: see above)",
-            "switch": "FAIL, NOT drained: its leaf switch is the likelier cause (see above)"}.get(o.action, f"FAIL, {o.action}")
+            "switch": "FAIL, NOT drained: its leaf switch is the likelier cause (see above)"}.get(o.action,
+                                                                                                 f"FAIL, {o.action}")
     return f"{o.node}: {what}: {o.text}" + warned
 
 
