@@ -13,7 +13,8 @@ run; counted by message type), against the goal of <= 6 RPCs per node for the wh
 
 Besides the wall time and the RPCs it prints the collector's peak memory and the login node's CPU seconds
 (the `trainready` process and the Slurm commands it ran, from wait4(2)'s rusage) and the load average before
-the run and at its highest (sampled every 5 s).
+the run and at its highest, and the least MemAvailable (sampled every 2 s; below 2 GiB the run's jobs are
+cancelled: the host is shared). CLUSTER_SCALE_LOG=FILE keeps the collector's progress lines there.
 
 Every node is the same 2-core host (multiple slurmd), so the array phase is bounded by the CPU: each task is
 one Python interpreter importing torch (~3 CPU s at --level light on a 2-core x86 VM), N of them on 2 cores.
@@ -83,27 +84,47 @@ def phases(jobs: list[dict[str, str]], t_start: float, t_end: float) -> dict[str
     return out
 
 
+MEM_FLOOR_GIB = 2.0  # below this much MemAvailable the run's jobs are cancelled: the host is shared, never OOM it
+
+
+def mem_available_gib() -> float:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) / 2**20
+    return float("nan")
+
+
 def measured(argv: list[str]) -> tuple[int, str, dict[str, float]]:
-    """Run `argv` (the collector); (exit code, stderr tail, {cpu_s, peak_rss_mib, load_before, load_max})."""
+    """Run `argv` (the collector); (exit code, stderr tail, {cpu_s, peak_rss_mib, load_before, load_max,
+    mem_min_gib, stopped_for_memory})."""
     import threading
 
     env = dict(os.environ, PYTHONPATH=str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    loads, done = [os.getloadavg()[0]], threading.Event()
+    loads, mems, done, stopped = [os.getloadavg()[0]], [mem_available_gib()], threading.Event(), []
 
     def sample() -> None:
-        while not done.wait(5.0):
+        while not done.wait(2.0):
             loads.append(os.getloadavg()[0])
+            mems.append(mem_available_gib())
+            if mems[-1] < MEM_FLOOR_GIB and not stopped:
+                stopped.append(time.time())
+                for name in ("trainready-cross", "trainready-accept"):
+                    subprocess.run(["scancel", "-n", name], capture_output=True)
 
     threading.Thread(target=sample, daemon=True).start()
-    with tempfile.TemporaryFile() as err:
+    log = os.environ.get("CLUSTER_SCALE_LOG")  # the collector's progress lines, kept there to follow a long run
+    with (open(log, "ab+") if log else tempfile.TemporaryFile()) as err:
         p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, env=env)
         _, status, ru = os.wait4(p.pid, 0)
         p.returncode = os.waitstatus_to_exitcode(status)
         done.set()
         err.seek(0)
-        tail = err.read().decode(errors="replace")[-1500:]
+        tail = err.read().decode(errors="replace")[-1500:]  # (a+: reads from the start, writes append)
+    if stopped:
+        print(f"  STOPPED: MemAvailable fell below {MEM_FLOOR_GIB:g} GiB; the run's jobs were cancelled", flush=True)
     return p.returncode, tail, {"cpu_s": ru.ru_utime + ru.ru_stime, "peak_rss_mib": ru.ru_maxrss / 1024.0,
-                                "load_before": loads[0], "load_max": max(loads)}
+                                "load_before": loads[0], "load_max": max(loads), "mem_min_gib": min(mems),
+                                "stopped_for_memory": float(bool(stopped))}
 
 
 def run(n: int, level: str, parallel: int, limit: str, results: Path,
@@ -141,7 +162,8 @@ def sweep(n: int, level: str, results: Path) -> None:
     print(f"cluster sweep --max-fraction 0.1 over {n} nodes: exit {rc}, {swept} swept {dict(verdicts)}; wall "
           f"{wall:.1f} s; slurmctld RPCs {sum(rpcs.values())} = {sum(rpcs.values()) / max(1, swept):.2f} per swept "
           f"node; collector peak RSS {use['peak_rss_mib']:.0f} MiB, login CPU {use['cpu_s']:.1f} s; load average "
-          f"{use['load_before']:.1f} before, {use['load_max']:.1f} at most")
+          f"{use['load_before']:.1f} before, {use['load_max']:.1f} at most; MemAvailable at least "
+          f"{use['mem_min_gib']:.1f} GiB")
 
 
 def report(n: int, wall: float, rc: int, rpcs: Counter[str], info: dict, args: argparse.Namespace) -> None:
@@ -161,7 +183,8 @@ def report(n: int, wall: float, rc: int, rpcs: Counter[str], info: dict, args: a
           f"collector's own latency)")
     use = info["use"]
     print(f"  collector: peak RSS {use['peak_rss_mib']:.0f} MiB, login CPU {use['cpu_s']:.1f} s (the collector and "
-          f"the Slurm commands it ran); load average {use['load_before']:.1f} before, {use['load_max']:.1f} at most")
+          f"the Slurm commands it ran); load average {use['load_before']:.1f} before, {use['load_max']:.1f} at most; "
+          f"MemAvailable at least {use['mem_min_gib']:.1f} GiB")
     per = total / n
     print(f"  slurmctld RPCs: {total} = {per:.2f} per node   goal <= {GOAL_RPC_PER_NODE:g}   ratio "
           f"{per / GOAL_RPC_PER_NODE:.2f} ({'meets' if per <= GOAL_RPC_PER_NODE else 'MISSES'} the goal)")
