@@ -8,6 +8,13 @@ run; counted by message type), against the goal of <= 6 RPCs per node for the wh
     flock /tmp/trainready-slurm.lock .venv/bin/python benchmarks/cluster_scale.py --nodes 128 --up --no-collective
     flock /tmp/trainready-slurm.lock .venv/bin/python benchmarks/cluster_scale.py --pairs 32 --up
     # `cluster pairs` over 32 nodes, one of them planted slow: named?, rounds, wall
+    .venv/bin/python benchmarks/cluster_scale.py --nodes 640 --up --cluster big --no-collective --sweep
+    # 640 slurmd of a cluster of its own (`--cluster big`): a sweep with --max-fraction 0.1 over them, then the run
+
+Besides the wall time and the RPCs it prints the collector's peak memory and the login node's CPU seconds
+(the `trainready` process and the Slurm commands it ran, from wait4(2)'s rusage) and the load average before
+the run and at its highest, and the least MemAvailable (sampled every 2 s; below 2 GiB the run's jobs are
+cancelled: the host is shared). CLUSTER_SCALE_LOG=FILE keeps the collector's progress lines there.
 
 Every node is the same 2-core host (multiple slurmd), so the array phase is bounded by the CPU: each task is
 one Python interpreter importing torch (~3 CPU s at --level light on a 2-core x86 VM), N of them on 2 cores.
@@ -77,21 +84,86 @@ def phases(jobs: list[dict[str, str]], t_start: float, t_end: float) -> dict[str
     return out
 
 
+MEM_FLOOR_GIB = 2.0  # below this much MemAvailable the run's jobs are cancelled: the host is shared, never OOM it
+
+
+def mem_available_gib() -> float:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) / 2**20
+    return float("nan")
+
+
+def measured(argv: list[str]) -> tuple[int, str, dict[str, float]]:
+    """Run `argv` (the collector); (exit code, stderr tail, {cpu_s, peak_rss_mib, load_before, load_max,
+    mem_min_gib, stopped_for_memory})."""
+    import threading
+
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    loads, mems, done, stopped = [os.getloadavg()[0]], [mem_available_gib()], threading.Event(), []
+
+    def sample() -> None:
+        while not done.wait(2.0):
+            loads.append(os.getloadavg()[0])
+            mems.append(mem_available_gib())
+            if mems[-1] < MEM_FLOOR_GIB and not stopped:
+                stopped.append(time.time())
+                for name in ("trainready-cross", "trainready-accept"):
+                    subprocess.run(["scancel", "-n", name], capture_output=True)
+
+    threading.Thread(target=sample, daemon=True).start()
+    log = os.environ.get("CLUSTER_SCALE_LOG")  # the collector's progress lines, kept there to follow a long run
+    with (open(log, "ab+") if log else tempfile.TemporaryFile()) as err:
+        p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, env=env)
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        done.set()
+        err.seek(0)
+        tail = err.read().decode(errors="replace")[-1500:]  # (a+: reads from the start, writes append)
+    if stopped:
+        print(f"  STOPPED: MemAvailable fell below {MEM_FLOOR_GIB:g} GiB; the run's jobs were cancelled", flush=True)
+    return p.returncode, tail, {"cpu_s": ru.ru_utime + ru.ru_stime, "peak_rss_mib": ru.ru_maxrss / 1024.0,
+                                "load_before": loads[0], "load_max": max(loads), "mem_min_gib": min(mems),
+                                "stopped_for_memory": float(bool(stopped))}
+
+
 def run(n: int, level: str, parallel: int, limit: str, results: Path,
         collective: bool = True) -> tuple[float, int, Counter[str], dict]:
-    env = dict(os.environ, PYTHONPATH=str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
     argv = [sys.executable, "-m", "trainready", "cluster", "run", "-N", str(n), "--results", str(results),
             "--spec", "example:local-slurm", "--level", level, "--max-parallel", str(parallel), "--time", limit,
             "--json", str(results) + ".json"] + ([] if collective else ["--no-collective"])
     subprocess.run(["sdiag", "--reset"], check=True, capture_output=True)
     t0 = time.time()
-    p = subprocess.run(argv, capture_output=True, text=True, env=env)
+    rc, tail, use = measured(argv)
     t1 = time.time()
     rpcs = rpc_counts(subprocess.run(["sdiag"], capture_output=True, text=True).stdout)
-    if p.returncode not in (0, 1):
-        raise SystemExit(f"cluster run failed (exit {p.returncode}): {p.stderr.strip()[-1500:]}")
+    if rc not in (0, 1):
+        raise SystemExit(f"cluster run failed (exit {rc}): {tail}")
     doc = json.loads(Path(str(results) + ".json").read_text())
-    return t1 - t0, p.returncode, rpcs, {"doc": doc, "phases": phases(slurm_jobs(t0), t0, t1)}
+    return t1 - t0, rc, rpcs, {"doc": doc, "phases": phases(slurm_jobs(t0), t0, t1), "use": use}
+
+
+def sweep(n: int, level: str, results: Path) -> None:
+    """`cluster sweep --max-fraction 0.1` over the partition: wall, nodes swept, RPCs per swept node, the
+    collector's peak memory and CPU seconds."""
+    argv = [sys.executable, "-m", "trainready", "cluster", "sweep", "--results", str(results), "--spec",
+            "example:local-slurm", "--level", level, "--max-fraction", "0.1", "--time", "20:00", "--json",
+            str(results) + ".json"]
+    subprocess.run(["sdiag", "--reset"], check=True, capture_output=True)
+    t0 = time.time()
+    rc, tail, use = measured(argv)
+    wall = time.time() - t0
+    rpcs = rpc_counts(subprocess.run(["sdiag"], capture_output=True, text=True).stdout)
+    if not Path(str(results) + ".json").is_file():
+        raise SystemExit(f"cluster sweep failed (exit {rc}): {tail}")
+    doc = json.loads(Path(str(results) + ".json").read_text())
+    swept = len(doc.get("swept", []))
+    verdicts = Counter(o.get("verdict") for o in doc.get("outcomes", []))
+    print(f"cluster sweep --max-fraction 0.1 over {n} nodes: exit {rc}, {swept} swept {dict(verdicts)}; wall "
+          f"{wall:.1f} s; slurmctld RPCs {sum(rpcs.values())} = {sum(rpcs.values()) / max(1, swept):.2f} per swept "
+          f"node; collector peak RSS {use['peak_rss_mib']:.0f} MiB, login CPU {use['cpu_s']:.1f} s; load average "
+          f"{use['load_before']:.1f} before, {use['load_max']:.1f} at most; MemAvailable at least "
+          f"{use['mem_min_gib']:.1f} GiB")
 
 
 def report(n: int, wall: float, rc: int, rpcs: Counter[str], info: dict, args: argparse.Namespace) -> None:
@@ -109,6 +181,10 @@ def report(n: int, wall: float, rc: int, rpcs: Counter[str], info: dict, args: a
         print(f"  cross-node step: {ph['cross_s']:.1f} s over {n} ranks (ended at {ph['cross_end']:.1f} s)")
     print(f"  after the last task ended: {ph['after_last_task_s']:.1f} s (cross-node step + verdict: the "
           f"collector's own latency)")
+    use = info["use"]
+    print(f"  collector: peak RSS {use['peak_rss_mib']:.0f} MiB, login CPU {use['cpu_s']:.1f} s (the collector and "
+          f"the Slurm commands it ran); load average {use['load_before']:.1f} before, {use['load_max']:.1f} at most; "
+          f"MemAvailable at least {use['mem_min_gib']:.1f} GiB")
     per = total / n
     print(f"  slurmctld RPCs: {total} = {per:.2f} per node   goal <= {GOAL_RPC_PER_NODE:g}   ratio "
           f"{per / GOAL_RPC_PER_NODE:.2f} ({'meets' if per <= GOAL_RPC_PER_NODE else 'MISSES'} the goal)")
@@ -146,20 +222,31 @@ def main() -> None:
                     help="leave the all_reduce out of the cross-node step (no torch process per node in it: what "
                          "lets N = 128 fit in 24 GiB here)")
     ap.add_argument("--up", action="store_true", help="bring the local cluster up with --nodes first, back to 3 after")
+    ap.add_argument("--cluster", default="", help="a local cluster of its own (scripts/local-slurm.sh --cluster "
+                    "NAME; taken down after with --up), so the default 3 nodes stay as they are")
+    ap.add_argument("--sweep", action="store_true", help="first `cluster sweep --max-fraction 0.1` over the nodes")
     a = ap.parse_args()
     n = a.pairs or a.nodes
+    own = ["--cluster", a.cluster] if a.cluster else []
+    if a.cluster:
+        os.environ["SLURM_CONF"] = f"/etc/slurm-{a.cluster}/slurm.conf"
     if a.up:
-        subprocess.run(["bash", str(SCRIPT), "up", "--nodes", str(n)], check=True)
+        t = time.time()
+        subprocess.run(["bash", str(SCRIPT), "up", "--nodes", str(n), *own], check=True)
+        print(f"up --nodes {n}: {time.time() - t:.0f} s (load average {os.getloadavg()[0]:.1f} after)")
     try:
         with tempfile.TemporaryDirectory(prefix="cluster-scale-") as tmp:
             if a.pairs:
                 pairs(a.pairs, f"node{a.pairs // 2 + 1}", Path(tmp) / "p")
                 return
+            if a.sweep:  # first: the smaller job, so its figures stand even where the whole run cannot finish
+                sweep(a.nodes, a.level, Path(tmp) / "s")
+                sys.stdout.flush()
             wall, rc, rpcs, info = run(a.nodes, a.level, a.max_parallel, a.time, Path(tmp) / "r", a.collective)
             report(a.nodes, wall, rc, rpcs, info, a)
     finally:
         if a.up:
-            subprocess.run(["bash", str(SCRIPT), "up"], check=True)
+            subprocess.run(["bash", str(SCRIPT), "down" if a.cluster else "up", *own], check=True)
 
 
 if __name__ == "__main__":

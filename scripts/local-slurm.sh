@@ -26,6 +26,13 @@
 #                                           (PriorityTier=10) over the same nodes, none oversubscribed (--plain):
 #                                           a batch job that needs a node cancels the sweep's task on it
 #                                           and one license trainready_sweep (Licenses=: sweep --licenses)
+#                                           --topology K: Slurm's tree topology (slurm.conf(5)
+#                                           TopologyPlugin=topology/tree) with topology.conf(5) beside slurm.conf:
+#                                           leaf switches s1, s2, ... of K nodes each under one spine `top`
+#                                           (`scontrol show topology` reads it; `cluster run/sweep/pairs` name a
+#                                           switch most of whose nodes fail for a cross-node cause)
+#                                           --accounting: slurmdbd with Debian's MariaDB (scripts/local-slurmdbd.sh),
+#                                           both on 127.0.0.1 only, AccountingStorageType=accounting_storage/slurmdbd
 #   scripts/local-slurm.sh down [--cluster NAME]    stop the daemons this script started, remove its state and logs
 #   scripts/local-slurm.sh status [--cluster NAME]  exit 0 when sinfo shows the nodes up, else 1 (with the reason)
 #
@@ -51,6 +58,9 @@ set -u
 NODES=${LOCAL_SLURM_NODES:-3}
 CPUS= CPUS_SET=0  # --cpus C (default 2)
 PLAIN=0  # --plain: 1 = no OverSubscribe in the partition
+TOPOLOGY=0  # --topology K: leaf switches of K nodes each (0: no topology plugin)
+ACCOUNTING=0  # --accounting: 1 = slurmdbd + MariaDB on 127.0.0.1 (scripts/local-slurmdbd.sh)
+DBD_SCRIPT="$(dirname "$0")/local-slurmdbd.sh"
 PREEMPT=0  # --preempt: 1 = preemption by partition priority, a low "sweep" and a high "batch" partition
 OWN_MUNGE=0  # --own-munge: 1 = this cluster's own munged
 PYXIS= PYXIS_SCRIPT="$(dirname "$0")/local-pyxis.sh"  # --pyxis[=SRC]: the sources' folder
@@ -79,9 +89,13 @@ instance() {  # every name and port of cluster $1 ("local": the default cluster,
             outage) k=1 ;; site) k=2 ;; scale) k=3 ;; alt) k=4 ;; img) k=5 ;; hostset) k=6 ;;
             pyxis) k=9 ;;   # slurmctld 16826, slurmd 18001..18999
             sweep) k=10 ;;  # slurmctld 16827, slurmd 19001..19999
+            topo) k=11 ;;   # slurmctld 16828, slurmd 8001..8999 (below: its own range)
+            acct) k=12 ;;   # slurmctld 16829, slurmd 7001..7999; with --accounting slurmdbd 16929, MariaDB 16930
+            big) k=13 ;;    # slurmctld 16830, slurmd 6001..6999: benchmarks/cluster_scale.py --cluster big
             *) k=$(( $(printf %s "$NAME" | cksum | cut -d' ' -f1) % 6 + 1 )) ;;
         esac
         CONF_DIR=/etc/slurm-$NAME CLUSTER=trainready-$NAME PREFIX=$NAME CTLD_PORT=$((16817 + k)) BASE=$((9000 + 1000 * k))
+        [ "$k" -ge 11 ] && BASE=$((8000 - 1000 * (k - 11)))  # 20000.. is cluster run's rendezvous range
         STATE=/var/lib/trainready-$NAME-slurm LOG=/var/log/trainready-$NAME-slurm
         CTLD_PID=/var/run/slurmctld-trainready-$NAME.pid
     fi
@@ -162,6 +176,10 @@ PartitionName=batch Nodes=$PREFIX[1-$NODES] MaxTime=INFINITE State=UP PriorityTi
 AuthInfo=socket=$MUNGE_DIR/munge.socket"
     [ -n "$PYXIS" ] && auth="$auth
 PlugStackConfig=$CONF_DIR/plugstack.conf"
+    [ "$TOPOLOGY" -gt 0 ] && auth="$auth
+TopologyPlugin=topology/tree"
+    [ "$ACCOUNTING" = 1 ] && auth="$auth
+$(bash "$DBD_SCRIPT" slurm-conf "$CONF_DIR" "$STATE" "$LOG" "$CTLD_PORT")"
     cat >"$CONF.tmp" <<EOF
 $MARK
 ClusterName=$CLUSTER
@@ -196,6 +214,22 @@ NodeName=$PREFIX[1-$NODES] NodeHostname=$HOST NodeAddr=$HOST Port=[$((BASE + 1))
 PartitionName=debug Nodes=$PREFIX[1-$NODES] Default=YES MaxTime=INFINITE State=UP$share
 $tiers
 EOF
+    write_topology
+}
+
+write_topology() {  # --topology K: topology.conf(5) beside slurm.conf, leaf switches of K nodes under one spine
+    rm -f "$CONF_DIR/topology.conf.tmp"
+    [ "$TOPOLOGY" -gt 0 ] || return 0
+    local s=0 lo hi
+    { echo "$MARK"
+      for ((lo = 1; lo <= NODES; lo += TOPOLOGY)); do
+          s=$((s + 1)) hi=$((lo + TOPOLOGY - 1))
+          [ "$hi" -gt "$NODES" ] && hi=$NODES
+          echo "SwitchName=s$s Nodes=$PREFIX[$lo-$hi]"
+      done
+      echo "SwitchName=top Switches=s[1-$s]"; } >"$CONF_DIR/topology.conf.tmp"
+    # the tree is part of the config: another K reconfigures as another N does
+    echo "# topology: $(cksum <"$CONF_DIR/topology.conf.tmp")" >>"$CONF.tmp"
 }
 
 own_munge() {  # this cluster's munged (same key as the host's), its socket in $MUNGE_DIR
@@ -215,7 +249,19 @@ start_daemons() {
         # --pyxis: pyxis runs the enroot on slurmd's PATH (../shared/thirdparty/README.md)
         pid_alive "/var/run/slurmd-$PREFIX$k.pid" || PATH=${PYXIS:+$STATE/pyxis/bin:}$PATH detached slurmd -f "$CONF" -N "$PREFIX$k" \
             || cannot "slurmd -N $PREFIX$k does not start (see $LOG/slurmd-$PREFIX$k.log)"
+        # past 128 nodes, 64 at a time: slurmctld serves at most 256 RPCs at once (Slurm's MAX_SERVER_THREADS),
+        # and hundreds of slurmd registering together left most of them "not responding" on a 2-core host
+        if [ "$NODES" -gt 128 ] && [ $((k % 64)) = 0 ]; then registered "$k"; fi
     done
+}
+
+registered() {  # wait (at most 60 s) until $1 nodes have registered with slurmctld
+    local _
+    for _ in $(seq 1 120); do
+        [ "$(sinfo -h -N -o '%T' 2>/dev/null | grep -cvE '\*|unknown|^down')" -ge "$1" ] && return 0
+        sleep 0.5
+    done
+    say "$1 slurmd started, $(sinfo -h -N -o '%T' 2>/dev/null | grep -cvE '\*|unknown|^down') registered after 60 s; going on"
 }
 
 wait_idle() {
@@ -243,6 +289,8 @@ up() {
         down  # slurmctld keeps node records in its state: another node count, CPU count or partition starts clean
     fi
     mv "$CONF.tmp" "$CONF"
+    if [ -f "$CONF_DIR/topology.conf.tmp" ]; then mv "$CONF_DIR/topology.conf.tmp" "$CONF_DIR/topology.conf"; fi
+    if [ "$ACCOUNTING" = 1 ]; then bash "$DBD_SCRIPT" up "$CONF_DIR" "$STATE" "$LOG" "$CTLD_PORT" || exit 3; fi
     mkdir -p "$STATE/ctld" "$LOG" /var/spool/slurmd
     [ "$OWN_MUNGE" = 1 ] && own_munge
     if [ -n "$PYXIS" ]; then
@@ -276,6 +324,8 @@ down() {
     stop_pidfile "$CTLD_PID"
     stop_pidfile "$MUNGE_DIR/munged.pid"
     bash "$PYXIS_SCRIPT" unregister "$CONF_DIR"
+    bash "$DBD_SCRIPT" down "$CONF_DIR" "$STATE" "$LOG" "$CTLD_PORT"
+    if [ -f "$CONF_DIR/topology.conf" ] && grep -qF "$MARK" "$CONF_DIR/topology.conf"; then rm -f "$CONF_DIR/topology.conf"; fi
     rm -rf "$STATE" /var/spool/slurmd/"$PREFIX"[0-9]* "$LOG"
     if [ -f "$CONF" ] && grep -qF "$MARK" "$CONF"; then rm -f "$CONF"; fi
     if [ -f "$CONF_DIR/cgroup.conf" ] && grep -qF "$MARK" "$CONF_DIR/cgroup.conf"; then rm -f "$CONF_DIR/cgroup.conf"; fi
@@ -304,11 +354,14 @@ parse_opts() {  # $1: the command; then --nodes N, --cpus C, --plain (up only) a
             --cluster=*) name=${1#--cluster=}; shift ;;
             --plain) up_only "$cmd" --plain; PLAIN=1; shift ;;
             --preempt) up_only "$cmd" --preempt; PREEMPT=1; shift ;;
+            --topology) up_only "$cmd" "--topology K"; [ $# -ge 2 ] || { echo "local-slurm: --topology: expected K, nodes per leaf switch" >&2; exit 2; }; TOPOLOGY=$2; shift 2 ;;
+            --topology=*) up_only "$cmd" "--topology K"; TOPOLOGY=${1#--topology=}; shift ;;
+            --accounting) up_only "$cmd" --accounting; ACCOUNTING=1; shift ;;
             --own-munge) up_only "$cmd" --own-munge; OWN_MUNGE=1; shift ;;
             --pyxis|--pyxis=*) up_only "$cmd" --pyxis; PYXIS=${1#--pyxis=}; [ "$PYXIS" = --pyxis ] && PYXIS=$(dirname "$0")/../../shared/thirdparty; shift ;;
             --cpus) up_only "$cmd" "--cpus C"; [ $# -ge 2 ] || { echo "local-slurm: --cpus: expected a number" >&2; exit 2; }; CPUS=$2 CPUS_SET=1; shift 2 ;;
             --cpus=*) up_only "$cmd" "--cpus C"; CPUS=${1#--cpus=} CPUS_SET=1; shift ;;
-            *) echo "local-slurm: $cmd: unknown option '$1' (expected --nodes N, --cluster NAME, --plain, --preempt, --cpus C, --own-munge, --pyxis[=SRC])" >&2; exit 2 ;;
+            *) echo "local-slurm: $cmd: unknown option '$1' (expected --nodes N, --cluster NAME, --plain, --preempt, --cpus C, --own-munge, --pyxis[=SRC], --topology K, --accounting)" >&2; exit 2 ;;
         esac
     done
     if [ "$CPUS_SET" = 1 ]; then
@@ -318,6 +371,9 @@ parse_opts() {  # $1: the command; then --nodes N, --cpus C, --plain (up only) a
         [ "$CPUS" -le "$MAX_CPUS" ] || { echo "local-slurm: --cpus $CPUS: expected 1..$MAX_CPUS (this host's CPUs)" >&2; exit 2; }
     fi
     CPUS=${CPUS:-2}
+    case "$TOPOLOGY" in
+        ''|*[!0-9]*) echo "local-slurm: --topology '$TOPOLOGY': expected K, a whole number of nodes per leaf switch" >&2; exit 2 ;;
+    esac
     case "$name" in
         ''|*[!a-z]*|node) echo "local-slurm: --cluster '$name': expected lowercase letters (not 'node': the default cluster's node names)" >&2; exit 2 ;;
     esac
@@ -334,5 +390,5 @@ cmd=${1:-}
 [ $# -gt 0 ] && shift
 case "$cmd" in
     up|down|status) parse_opts "$cmd" "$@"; "$cmd" ;;
-    *) echo "usage: $0 up [--nodes N] [--cluster NAME] [--plain] [--preempt] [--cpus C] [--own-munge] [--pyxis[=SRC]] | down [--cluster NAME] | status [--cluster NAME]" >&2; exit 2 ;;
+    *) echo "usage: $0 up [--nodes N] [--cluster NAME] [--plain] [--preempt] [--cpus C] [--own-munge] [--pyxis[=SRC]] [--topology K] [--accounting] | down [--cluster NAME] | status [--cluster NAME]" >&2; exit 2 ;;
 esac

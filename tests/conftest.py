@@ -270,7 +270,8 @@ ALT_MODULES = ("test_cluster_gate.py", "test_fleet_history.py", "test_report_htm
 # nodes): one scope each, so they run beside the 3-node chains in another worker.
 OWN_CLUSTER_MODULES = ("test_cluster_scale.py", "test_cluster_hostset.py", "test_cluster_site.py", "test_cluster_outage.py",
                        "test_image_distribute.py",
-                       "test_cluster_pyxis.py", "test_cluster_sweep.py")
+                       "test_cluster_pyxis.py", "test_cluster_sweep.py", "test_cluster_topology.py",
+                       "test_cluster_accounting.py")
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:

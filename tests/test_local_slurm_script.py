@@ -30,6 +30,9 @@ def script(*args: str) -> subprocess.CompletedProcess[str]:
     (("status", "--cpus", "2"), "status: --cpus C is an option of up"),
     (("up", "--cpus", "0"), "--cpus '0': expected a whole number 1.."),
     (("up", "--cpus", "100000"), "--cpus 100000: expected 1.."),
+    (("up", "--topology", "x"), "--topology 'x': expected K, a whole number of nodes per leaf switch"),
+    (("down", "--topology", "2"), "down: --topology K is an option of up"),
+    (("status", "--accounting"), "status: --accounting is an option of up"),
 ])
 def test_a_bad_option_is_one_line_exit_2(args: tuple[str, ...], says: str) -> None:
     p = script(*args)
@@ -62,7 +65,8 @@ def test_status_of_a_cluster_never_brought_up_says_so() -> None:
 def _conf(tmp: Path, *options: str) -> str:
     """The slurm.conf `up OPTIONS` writes, rendered into `tmp` (the script's own functions; nothing started)."""
     p = subprocess.run([BASH, "-c", f'source <(sed -n "/^instance() {{/,/^}}/p;/^write_conf() {{/,/^}}/p;'
-                        f'/^up_only() {{/,/^}}/p;/^parse_opts() {{/,/^}}/p;/^NODES=/,/^HOST=/p" {SLURM_SCRIPT}); '
+                        f'/^write_topology() {{/,/^}}/p;/^up_only() {{/,/^}}/p;/^parse_opts() {{/,/^}}/p;/^NODES=/,/^HOST=/p" '
+                        f'{SLURM_SCRIPT}); '
                         f'parse_opts up {" ".join(options)} && CONF_DIR={tmp} CONF={tmp}/slurm.conf && write_conf '
                         f'&& cat {tmp}/slurm.conf.tmp'],
                        capture_output=True, text=True, timeout=30)
@@ -92,6 +96,18 @@ def test_preempt_adds_a_low_and_a_high_tier_over_the_same_nodes(tmp_path: Path) 
     assert re.search(r"^PartitionName=sweep Nodes=node\[1-3\] .*PriorityTier=1 PreemptMode=CANCEL$", conf, re.M)
     assert re.search(r"^PartitionName=batch Nodes=node\[1-3\] .*PriorityTier=10$", conf, re.M)
     assert "Preempt" not in _conf(tmp_path)
+
+
+def test_topology_writes_the_tree_plugin_and_leaf_switches(tmp_path: Path) -> None:
+    """--topology K: slurm.conf(5) TopologyPlugin=topology/tree and a topology.conf(5) of leaf switches of K
+    nodes (the last one shorter) under one spine; without it, neither."""
+    assert "TopologyPlugin" not in _conf(tmp_path) and not (tmp_path / "topology.conf.tmp").exists()
+    conf = _conf(tmp_path, "--nodes", "5", "--topology", "2")
+    assert "TopologyPlugin=topology/tree" in conf.splitlines()
+    tree = [x for x in (tmp_path / "topology.conf.tmp").read_text().splitlines() if not x.startswith("#")]
+    assert tree == ["SwitchName=s1 Nodes=node[1-2]", "SwitchName=s2 Nodes=node[3-4]", "SwitchName=s3 Nodes=node[5-5]",
+                    "SwitchName=top Switches=s[1-3]"]
+    assert conf != _conf(tmp_path, "--nodes", "5", "--topology", "3")  # another tree reconfigures the cluster
 
 
 def test_the_suites_named_clusters_do_not_share_ports() -> None:

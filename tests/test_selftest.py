@@ -23,14 +23,19 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "evidence.md"
 # Plants the self-test cannot run: cluster.image gives a node another squashfs, which needs a cluster with Pyxis
 # and a test image (tests/test_cluster_pyxis.py plants it there); the self-test has neither to hand.
 NEEDS_PYXIS = {"cluster.image"}
+# A slow link on every node of one leaf switch: judged only where Slurm has a topology (topology/tree), which the
+# self-test's 3 nodes of a site's default partition need not have; tests/test_cluster_topology.py plants it on a
+# local cluster with 4 leaf switches.
+NEEDS_TOPOLOGY = {"cluster.slow_link"}
 
 
 def test_every_plant_has_a_selftest_case() -> None:
     covered = {p for c in CASES for p in c.plants}
-    missing = set(PLANTS) - covered - NEEDS_PYXIS
+    missing = set(PLANTS) - covered - NEEDS_PYXIS - NEEDS_TOPOLOGY
     assert missing == set(), f"plants without a selftest case: {sorted(missing)}"
-    assert not NEEDS_PYXIS & covered and NEEDS_PYXIS <= set(PLANTS)
+    assert not (NEEDS_PYXIS | NEEDS_TOPOLOGY) & covered and NEEDS_PYXIS | NEEDS_TOPOLOGY <= set(PLANTS)
     assert "cluster.image" in (Path(__file__).parent / "test_cluster_pyxis.py").read_text()
+    assert "cluster.slow_link" in (Path(__file__).parent / "test_cluster_topology.py").read_text()
     assert covered - set(PLANTS) == set(), f"cases covering unknown plants: {sorted(covered - set(PLANTS))}"
     assert len({c.name for c in CASES}) == len(CASES)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from trainready.cluster import history, ledger, runstate, steps
+from trainready.cluster import history, ledger, runstate, sacct, steps
 from trainready.cluster.control import avail, outage, slurm, watch
-from trainready.cluster.judge import guard
+from trainready.cluster.judge import guard, switches
 from trainready.cluster.judge.verdict import FleetVerdict, NodeInput, decide
 from trainready.cluster.options import FleetOptions, time_seconds
 from trainready.cluster.remeasure import remeasure
@@ -221,8 +221,12 @@ def run_fleet(opts: FleetOptions, say: steps.Progress, kind: str = "run",
         context.update(baseline=base.record, baseline_nodes=[p.node for p in base.peers])
     verdict = decide(inputs, spec, cross_results, findings, reference, opts.plants, context,
                      peers=base.peers if base else ())
-    dp = guard.plan(verdict, opts.max_drain)
-    verdict = dataclasses.replace(verdict, guard=dp.to_json())
+    fs = spec.fleet
+    named = switches.for_rejected({n.node: n.causes for n in verdict.nodes if n.rejected}, fs.switch_fraction,
+                                  fs.switch_causes, opts.topology)
+    dp = guard.plan(verdict, opts.max_drain, named, fs.switch_causes)
+    impact = sacct.for_run(opts.results, verdict.rejected, str(context["finished"]), fs.coverage_days)
+    verdict = dataclasses.replace(verdict, guard=dp.to_json(), context={**verdict.context, "job_impact": impact})
     if opts.drain and not runstate.read(here.results).get("drained"):
         ledger.drain_rejected(opts.results, verdict, say, dp)
         runstate.save(here.results, drained=True)

@@ -90,6 +90,7 @@ class FleetOptions:
     reservation: str | None = None  # run inside this reservation (resume's re-validation)
     licenses: str | None = None  # sbatch --licenses for every task: a site-wide cap (slurm.conf(5) Licenses)
     max_drain: MaxDrain = field(default_factory=lambda: parse_max_drain(DEFAULT_MAX_DRAIN))  # --drain's bound (judge/guard.py)
+    topology: Path | None = None  # --topology FILE (topology.conf(5)); None: `scontrol show topology` (switches.py)
 
     def remote(self) -> list[str]:
         """How a node starts trainready: in a container, the image's own python3 on this trainready staged onto the

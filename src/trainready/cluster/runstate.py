@@ -84,6 +84,8 @@ def options_from(doc: dict[str, Any]) -> FleetOptions:
         kw["container"] = Container(c["image"], tuple(c.get("mounts") or ()), bool(c.get("mount_home")))
     if "max_drain" in kw:
         kw["max_drain"] = parse_max_drain(kw["max_drain"])
+    if kw.get("topology"):
+        kw["topology"] = Path(kw["topology"])
     return FleetOptions(**kw)
 
 

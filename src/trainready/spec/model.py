@@ -210,6 +210,24 @@ class FleetSpec:
         doc="Expected bus bandwidth of the multi-node collective per op in GB/s (keys as comm.expected_busbw_gbps, "
         "e.g. { all_reduce = 360.0 } for 8x400 Gb/s IB); judged with comm.min_fraction.",
     )
+    switch_fraction: float = doc_field(
+        0.5,
+        "More than this share of one leaf switch's nodes (Slurm's topology/tree, topology.conf(5)), and at least 2, "
+        "rejected for a cause in switch_causes names the switch as the cause: none of them is drained for it "
+        "(cluster/judge/switches.py). 0.5: a majority of the switch, as the fleet-wide guard's majority of the "
+        "rejected.",
+    )
+    switch_causes: tuple[str, ...] = doc_field(
+        ("collective", "cross-node", "link"),
+        "Cause keys a switch can explain (a cross-node or bandwidth cause): the collective's blame, a node missing "
+        "from the cross-node step, a slow pair of `cluster pairs`. A node's own causes (a check, drift, a slow GEMM) "
+        "still drain it under a named switch.",
+    )
+    coverage_days: float = doc_field(
+        7.0,
+        "`cluster history --coverage`: a node whose last passing active check (cluster run, sweep, --health-check "
+        "--active) or passive one (--health-check) is older than this many days is named. 7: a weekly sweep.",
+    )
     storage_wait_s: float = doc_field(
         30.0, "Seconds a node waits for the other nodes' files under --results before naming the missing ones."
     )

@@ -93,6 +93,9 @@ CLUSTER_PLANTS: dict[str, str] = {
     "cluster.slow": "NODE[:FACTOR]: that node's throughput metrics (tokens/s, GEMM, HBM) are multiplied by FACTOR (default 0.5)",
     "cluster.slow_once": "NODE[:FACTOR]: as cluster.slow, in the acceptance array only: measured again, the node is "
                          "as fast as the others (a transient slowdown, not a fault)",
+    "cluster.slow_link": "NODE[+NODE...]: those nodes' network link is slow: their ranks sleep before every "
+                         "collective of a `cluster pairs` step, as cluster.slow's do there (a bad leaf switch: plant "
+                         "it on every node of one)",
     "cluster.hang": "NODE: that node's acceptance task stops in its first check (sleeps until Slurm's time limit or the collector ends it)",
     "cluster.kill": "NODE: that node's acceptance task kills itself with SIGKILL",
     "cluster.clock": "NODE:SECONDS: that node's clock readings in the clock exchange are SECONDS ahead",

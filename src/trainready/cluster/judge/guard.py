@@ -19,6 +19,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from trainready.cluster.judge import switches as sw
 from trainready.cluster.judge.verdict import FleetVerdict
 from trainready.errors import UsageError
 
@@ -71,39 +72,48 @@ class DrainPlan:
     max_drain: str  # as given
     fleet_wide: FleetWide | None
     why: str  # one line when nodes are held, "" otherwise
+    switches: tuple[sw.SwitchCause, ...] = ()  # leaf switches named as the cause (switches.py)
 
     def to_json(self) -> dict[str, Any]:
         fw = self.fleet_wide
         return {"max_drain": self.max_drain, "limit": self.limit, "drain": list(self.drain), "held": list(self.held),
                 "why": self.why, "fleet_wide": None if fw is None else
-                {"cause": fw.cause, "nodes": list(fw.nodes), "rejected": fw.rejected, "tested": fw.tested}}
+                {"cause": fw.cause, "nodes": list(fw.nodes), "rejected": fw.rejected, "tested": fw.tested},
+                "switches": [s.to_json() for s in self.switches]}
 
 
-def shared_cause(verdict: FleetVerdict) -> tuple[str, list[str]]:
-    """The cause most rejected nodes have (each node counted once per cause) and those nodes."""
+def shared_cause(verdict: FleetVerdict, among: set[str] | None = None) -> tuple[str, list[str]]:
+    """The cause most rejected nodes (of `among`, default all) have (each node counted once per cause) and those
+    nodes."""
+    mine = [n for n in verdict.nodes if n.rejected and (among is None or n.node in among)]
     counts: Counter[str] = Counter()
-    for n in verdict.nodes:
-        if n.rejected:
-            counts.update(set(n.causes) or {"rejected"})
+    for n in mine:
+        counts.update(set(n.causes) or {"rejected"})
     if not counts:
         return "", []
     cause = counts.most_common(1)[0][0]
-    return cause, [n.node for n in verdict.nodes if n.rejected and cause in (set(n.causes) or {"rejected"})]
+    return cause, [n.node for n in mine if cause in (set(n.causes) or {"rejected"})]
 
 
-def plan(verdict: FleetVerdict, max_drain: MaxDrain) -> DrainPlan:
-    """Which rejected nodes may be drained: all of them when they are at most --max-drain; none when more
-    (then, if most share one cause, that cause is named as fleet-wide)."""
-    rejected = verdict.rejected
+def plan(verdict: FleetVerdict, max_drain: MaxDrain, switches: tuple[sw.SwitchCause, ...] = (),
+         prefixes: tuple[str, ...] = ()) -> DrainPlan:
+    """Which rejected nodes may be drained: a node a named switch explains (switches.py) never; of the rest,
+    all when they are at most --max-drain; none when more (then, if most share one cause, that cause is named
+    as fleet-wide)."""
+    causes = {n.node: n.causes for n in verdict.nodes if n.rejected}
+    by_switch = sw.held_by_switch(causes, switches, prefixes)
+    rejected = [n for n in verdict.rejected if n not in by_switch]
     tested = len(verdict.nodes) - len(verdict.not_tested)
     limit = max_drain.limit(tested)
-    cause, alike = shared_cause(verdict)
+    cause, alike = shared_cause(verdict, set(rejected))
     wide = None
     if len(alike) > limit and 2 * len(alike) > len(rejected):
         wide = FleetWide(cause, tuple(alike), len(rejected), tested)
+    held_switch = tuple(n for n in verdict.rejected if n in by_switch)
+    lines = [s.line() for s in switches]
     if len(rejected) <= limit and wide is None:
-        return DrainPlan(tuple(rejected), (), limit, str(max_drain), None, "")
+        return DrainPlan(tuple(rejected), held_switch, limit, str(max_drain), None, "; ".join(lines), switches)
     why = wide.line() if wide else (
         f"{len(rejected)} rejected node(s) is more than --max-drain {max_drain} ({limit} of {tested} tested "
         "node(s)): drained none; read the reasons, drain by hand, or raise --max-drain")
-    return DrainPlan((), tuple(rejected), limit, str(max_drain), wide, why)
+    return DrainPlan((), tuple(verdict.rejected), limit, str(max_drain), wide, "; ".join([*lines, why]), switches)

@@ -43,6 +43,10 @@ def print_verdict(v: FleetVerdict, console: Console) -> None:
     mismatch = (v.context.get("launcher") or {}).get("pyxis_mismatch")  # cluster/control/launcher.py: Pyxis's own rule
     if mismatch:
         console.print(f"[bold red]{mismatch}[/]", highlight=False)
+    for imp in (v.context.get("job_impact") or {}).values():  # sacct: the jobs its owners should re-check
+        console.print(imp.get("text", ""), highlight=False, markup=False)
+    for s in v.guard.get("switches") or []:  # a leaf switch named as the cause (switches.py)
+        console.print(f"[bold yellow]{s['why']}[/]", highlight=False)
     if v.guard.get("fleet_wide"):  # with or without --drain: the one line that says the cause is not the nodes'
         console.print(f"[bold yellow]{v.guard['why']}[/]")
     drain = ", ".join(v.rejected) or "none"

@@ -165,8 +165,21 @@ def run_pairs(opts: PairsOptions, nodes: list[str], say: Callable[[str], None]) 
     return out, why
 
 
-def to_json(out: PairingOutcome, opts: PairsOptions, nodes: list[str], why: Mapping[Pair, str]) -> dict[str, Any]:
+def name_switches(out: PairingOutcome, fleet: FleetOptions) -> tuple[Any, ...]:
+    """The leaf switches most of whose nodes the search named (judge/switches.py: a slow pair is a 'link' cause)."""
+    from trainready.cluster.judge import switches
+    from trainready.spec import load_spec
+
+    fs = load_spec(fleet.spec)[0].fleet
+    return switches.for_rejected({n: ("link",) for n in out.culprits}, fs.switch_fraction, fs.switch_causes,
+                                 fleet.topology)
+
+
+def to_json(out: PairingOutcome, opts: PairsOptions, nodes: list[str], why: Mapping[Pair, str],
+            named: Sequence[Any] = ()) -> dict[str, Any]:
+    """The record; nodes under a switch in `named` are the switch's, not culprits of their own."""
     n = len(nodes)
+    under = {x for s in named for x in s.nodes}
     return {
         "schema": SCHEMA,
         "nodes_tested": n,
@@ -177,12 +190,14 @@ def to_json(out: PairingOutcome, opts: PairsOptions, nodes: list[str], why: Mapp
         "floor_fraction": opts.pairing.floor_fraction,
         "expected_gbps": opts.pairing.expected_gbps,
         "confirm": opts.pairing.confirm,
-        "culprits": list(out.culprits),
+        "culprits": [c for c in out.culprits if c not in under],
+        "switches": [s.to_json() for s in named],
         "undecided": list(out.undecided),
         "pairs": [{"round": r.round, "a": r.a, "b": r.b, "busbw_gbps": r.busbw_gbps, "passed": r.passed(out.floor_gbps),
                    "record": str(pair_record(opts.fleet.results, r.round, r.a, r.b)),
                    **({"no_result": why.get((r.a, r.b), "")} if r.busbw_gbps is None else {})} for r in out.results],
-        "nodes": [{"node": v.node, "status": v.status, "passes": v.passes, "fails": v.fails, "strikes": v.strikes,
+        "nodes": [{"node": v.node, "status": "switch" if v.node in under else v.status, "passes": v.passes,
+                   "fails": v.fails, "strikes": v.strikes,
                    "pass_ratio": None if v.passes + v.fails == 0 else v.pass_ratio, "reason": v.reason}
                   for v in out.verdicts],
         "planted": dict(opts.fleet.plants),

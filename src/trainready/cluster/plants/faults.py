@@ -49,6 +49,7 @@ class NodeFaults:
     vanish: bool = False  # its cross-node task ends at once: no cross record, its rank never joins
     text: bool = False  # its matmul fails and its record's messages start with NUL, a lone surrogate, ESC and BEL
     forge: str | None = None  # the node whose record this node's task overwrites with a failing one (a rogue node)
+    slow_link: bool = False  # its network link is slow: its ranks in a pair's all_reduce sleep (as cluster.slow there)
 
     @property
     def any(self) -> bool:
@@ -114,7 +115,7 @@ def for_node(faults: Mapping[str, str], node: str) -> NodeFaults:
         if value is None:
             return False
         who, num = _split(name, value, number)
-        if who != node:
+        if node not in who.split("+"):  # NODE or NODE+NODE...: every node named (a switch's nodes)
             return False
         return True if num is None else num
 
@@ -141,4 +142,15 @@ def for_node(faults: Mapping[str, str], node: str) -> NodeFaults:
         vanish=bool(on("cluster.vanish", faults.get("cluster.vanish"))),
         text=bool(on("cluster.text", faults.get("cluster.text"))),
         forge=forged(faults.get("cluster.forge"), node),
+        slow_link=node in linked(faults.get("cluster.slow_link")),
     )
+
+
+def linked(value: str | None) -> list[str]:
+    """cluster.slow_link=NODE[+NODE...] -> the nodes (every node of one leaf switch, for the switch rule)."""
+    if value is None:
+        return []
+    nodes = [n.strip() for n in value.split("+")]
+    if not all(nodes) or ":" in value:
+        raise UsageError(f"--plant cluster.slow_link={value}: expected NODE[+NODE...]")
+    return nodes

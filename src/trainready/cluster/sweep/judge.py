@@ -8,10 +8,13 @@
 * the bound: past `--max-drain` drains (a count, or a percentage of the partition's nodes) within the window, the
   sweep drains no more and says so loudly: so many nodes failing alike is a fleet-wide cause (a driver, a
   filesystem, the spec), not so many broken nodes.
+* a leaf switch: most of one switch's nodes failing for a cross-node or bandwidth cause (`by_switch`, the
+  fleet run's rule in cluster/judge/switches.py) are not drained for it: action 'switch'.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
@@ -80,3 +83,17 @@ def bound(doc: dict[str, Any], wanted: Sequence[str], most: MaxDrain, fleet: int
     return drain, hold, (f"DRAINING STOPPED: {len(recent) + len(wanted)} node(s) failing within "
                          f"{window_s / 3600:g} h, past --max-drain {most} of {fleet}: a fleet-wide cause is likelier "
                          f"than so many broken nodes (driver, filesystem, spec?); not drained: {', '.join(hold)}")
+
+
+def by_switch(outs: Sequence[Outcome], nodes: Sequence[NodeVerdict], fraction: float, prefixes: Sequence[str],
+              topology: Any = None) -> tuple[list[Outcome], list[str]]:
+    """(outcomes, lines): failing nodes a leaf switch explains (cluster/judge/switches.py) get action 'switch'
+    instead of a warn or a drain; the lines name each switch."""
+    from trainready.cluster.judge import switches
+
+    failing = {o.node for o in outs if o.verdict == FAIL}
+    rejected = {nv.node: nv.causes for nv in nodes if nv.node in failing}
+    named = switches.for_rejected(rejected, fraction, prefixes, topology)
+    held = switches.held_by_switch(rejected, named, prefixes)
+    return ([dataclasses.replace(o, action="switch") if o.node in held else o for o in outs],
+            [s.line() for s in named])

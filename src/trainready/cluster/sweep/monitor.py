@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from trainready.cluster import reasons
+from trainready.cluster import coverage
 from trainready.cluster.control.slurm import NodeInfo
 from trainready.cluster.sweep import judge, state, trend
 from trainready.cluster.tasks.node import THROUGHPUT
@@ -58,4 +59,7 @@ def write(path: str, results: Path, doc: Mapping[str, Any], info: Mapping[str, N
                       state.now().timestamp())]
     for name in sorted(set(doc.get("nodes", {})) | set(info)):
         samples += list(_node(name, doc.get("nodes", {}).get(name, {}), trend.load(results, name), info.get(name)))
+    samples += [Sample(PREFIX + "node_last_pass_timestamp_seconds", "when the node last passed an active check "
+                       "(run, sweep, --health-check --active) or a passive one (--health-check), Unix time",
+                       (("node", n), ("kind", k)), t) for n, k, t in coverage.samples(results)]
     atomic_write_text(path, render(samples))

@@ -69,6 +69,10 @@ def _sweep(fleet: FleetOptions, opts: SweepOptions, say: Callable[[str], None]) 
                 if nv.node in p.nodes]
         outs = trends(fleet, verdict, outs, t, opts.strikes)
         state.save(fleet.results, doc)  # the strikes kept before any drain: a drain that fails loses none
+        fs = spec_of(fleet).fleet
+        outs, named = judge.by_switch(outs, verdict.nodes, fs.switch_fraction, fs.switch_causes, fleet.topology)
+        for ln in named:
+            say(ln)
         outs = act(fleet, doc, outs, len(info), opts, t, say)
     else:
         say("no idle node to sweep now")
@@ -82,6 +86,12 @@ def _sweep(fleet: FleetOptions, opts: SweepOptions, say: Callable[[str], None]) 
         say(line(o, opts.strikes))
     planted = bool(verdict and verdict.planted)
     return 3 if planted else 1 if any(o.verdict == judge.FAIL for o in outs) else 0
+
+
+def spec_of(fleet: FleetOptions) -> Any:
+    from trainready.spec import load_spec
+
+    return load_spec(fleet.spec)[0]
 
 
 def trends(fleet: FleetOptions, verdict: FleetVerdict, outs: list[judge.Outcome], t: Any,
@@ -203,7 +213,9 @@ def line(o: judge.Outcome, strikes: int) -> str:
     what = {"warn": f"WARN (failed {o.strikes} of {strikes} sweeps in a row: measured again before a drain)",
             "drain": "FAIL, drained", "held": "FAIL, NOT drained (draining stopped: see above)",
             "left-alone": "FAIL, already drained by an administrator: left alone",
-            "drain-failed": "FAIL, NOT drained (Slurm refused the drain: see above)"}.get(o.action, f"FAIL, {o.action}")
+            "drain-failed": "FAIL, NOT drained (Slurm refused the drain: see above)",
+            "switch": "FAIL, NOT drained: its leaf switch is the likelier cause (see above)"}.get(o.action,
+                                                                                                 f"FAIL, {o.action}")
     return f"{o.node}: {what}: {o.text}" + warned
 
 

@@ -3,7 +3,8 @@ all_reduce bandwidth through the comm module (nccl-tests' busbw; NCCL on GPUs, g
 
 Rank 0 writes RESULTS/pairs/round-R/A__B.json (a trainready.report/1 comm record); `cluster pairs` reads
 its `comm_busbw_avg`.  Planted `cluster.slow=NODE`: that node's ranks sleep PAIR_SLOW_MS before every
-collective (comm's slow_rank fault), so every pair holding it is slow.
+collective (comm's slow_rank fault), so every pair holding it is slow; `cluster.slow_link=A+B` the same on each
+node named (a slow leaf switch).
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ def run_pair_task(results: Path, rnd: int, pair: str, spec_path: str | None, pla
     if ext is None or not b:
         raise UsageError("cluster pair-task: run by `trainready cluster pairs` as one srun step over two nodes")
     spec, source = load_spec(spec_path)
-    slow = fl.for_node(plants, node_name()).slow_factor is not None
+    nf = fl.for_node(plants, node_name())
+    slow = nf.slow_factor is not None or nf.slow_link
     opts = cross_node_options(spec, ext.world_size, narrow=True,
                               faults={"slow_rank": ext.rank, "slow_ms": PAIR_SLOW_MS} if slow else None)
     context = {"spec_source": source, "launcher": ext.source, "pair": [a, b], "round": rnd,

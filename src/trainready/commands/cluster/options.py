@@ -8,7 +8,7 @@
     NODES    which nodes: --nodes --nodelist
     CHECKS   the node acceptance each node runs: --level --only --skip --max-parallel, and whether the
              cross-node step runs the all_reduce: --collective/--no-collective
-    VERDICT  what a rejection does: --reference --drain --max-drain
+    VERDICT  what a rejection does: --reference --drain --max-drain --topology
 """
 
 from __future__ import annotations
@@ -70,6 +70,8 @@ class FleetArgs:
     """--drain: drain rejected nodes."""
     max_drain: str = "10%"
     """--max-drain: the most nodes one run drains, a count or a percentage of the nodes tested (cluster/judge/guard.py)."""
+    topology: str | None = None
+    """--topology: a topology.conf(5) file (default: `scontrol show topology`), for the switch rule."""
     image: str | None = None
     """--container-image: the Pyxis image every task runs in."""
     mounts: tuple[str, ...] = ()
@@ -112,7 +114,18 @@ class FleetArgs:
                             concurrency=self.concurrency, collective=self.collective, reference=self.reference,
                             drain=self.drain,
                             container=Container(self.image, parse_mounts(list(self.mounts)), self.mount_home, facts)
-                            if self.image else None, plants=planted, max_drain=parse_max_drain(self.max_drain))
+                            if self.image else None, plants=planted, max_drain=parse_max_drain(self.max_drain),
+                            topology=topology_file(self.topology))
+
+
+def topology_file(text: str | None) -> Path | None:
+    """--topology FILE, read now: a bad file is one line, exit 2, before Slurm is asked."""
+    if text is None:
+        return None
+    from trainready.cluster.control.topology import read_file
+
+    read_file(Path(text))
+    return Path(text).resolve()
 
 
 def burnin_time(level: Level, only: tuple[str, ...], duration: str | None, limit_s: int,
@@ -153,7 +166,8 @@ def writable_results(text: str) -> Path:
 JOB = ("results", "partition", "spec", "time_limit", "image", "mounts", "mount_home", "image_record", "plant")
 NODES = ("nodes", "nodelist")
 CHECKS = ("level", "only", "skip", "duration", "concurrency", "collective")
-VERDICT = ("reference", "drain", "max_drain")
+VERDICT = ("reference", "drain", "max_drain", "topology")
+TOPOLOGY = ("topology",)
 
 _TIME_HELP = "Slurm time limit of each task and step (sbatch/srun --time: M, M:S, H:M:S, D-H:M)."
 # name -> (type, the typer option without its default); the default comes from FleetArgs or the command
@@ -188,6 +202,11 @@ _DECLARED: dict[str, tuple[Any, Callable[[Any], Any]]] = {
                                               "(a count, or a percentage of the nodes tested); more rejected, or "
                                               "most rejected for one cause, drain none (a fleet-wide cause; cf. "
                                               "draino --max-simultaneous-cordon).")),
+    "topology": (str, lambda d: typer.Option(d, "--topology", help="The network's leaf switches in topology.conf(5)'s "
+                                             "syntax (default: `scontrol show topology`, where slurm.conf sets "
+                                             "TopologyPlugin=topology/tree): most of one switch's nodes rejected for "
+                                             "a cross-node or bandwidth cause name the switch, and drain none of "
+                                             "them for it (spec fleet.switch_fraction).")),
     "image": (str, lambda d: typer.Option(d, "--container-image", help="Run every task inside this image (Pyxis).")),
     "mounts": (list[str], lambda d: typer.Option(d, "--container-mounts", help="Pyxis mounts SRC:DST[:FLAGS] "
                                                  "(comma-separated); --results is always mounted at its own path.")),

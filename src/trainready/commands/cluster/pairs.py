@@ -11,7 +11,7 @@ from rich.console import Console
 
 from trainready.cluster.options import FleetOptions
 from trainready.commands.cluster.attach import attach_option, wait_option
-from trainready.commands.cluster.options import JOB, NODES, fleet_options
+from trainready.commands.cluster.options import JOB, NODES, TOPOLOGY, fleet_options
 from trainready.commands.cluster.pairs_search import attach_pairs, search
 from trainready.commands.common import JSON_HELP, check_out_path, parse_plants
 from trainready.errors import UsageError
@@ -22,7 +22,7 @@ from trainready.errors import UsageError
 GPU_FLOOR, CPU_FLOOR = 0.9, 0.25
 
 
-@fleet_options(JOB, NODES, time_limit="10:00")  # a pair's step: one all_reduce sweep, not a node's acceptance
+@fleet_options(JOB, NODES, TOPOLOGY, time_limit="10:00")  # a pair's step: one all_reduce sweep, not a node's acceptance
 def pairs_cmd(
     fleet: FleetOptions,
     floor_fraction: float = typer.Option(None, "--floor-fraction", help="A pair passes at >= this x the reference busbw. "

@@ -35,13 +35,13 @@ def search(opts: "pr.PairsOptions", names: list[str], controller_wait: float | N
     with patient(controller_wait, say := lambda s: console.print(f"[dim]{s}[/]", highlight=False)) as p:
         p.pickup = f"trainready cluster pairs --attach --results {opts.fleet.results}"
         out, why = pr.run_pairs(opts, names, say)
-    doc = pr.to_json(out, opts, names, why)
+    doc = pr.to_json(out, opts, names, why, pr.name_switches(out, opts.fleet))
     path = pr.write(doc, opts.fleet.results)
     print_pairs(doc, Console(stderr=json_path == "-"))
     console.print(f"pairs record written to {path}")
     if json_path:
         write_json_doc(doc, json_path, console, "pairs record")
-    rc = 1 if out.culprits or out.undecided else 0
+    rc = 1 if out.culprits or out.undecided else 0  # a named switch is a fault too
     pairs_state.save(opts.fleet.results, exit_code=rc)
     return rc
 
@@ -53,11 +53,13 @@ def print_pairs(doc: dict, console: Console) -> None:
                     f"(round-robin: {doc['round_robin_rounds']}); floor {doc['floor_gbps']:.3g} GB/s")
     for col in ("node", "status", "passed/pairs", "evidence"):
         t.add_column(col, overflow="fold")
-    style = {"bad": "bold red", "undecided": "yellow", "good": "green"}
+    style = {"switch": "yellow", "bad": "bold red", "undecided": "yellow", "good": "green"}
     for n in doc["nodes"]:
         t.add_row(n["node"], f"[{style.get(n['status'], '')}]{n['status']}[/]", f"{n['passes']}/{n['passes'] + n['fails']}",
                   n["reason"])
     console.print(t)
     culprits = ", ".join(doc["culprits"]) or "none"
     undecided = f"; undecided: {', '.join(doc['undecided'])}" if doc["undecided"] else ""
+    for s in doc.get("switches") or []:
+        console.print(f"[bold yellow]{s['why']}[/]", highlight=False)
     console.print(f"culprits: {culprits}{undecided}", highlight=False)

@@ -128,21 +128,41 @@ def sweep_cmd(
 
 
 def history_cmd(
-    node: str = typer.Argument(..., help="The node."),
-    results: str = typer.Option(..., "--results", "-r", help="The --results of the sweeps."),
+    node: str = typer.Argument(None, help="The node (leave out with --coverage)."),
+    results: str = typer.Option(..., "--results", "-r", help="The --results of the sweeps and runs."),
+    coverage: bool = typer.Option(False, "--coverage", help="Name every node whose last passing active or passive "
+                                  "check is older than the spec's fleet.coverage_days (default 7), or never passed."),
+    spec: str = typer.Option(None, "--spec", "-s", help="The spec whose fleet.coverage_days applies (--coverage)."),
+    partition: str = typer.Option(None, "--partition", "-p", help="With --coverage: every node of this partition "
+                                  "(one sinfo), so a node no record names is named as never passed."),
 ) -> None:
     """A node's state first (drained by the sweep and why, strikes, trend WARNs, last pass), then its sweeps as a
     table: when, verdict, its figures (per device); under a failing sweep the check that failed, its one-line
-    reason and the strike count; the trend WARNs (and figures too noisy to judge).
+    reason and the strike count; the trend WARNs (and figures too noisy to judge); then the jobs Slurm accounting
+    says ran on it between its last pass and its latest rejection.
 
-    Read from RESULTS/sweep/trend/NODE.json (`trainready.sweeptrend/1`).  Exit 0; 2 when the node has no
-    history there."""
+    Read from RESULTS/sweep/trend/NODE.json (`trainready.sweeptrend/1`) and RESULTS/runs/*/fleet.json.
+    `--coverage`: the nodes past the coverage window (cluster/coverage.py).  Exit 0; 1 when --coverage names a
+    node; 2 when the node has no history there."""
     from pathlib import Path
 
+    from trainready.cluster import coverage as cov
     from trainready.cluster.sweep import trend
 
+    if coverage:
+        from trainready.spec import load_spec
+
+        days = load_spec(spec)[0].fleet.coverage_days
+        names = list(slurm_nodes(partition)) if partition else []
+        late = cov.stale(cov.with_nodes(cov.last_passes(Path(results)), names), days)
+        for line in cov.lines(Path(results), days, nodes=names):
+            print(line)
+        raise typer.Exit(1 if late else 0)
+    if not node:
+        raise UsageError("cluster history: give a NODE, or --coverage")
     runs = trend.load(Path(results), node)
-    if not runs:
+    impact = latest_impact(Path(results), node)
+    if not runs and impact is None:
         raise UsageError(f"{node}: no sweep history under --results {results} (expected "
                          f"{trend.path(Path(results), node)})")
     from trainready.report.node_state import node_state, text
@@ -150,6 +170,29 @@ def history_cmd(
     for row in [*text(node_state({"node": node, "runs": runs}, str(trend.path(Path(results), node)))), "",
                 *trend.table(runs)]:
         print(row)
+    if impact is not None:
+        print(impact)
+
+
+def slurm_nodes(partition: str) -> list[str]:
+    from trainready.cluster.control import slurm
+
+    return list(slurm.nodes(None, partition))
+
+
+def latest_impact(results: "Path", node: str) -> str | None:
+    """The job-impact line of the latest run (or sweep) that rejected `node` (its fleet record's context)."""
+    import json
+
+    for f in sorted([*results.glob("runs/*/fleet.json"), *results.glob("sweep/runs/*/fleet.json")],
+                    key=lambda p: p.parent.name, reverse=True):
+        try:
+            imp = (json.loads(f.read_text(encoding="utf-8")).get("context") or {}).get("job_impact") or {}
+        except (OSError, ValueError):
+            continue
+        if node in imp:
+            return f"job impact ({f.parent.name}): {imp[node].get('text', '')}"
+    return None
 
 
 def register(app: typer.Typer) -> None:

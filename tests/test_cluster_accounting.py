@@ -1,0 +1,78 @@
+"""Job impact from Slurm accounting, on a real slurmdbd over Debian's MariaDB (`scripts/local-slurm.sh up --cluster
+acct --nodes 2 --accounting`: both on 127.0.0.1; skipped with the script's one line where slurmdbd or
+mariadb-server is missing).
+
+A healthy `cluster run` passes acct1; then a user's job runs on it; then a run rejects it (a planted matmul
+failure): the fleet record lists that job, of its user, and not the job that ran before the last pass, nor
+trainready's own; `cluster history acct1` says the same."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import local_slurm_script, run_cli
+
+pytestmark = pytest.mark.slow
+
+CLUSTER = "acct"
+CONF = f"/etc/slurm-{CLUSTER}/slurm.conf"
+RUN = ("cluster", "run", "--nodelist", "acct[1-2]", "--spec", "example:local-slurm", "--only", "versions,matmul",
+       "--time", "5:00", "--no-collective")
+
+
+@pytest.fixture(scope="module")
+def cluster():  # type: ignore[no-untyped-def]
+    was_up = local_slurm_script("status", "--cluster", CLUSTER, timeout=60).returncode == 0
+    p = local_slurm_script("up", "--cluster", CLUSTER, "--nodes", "2", "--accounting")
+    if p.returncode == 3:
+        pytest.skip((p.stdout.strip() or p.stderr.strip()).splitlines()[-1])
+    assert p.returncode == 0, p.stderr[-2000:]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SLURM_CONF", CONF)
+        yield
+    if not was_up:
+        local_slurm_script("down", "--cluster", CLUSTER, timeout=120)
+
+
+def _job(name: str, user: str = "nobody") -> str:
+    """A user's job on acct1, run to its end (as `nobody`: another user than the one running trainready)."""
+    cmd = (f"cd /tmp && SLURM_CONF={CONF} sbatch --parsable -w acct1 -J {name} -o /dev/null --wrap 'sleep 1'")
+    job = subprocess.run(["su", "-s", "/bin/sh", user, "-c", cmd], capture_output=True, text=True, check=True).stdout.strip()
+    for _ in range(60):
+        out = subprocess.run(["sacct", "-a", "-X", "-n", "-P", "-j", job, "--format=State"], capture_output=True,
+                             text=True, env={**os.environ, "SLURM_CONF": CONF}).stdout
+        if "COMPLETED" in out:
+            return job
+        time.sleep(1)
+    raise AssertionError(f"job {job} did not complete in accounting")
+
+
+def test_rejected_node_lists_the_jobs_since_its_last_pass(cluster, tmp_path: Path):
+    before = _job("before-pass")
+    first = run_cli(*RUN, "--results", str(tmp_path))
+    assert first.returncode == 0, first.stderr[-3000:]
+    time.sleep(1.5)  # sacct's times are whole seconds: the next job starts after the pass
+    after = _job("pretrain-70b")
+    second = run_cli(*RUN, "--results", str(tmp_path), "--plant", "cluster.fail=acct1")
+    doc = json.loads((tmp_path / "fleet.json").read_text())
+    imp = doc["context"]["job_impact"]["acct1"]
+    assert imp["known"] is True, (imp, second.stderr[-2000:])
+    ids = [j["job_id"] for j in imp["jobs"]]
+    assert before not in ids  # it ran before acct1's last pass: not this failure's
+    assert ids == [after] and imp["jobs"][0]["user"] == "nobody" and imp["jobs"][0]["name"] == "pretrain-70b"
+    assert not any(j["name"].startswith("trainready") for j in imp["jobs"])
+    assert "acct2" not in doc["context"]["job_impact"]  # accepted: not asked about
+    assert f"{after} (nobody, pretrain-70b, COMPLETED)" in second.stdout + second.stderr
+    hist = run_cli("cluster", "history", "acct1", "--results", str(tmp_path))
+    assert hist.returncode == 0 and f"{after} (nobody, pretrain-70b" in hist.stdout, hist.stderr
+    # coverage over the partition: both passed the first run (active), neither has a passive health record
+    cov = run_cli("cluster", "history", "--coverage", "--partition", "debug", "--results", str(tmp_path))
+    assert cov.returncode == 1, cov.stderr
+    assert "acct1: active" not in cov.stdout and "acct2: active" not in cov.stdout
+    assert "acct1: passive: never passed" in cov.stdout and "acct2: passive: never passed" in cov.stdout

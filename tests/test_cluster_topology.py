@@ -1,0 +1,81 @@
+"""A bad switch is not many bad nodes, on a real local Slurm with Slurm's tree topology
+(`scripts/local-slurm.sh up --cluster topo --nodes 8 --topology 2`: TopologyPlugin=topology/tree, leaf switches
+s1..s4 of two nodes each in topology.conf(5)).
+
+`cluster run --drain`: s1's two nodes drop out of the cross-node step (a cross-node cause on every node of one
+switch) and topo5 fails its matmul: topo5 is drained, s1 is named and none of its nodes drained.
+`cluster pairs`: a slow link planted on s1's nodes names the switch, and topo5, slow for its own reason on
+another switch, is still a culprit.  Without accounting the job impact says "not known (no accounting)"."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import local_slurm_script, run_cli, undrain
+
+pytestmark = pytest.mark.slow
+
+CLUSTER = "topo"
+CONF = f"/etc/slurm-{CLUSTER}/slurm.conf"
+NODES = [f"{CLUSTER}{k}" for k in range(1, 9)]
+WHERE = ("--nodelist", f"{CLUSTER}[1-8]", "--spec", "example:local-slurm")
+
+
+@pytest.fixture(scope="module")
+def cluster():  # type: ignore[no-untyped-def]
+    was_up = local_slurm_script("status", "--cluster", CLUSTER, timeout=60).returncode == 0
+    p = local_slurm_script("up", "--cluster", CLUSTER, "--nodes", "8", "--topology", "2")
+    if p.returncode == 3:
+        pytest.skip((p.stdout.strip() or p.stderr.strip()).splitlines()[-1])
+    assert p.returncode == 0, p.stderr[-2000:]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SLURM_CONF", CONF)
+        yield NODES
+        undrain(*NODES)
+    if not was_up:
+        local_slurm_script("down", "--cluster", CLUSTER, timeout=120)
+
+
+def _reason(node: str) -> str:
+    return subprocess.run(["sinfo", "-h", "-n", node, "-o", "%E"], capture_output=True, text=True,
+                          env={**os.environ, "SLURM_CONF": CONF}).stdout.strip()
+
+
+def test_slurm_tree_is_read(cluster):
+    from trainready.cluster.control.topology import read_slurm
+
+    topo = read_slurm()
+    assert topo.source == "scontrol show topology"
+    assert topo.leaves["s1"] == ("topo1", "topo2") and topo.leaf_of("topo8") == "s4" and "top" not in topo.leaves
+
+
+def test_run_names_the_switch_and_drains_only_the_node_failing_for_itself(cluster, tmp_path: Path):
+    p = run_cli("cluster", "run", *WHERE, "--results", str(tmp_path), "--only", "versions,matmul", "--time", "5:00",
+                "--drain", "--max-drain", "50%", "--plant", "cluster.vanish=topo1+topo2", "--plant", "cluster.fail=topo5")
+    doc = json.loads((tmp_path / "fleet.json").read_text())
+    assert set(doc["drain_list"]) == {"topo1", "topo2", "topo5"}, p.stderr[-3000:]  # all three rejected ...
+    assert doc["guard"]["drain"] == ["topo5"] and doc["guard"]["held"] == ["topo1", "topo2"]  # ... one drained
+    assert [s["switch"] for s in doc["guard"]["switches"]] == ["s1"]
+    assert "switch s1: 2 of its 2 node(s) (topo1, topo2)" in p.stdout + p.stderr
+    try:
+        assert _reason("topo5").startswith("trainready")
+        assert _reason("topo1") in ("", "none") and _reason("topo2") in ("", "none")
+        assert doc["context"]["job_impact"]["topo5"]["text"] == "topo5: jobs since its last pass: not known (no accounting)"
+    finally:
+        undrain("topo5")
+
+
+def test_pairs_name_the_switch_of_a_slow_link_and_keep_a_node_slow_for_itself(cluster, tmp_path: Path):
+    p = run_cli("cluster", "pairs", *WHERE, "--results", str(tmp_path), "--plant", "cluster.slow_link=topo1+topo2",
+                "--plant", "cluster.slow=topo5", timeout=900)
+    doc = json.loads((tmp_path / "pairs" / "pairs.json").read_text())
+    status = {n["node"]: n["status"] for n in doc["nodes"]}
+    assert p.returncode == 1, p.stderr[-3000:]
+    assert status["topo1"] == status["topo2"] == "switch" and status["topo5"] == "bad"
+    assert doc["culprits"] == ["topo5"]
+    assert [s["switch"] for s in doc["switches"]] == ["s1"] and doc["switches"][0]["nodes"] == ["topo1", "topo2"]
