@@ -82,4 +82,5 @@ def test_ci_installs_what_the_readme_names_then_runs_its_test_command() -> None:
     # and the Pyxis build's and test image's packages (local-slurm.sh up --pyxis, scripts/test-image.sh)
     pyxis = re.search(r"for p in ([\w -]+); do", ci)
     assert pyxis is not None and {"libslurm-dev", "debootstrap", "squashfs-tools"} <= set(pyxis.group(1).split())
+    assert {"slurmdbd", "mariadb-server"} <= set(pyxis.group(1).split())  # the accounting cluster's (--accounting)
     assert "`apt-get install chromium slurm-wlm munge`" in readme and "never installs or upgrades a system" in readme
