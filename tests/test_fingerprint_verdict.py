@@ -82,3 +82,17 @@ def test_drift_warns_and_rejects_no_node(recs):
     assert v.rejected == []
     node = next(n for n in v.nodes if n.node == "gpu0003")
     assert any("configuration drift" in w for w in node.warnings)
+
+
+def test_one_device_alone_is_still_held_to_float64(recs):
+    """A 1-GPU node (or two GPUs, too few for a majority): no peer says which bits are right, but a wrong answer
+    is wrong on its own: the selftest's fingerprint.shared was missed on a 1x H100 (every answer 'within its
+    float64 rounding bound' while the flip was planted)."""
+    from trainready.fingerprint.judge import judge
+
+    alone = judge([("GPU 0", _gpu(recs["shared"], 0))])
+    assert [s.entry for s in alone.shared] == ["gemm-bf16/random-7"] and alone.shared[0].devices == 1
+    assert "the one device of key" in alone.shared[0].line() and "a wrong answer" in alone.shared[0].line()
+    two = judge([("GPU 0", _gpu(recs["shared"], 0)), ("GPU 1", _gpu(recs["shared"], 1))])
+    assert [s.devices for s in two.shared] == [2] and "all 2 devices" in two.shared[0].line()
+    assert judge([("GPU 0", _gpu(recs["good"], 0))]).shared == []

@@ -55,6 +55,9 @@ class Shared:
     devices: int
 
     def line(self) -> str:
+        if self.devices == 1:  # a device with no peer to agree with: the float64 check alone
+            return (f"the one device of key {self.key_id} answers {self.entry} {self.ratio:.3g}x the float64 "
+                    f"rounding bound: a wrong answer (no identical peer to compare with)")
         return (f"all {self.devices:,} devices of key {self.key_id} agree on {self.entry}, but their answer is "
                 f"{self.ratio:.3g}x the float64 rounding bound: a wrong answer they share (software, library or "
                 f"image: a fleet-wide cause, no single device)")
@@ -109,6 +112,8 @@ def judge_group(kid: str, members: list[tuple[str, dict[str, Any]]], out: Judgme
             if n_top < have:
                 out.unknown.append(f"{eid}: {have} device(s) of key {kid} disagree and no strict majority of "
                                    f"{MIN_GROUP} or more says which is right")
+            elif (one := _entry(next(iter(sigs.values()))[0][1], eid)) and one.get("ratio", 0.0) > 1.0:
+                out.shared.append(Shared(kid, eid, float(one["ratio"]), n_top))  # too few to compare: float64 still
             continue
         if n_top == have:
             maj = _entry(next(iter(sigs.values()))[0][1], eid)

@@ -35,7 +35,7 @@ class Case:
     check: str  # the result that must fail/error; "" = the command must refuse the input (exit 2)
     expect: str  # regex the detector's message must match
     covers: tuple[str, ...] = ()  # plant names (suite/plants.py) this case exercises
-    needs: str = ""  # "" | "gpu" | "slurm" | "multirank"
+    needs: str = ""  # "" | "gpu" | "slurm" | "multirank" | "peers" (3 devices or more)
     before: tuple[str, ...] = ()  # a command run first (e.g. the save in another process that the case loads)
     expect_1rank: str = ""  # what the detector says at world size 1, where that differs (no rank left waiting)
     clean: tuple[tuple[str, str], ...] = ()  # control run: placeholder with the fault -> the same input without it
@@ -117,6 +117,8 @@ HUNG = r"rank {rank} hung at '[^']+' \(no progress before the deadline\); ranks?
 DIED = r"rank {rank} died \(exit code -?\d+\) after '"
 HUNG_ALONE = r"rank {rank} hung at '[^']+' \(no progress before the deadline\)"  # at 1 rank nobody waits on it
 
+FP_WHO = r"(?:rank {rank}|GPU {rank} \([^)]*\))"  # the fingerprint's device: a CPU rank, or a GPU by index, PCI, serial
+
 CASES: tuple[Case, ...] = (
     # --- GPUs visible, host and container agree (replayed 8x H200 facts with one fault each)
     Case("gpus.facts", "GPU 2 has a row remap pending (replayed NVML facts of an 8x H200 node)",
@@ -141,14 +143,22 @@ CASES: tuple[Case, ...] = (
          _node("matmul", "matmul.bitflip=0"), "matmul", r"statistical error bound"),
     Case("matmul.nondeterministic", "a repeated matmul differs by one ulp on device 0",
          _node("matmul", "matmul.nondeterministic=0"), "matmul", r"same product twice differs"),
-    Case("fingerprint.bitflip", "the last significand bit of one element of rank 1's bf16 GEMM flips", _node("fingerprint",
-         "fingerprint.bitflip=1"), "fingerprint", r"rank 1: bf16 GEMM \S+, pattern random-7, chunk 13 of 64 differs from"),
-    Case("fingerprint.intermittent", "one rank's bf16 GEMM gives other bits in one repeat only (rank 1)", _node(
-         "fingerprint", "fingerprint.intermittent=1"), "fingerprint", r"rank 1: intermittent"),
-    Case("fingerprint.shared", "every rank's bf16 GEMM has the same top bit flipped: they agree, float64 does not",
-         _node("fingerprint", "fingerprint.shared=1"), "fingerprint", r"a wrong answer they share"),
-    Case("fingerprint.drift", "one rank's group key says another torch build", _node("fingerprint", "fingerprint.drift="
-         "1"), "cleared:fingerprint", r"rank 1: group key \w+ differs .*configuration drift"),
+    # the quick battery (2.3 s per run on an H100, the CPU's own size on a CPU); {rank}: the last rank here.  A
+    # device named against its peers needs a strict majority of 3 or more (fingerprint/judge.py MIN_GROUP); one
+    # that disagrees with itself, or a wrong answer, needs no peer
+    Case("fingerprint.bitflip", "the last significand bit of one element of the last device's bf16 GEMM flips",
+         _node("fingerprint", "fingerprint.bitflip={rank}", "--level", "quick"), "fingerprint",
+         FP_WHO + r": bf16 GEMM \S+, pattern random-7, chunk 13 of 64 differs from", needs="peers"),
+    Case("fingerprint.intermittent", "the last device's bf16 GEMM gives other bits in one repeat only",
+         _node("fingerprint", "fingerprint.intermittent={rank}", "--level", "quick"), "fingerprint",
+         FP_WHO + r": intermittent"),
+    Case("fingerprint.shared", "every device's bf16 GEMM has the same top bit flipped: they agree, float64 does not",
+         _node("fingerprint", "fingerprint.shared=1", "--level", "quick"), "fingerprint",
+         r"a wrong answer they share", expect_1rank=r"the one device of key \w+ answers gemm-bf16/random-7 .* a wrong "
+         r"answer \(no identical peer"),
+    Case("fingerprint.drift", "the last device's group key says another torch build",
+         _node("fingerprint", "fingerprint.drift={rank}", "--level", "quick"), "cleared:fingerprint",
+         FP_WHO + r": group key \w+ differs .*configuration drift", needs="peers"),
     Case("throughput.slow_gpu", "GPU 0 reports half its GEMM TFLOP/s and HBM GB/s",
          _node("throughput", "throughput.slow_gpu=0"), "throughput", r"GPU 0 .* = \d+% of [\w ]+ peak \d+ < \d+%",
          needs="gpu", judge_only=True),

@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
+PEERS = 3  # devices a fingerprint case compares: the fewest whose strict majority names one (fingerprint/judge.py)
 CPU_RANKS = 4  # gloo ranks on a machine without GPUs: enough to name a rank, quick on 2 cores
 H200_MIB = 143771  # NVML memory.total of an H200 141 GB (tests/data/facts_h200x8.json)
 
@@ -85,6 +86,9 @@ def unmet(needs: str, gpus: int) -> str:
         return "not applicable: needs a GPU (none visible here)"
     if needs == "multirank" and world(gpus) < 2:
         return f"not applicable: needs at least 2 ranks, this machine has {gpus} GPU (one rank per GPU)"
+    if needs == "peers" and world(gpus) < PEERS:
+        return (f"not applicable: needs at least {PEERS} devices of one kind (a strict majority names the odd one), "
+                f"this machine has {gpus} GPU(s)")
     if needs == "slurm":
         why = _slurm_up()
         return f"not applicable: {why}" if why else ""
