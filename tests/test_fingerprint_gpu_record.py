@@ -78,3 +78,21 @@ def test_a_gpu_of_the_same_key_gives_the_captured_bits(records):
         pytest.skip(f"another group key than the captured H100's: {'; '.join(key_diff(captured, key)[:3])}")
     got = {e["id"]: e["digest"] for e in res["entries"]}
     assert got == {e["id"]: e["digest"] for e in want["entries"]}
+
+
+def test_a_second_h100_of_the_same_model_gives_the_same_bits(records):
+    """Another machine, another H100 80GB HBM3 (another serial, VBIOS 96.00.DA.00.0C against 96.00.CF.00.01),
+    same driver, CUDA, cuBLAS, torch and settings: its quick battery gave every one of the 56 digests of the
+    captured record (benchmarks/fingerprint_repeat.py, 2 processes x 3 runs there, all identical).  A changed chunk
+    in it is still named: the agreement is not a comparison that cannot fail."""
+    other = json.loads((DATA.parent / "fingerprint_h100x1b_quick_captured.json").read_text())[0]
+    a = records[0]
+    assert other["serial"] != a["serial"] and other["key"]["vbios"] != a["key"]["vbios"]
+    same_but_vbios = {k for k in other["key"] if other["key"][k] != a["key"][k]}
+    assert same_but_vbios == {"vbios", "settings"}, same_but_vbios  # settings: the captured key's thread field
+    assert {k: v for k, v in a["key"]["settings"].items() if k != "intra_op_threads"} == other["key"]["settings"]
+    bad = copy.deepcopy(other)
+    bad["entries"][3]["digest"] = "0" * 64
+    assert [e["digest"] for e in bad["entries"]] != [e["digest"] for e in a["entries"]]
+    assert [e["digest"] for e in other["entries"]] == [e["digest"] for e in a["entries"]]
+    assert [e["chunks"] for e in other["entries"]] == [e["chunks"] for e in a["entries"]]
