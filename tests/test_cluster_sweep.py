@@ -172,7 +172,9 @@ def test_a_planted_slow_decline_is_a_trend_warning_naming_node_figure_and_runs(c
     h = run_cli("cluster", "history", "sweep2", "--results", str(tmp_path))
     assert h.returncode == 0, h.stderr
     rows = h.stdout.splitlines()
-    assert rows[0].split()[:4] == ["when", "(UTC)", "verdict", "train_tokens_per_s@cpu"] and len(rows) == 7
+    head = next(i for i, r in enumerate(rows) if r.startswith("when (UTC)"))
+    assert head > 0 and rows[0].startswith("sweep2"), rows  # the node's state first, then its sweeps
+    assert rows[head].split()[:4] == ["when", "(UTC)", "verdict", "train_tokens_per_s@cpu"] and len(rows) - head == 7
     assert rows[-1].strip().startswith("WARN: train_tokens_per_s@cpu")
     assert run_cli("cluster", "history", "sweep9", "--results", str(tmp_path)).returncode == 2
 

@@ -71,6 +71,9 @@ def accept(opts: TaskOptions) -> int:
     checks = select(list(opts.only) if opts.only else None, list(opts.skip) if opts.skip else None, opts.level)
     prog = progress.Writer(opts.results, node, len(checks))  # what the collector reads if we overrun --time
     planted_stop(nf)
+    if nf.hang and checks:  # planted: its first check starts and never ends (before any scratch is made)
+        prog.phase(checks[0].name)
+        planted_hang(nf)
     spec, source = load_spec(opts.spec)
     work = Path(tempfile.mkdtemp(prefix=f"trainready-{node}-"))
     try:
@@ -78,7 +81,7 @@ def accept(opts: TaskOptions) -> int:
 
         ctx = CheckContext(spec, work, fl.check_plants(nf), CheckOptions(burnin_s=opts.burnin_s, level=opts.level))
         report = run_checks("node", checks, ctx, context={"spec_source": source, "node": node},
-                            on_start=lambda c: (prog.phase(c.name), planted_hang(nf)))
+                            on_start=lambda c: prog.phase(c.name))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     prog.phase("manifest")
