@@ -3,6 +3,22 @@ with the placeholders selftest/prepare.py provides."""
 
 from __future__ import annotations
 
+import re
+from typing import Protocol, Sequence
+
+
+class Case(Protocol):
+    """What a share group needs of a self-test case (selftest/cases.py Case)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def share(self) -> str: ...
+
+    @property
+    def argv(self) -> tuple[str, ...]: ...
+
 def node(check: str, plant: str, *extra: str) -> tuple[str, ...]:
     return ("node", "--spec", "{spec}", "--only", check, "--plant", plant, *extra)
 
@@ -58,3 +74,34 @@ TRAINING = "versions,matmul,train_step"
 
 def compat_save(name: str, plant: str) -> tuple[str, ...]:
     return ("resume", "--steps", "4", "--checkpoint-step", "2", "--save-only", f"{{scratch}}/{name}", "--plant", plant)
+
+
+def share_key(case: Case) -> str:
+    """The run a fleet case belongs to: its `share`, else its own."""
+    return case.share or case.name
+
+
+def shared_argv(group: Sequence[Case]) -> tuple[str, ...]:
+    """The one command of a share group: the first case's, its --results the group's own folder, with every
+    case's --plant in table order.  The cases' commands must be the same but for their plants and --results.  A
+    group of one is its case's command."""
+    if len(group) == 1:
+        return group[0].argv
+
+    def parts(c: Case) -> tuple[list[str], list[str]]:
+        rest: list[str] = []
+        plants: list[str] = []
+        it = iter(c.argv)
+        for a in it:
+            (plants.extend(("--plant", next(it))) if a == "--plant" else rest.append(a))
+        return [re.sub(r"^\{cluster_results\}/[\w.-]+$", f"{{cluster_results}}/share-{share_key(c)}", a)
+                for a in rest], plants
+
+    base, _ = parts(group[0])
+    plants: list[str] = []
+    for c in group:
+        rest, mine = parts(c)
+        if rest != base:
+            raise ValueError(f"self-test case {c.name}: its command differs from {group[0].name}'s, beyond its plants")
+        plants += mine
+    return (*base, *plants)

@@ -20,8 +20,8 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import Sequence
 
+from trainready.selftest.argv import share_key, shared_argv  # noqa: F401 - the fleet cases' runs (re-exported)
 from trainready.selftest.argv import (TRAINING, burnin as _burnin, cluster as _cluster, comm as _comm,
                                      compat_save as _compat_save, data as _data, node as _node, resume as _resume,
                                      sweep as _sweep)
@@ -78,37 +78,6 @@ def control_of(case: Case) -> tuple[tuple[str, ...], tuple[str, ...]]:
     name = f"control-{key}"
     return tuple(a.replace("/control", f"/{name}") for a in before), tuple(a.replace("/control", f"/{name}")
                                                                            for a in argv)
-
-
-def share_key(case: Case) -> str:
-    """The run a fleet case belongs to: its `share`, else its own."""
-    return case.share or case.name
-
-
-def shared_argv(group: Sequence[Case]) -> tuple[str, ...]:
-    """The one command of a share group: the first case's, its --results the group's own folder, with every
-    case's --plant in table order.  The cases' commands must be the same but for their plants and --results.  A
-    group of one is its case's command."""
-    if len(group) == 1:
-        return group[0].argv
-
-    def parts(c: Case) -> tuple[list[str], list[str]]:
-        rest: list[str] = []
-        plants: list[str] = []
-        it = iter(c.argv)
-        for a in it:
-            (plants.extend(("--plant", next(it))) if a == "--plant" else rest.append(a))
-        return [re.sub(r"^\{cluster_results\}/[\w.-]+$", f"{{cluster_results}}/share-{share_key(c)}", a)
-                for a in rest], plants
-
-    base, _ = parts(group[0])
-    plants: list[str] = []
-    for c in group:
-        rest, mine = parts(c)
-        if rest != base:
-            raise ValueError(f"self-test case {c.name}: its command differs from {group[0].name}'s, beyond its plants")
-        plants += mine
-    return (*base, *plants)
 
 
 # A hang names the hung rank and the ranks left waiting on it; a loaded machine on which every rank

@@ -14,6 +14,8 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
+from trainready.selftest import fleetspec
+
 PEERS = 3  # devices a fingerprint case compares: the fewest whose strict majority names one (fingerprint/judge.py)
 CPU_RANKS = 4  # gloo ranks on a machine without GPUs: enough to name a rank, quick on 2 cores
 H200_MIB = 143771  # NVML memory.total of an H200 141 GB (tests/data/facts_h200x8.json)
@@ -145,48 +147,6 @@ def spec_busbw_loose(root: Path, gpus: int, argv: list[str]) -> str:
     return _busbw_spec(root, gpus, argv, "spec_busbw_loose.toml", f"min_fraction = {LOOSE_FRACTION}\n")
 
 
-# The cross-node collective cases' deadlines (cluster.vanish waits FLEET_TIMEOUT_S + FLEET_JOIN_S for the rank
-# that never joins, cluster.silent FLEET_TIMEOUT_S on the one that stops): what 3 ranks on a 2-core host need
-# (a 1 KiB-1 MiB gloo all_reduce step takes well under a second; each rank's torch start-up took 2-15 s at load
-# average 1-20, examples/local-slurm.toml), not the 30 s + 20 s of the fleet's example spec.
-FLEET_TIMEOUT_S = 12.0
-FLEET_JOIN_S = 8.0
-# Each node's wait for the others' storage probes (cross-node step): one srun starts every node's task within a
-# second or two, and the probe is its first act after the clock exchange; cluster.vanish (a node that writes none)
-# and cluster.storage (a node on another filesystem) wait this out.  The example spec's 20 s is for load average 20.
-FLEET_STORAGE_WAIT_S = 6.0
-
-
-def _local_slurm(root: Path, name: str, fleet_lines: str = "") -> str:
-    """example:local-slurm with the fleet cases' deadlines (FLEET_TIMEOUT_S, FLEET_JOIN_S, FLEET_STORAGE_WAIT_S)
-    and `fleet_lines` added to its [fleet] table, as NAME."""
-    import re
-    from importlib import resources
-
-    text = resources.files("trainready.spec").joinpath("examples/local-slurm.toml").read_text(encoding="utf-8")
-    text = re.sub(r"(?m)^timeout_s = .*$", f"timeout_s = {FLEET_TIMEOUT_S}", text)
-    text = re.sub(r"(?m)^join_s = .*$", f"join_s = {FLEET_JOIN_S}", text)
-    text = re.sub(r"(?m)^storage_wait_s = .*$", f"storage_wait_s = {FLEET_STORAGE_WAIT_S}", text)
-    text = text.replace("\n[fleet]\n", f"\n[fleet]\n{fleet_lines}", 1)
-    path = root / name
-    path.write_text(text)
-    return str(path)
-
-
-def spec_fleet(root: Path, gpus: int, argv: list[str]) -> str:
-    return _local_slurm(root, "spec_fleet.toml")
-
-
-# cluster.decline plants its figures over two sweeps (the node's first recorded figure x 0.7 at the second): the
-# trend judge is asked to judge from one earlier sweep, not the spec's default 3 (it proves the judge; the history
-# rule itself is tested in tests/test_trend_noise.py)
-DECLINE_MIN_RUNS = 1
-
-
-def spec_trend(root: Path, gpus: int, argv: list[str]) -> str:
-    return _local_slurm(root, "spec_trend.toml", f"trend_min_runs = {DECLINE_MIN_RUNS}\n")
-
-
 class Unmet(Exception):
     """A lazily made placeholder that cannot be made here: the case is skipped with this reason."""
 
@@ -249,8 +209,8 @@ def _fleet_node(k: int) -> Callable[[Path, int, list[str]], str]:
 
 
 # Placeholders made only when a case that runs needs them: name -> maker(root, gpus, the case's argv).
-LAZY = {"spec_busbw": spec_busbw, "spec_busbw_loose": spec_busbw_loose, "small_disk": small_disk, "spec_fleet": spec_fleet,
-        "spec_trend": spec_trend,
+LAZY = {"spec_busbw": spec_busbw, "spec_busbw_loose": spec_busbw_loose, "small_disk": small_disk, "spec_fleet": fleetspec.spec_fleet,
+        "spec_trend": fleetspec.spec_trend,
         **{f"node{k + 1}": _fleet_node(k) for k in range(FLEET)}}
 
 
