@@ -19,6 +19,7 @@ class Case(Protocol):
     @property
     def argv(self) -> tuple[str, ...]: ...
 
+
 def node(check: str, plant: str, *extra: str) -> tuple[str, ...]:
     return ("node", "--spec", "{spec}", "--only", check, "--plant", plant, *extra)
 
@@ -93,7 +94,10 @@ def shared_argv(group: Sequence[Case]) -> tuple[str, ...]:
         plants: list[str] = []
         it = iter(c.argv)
         for a in it:
-            (plants.extend(("--plant", next(it))) if a == "--plant" else rest.append(a))
+            if a == "--plant":
+                plants += ["--plant", next(it)]
+            else:
+                rest.append(a)
         return [re.sub(r"^\{cluster_results\}/[\w.-]+$", f"{{cluster_results}}/share-{share_key(c)}", a)
                 for a in rest], plants
 

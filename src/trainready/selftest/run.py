@@ -28,7 +28,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from trainready.selftest.cases import Case, control_of, share_key, shared_argv
 from trainready.selftest.judge import Finished, Verdict, judge_case, judge_control, prep_failed
@@ -86,6 +86,18 @@ def run_cli(argv: Sequence[str], work: Path, record: Path | None = None, timeout
     return Finished(tuple(argv), rc, last, record, time.perf_counter() - t0)
 
 
+def once(done: dict[Any, Any], locks: dict[Any, threading.Lock], guard: threading.Lock, key: Any,
+         make: Callable[[], Any]) -> Any:
+    """done[key], made by the first caller (`make`) while later callers of that key wait for it; other keys go
+    on meanwhile (thread-safe)."""
+    with guard:
+        lock = locks.setdefault(key, threading.Lock())
+    with lock:
+        if key not in done:
+            done[key] = make()
+        return done[key]
+
+
 @dataclass
 class Controls:
     """Each detector family's control run, made once and shared by the family's cases (thread-safe)."""
@@ -98,13 +110,8 @@ class Controls:
     guard: threading.Lock = field(default_factory=threading.Lock)
 
     def verdict(self, case: Case) -> Verdict:
-        key = control_of(case)
-        with self.guard:
-            lock = self.locks.setdefault(key, threading.Lock())
-        with lock:  # the first case of a family runs the control; the others wait for its verdict
-            if key not in self.done:
-                self.done[key] = self._run(case, key)
-            return self.done[key]
+        key = control_of(case)  # the first case of a family runs the control; the others wait for its verdict
+        return once(self.done, self.locks, self.guard, key, lambda: self._run(case, key))
 
     def _run(self, case: Case, key: tuple[tuple[str, ...], tuple[str, ...]]) -> Verdict:
         before, argv = ([_fill(a, self.values) for a in part] for part in key)
@@ -136,12 +143,7 @@ class Shared:
     def run(self, case: Case) -> tuple[tuple[str, ...], Finished | None, str]:
         """(the command as run, its result, '' or why its preparation step failed)."""
         key = share_key(case)
-        with self.guard:
-            lock = self.locks.setdefault(key, threading.Lock())
-        with lock:
-            if key not in self.done:
-                self.done[key] = self._run(self.groups.get(key) or (case,))
-            return self.done[key]
+        return once(self.done, self.locks, self.guard, key, lambda: self._run(self.groups.get(key) or (case,)))
 
     def _run(self, group: tuple[Case, ...]) -> tuple[tuple[str, ...], Finished | None, str]:
         argv = tuple(_fill(a, self.values) for a in shared_argv(group))

@@ -49,10 +49,10 @@ def planted_stop(nf: fl.NodeFaults) -> None:
 
 
 def planted_hang(nf: fl.NodeFaults) -> None:
-    """Planted hang, in the first check: sleep until Slurm (time limit) or the collector (scancel) ends us.  In a
-    check, not in start-up: the other nodes' first check takes a second, so the collector's evidence of a hang
-    (progress.HUNG_FACTOR x the others' time in that phase + HUNG_SLACK_S) is there ~11 s in, whatever the
-    host's load does to start-up times; a short --time then suffices (the self-test's cluster.hang: 0:30)."""
+    """Planted hang: sleep until Slurm (time limit) or the collector (scancel) ends us.  The caller has entered the
+    first check's phase (and made no scratch yet): the other nodes' first check takes a second, so the collector's
+    evidence of a hang (progress.HUNG_FACTOR x the others' time in that phase + HUNG_SLACK_S) is there ~11 s in,
+    whatever the host's load does to start-up times; a short --time then suffices (the self-test's: 0:25)."""
     while nf.hang:
         time.sleep(3600)
 
