@@ -24,10 +24,12 @@ from typing import Any, Iterator
 
 from trainready.fingerprint import ops as ops_mod
 from trainready.fingerprint.ops import OPS, Op
-from trainready.fingerprint.patterns import PATTERNS
+from trainready.fingerprint.patterns import BLOCK, PATTERNS
 
 CHUNKS = 64  # hashed regions per output (fewer when it has fewer elements)
 CHUNK_HEX = 8  # hex digits kept of each chunk's SHA-256 (the entry's digest hashes the whole chunk digests)
+# How the inputs are made (patterns.py, ops._operand): a battery whose inputs are made otherwise gives other bits
+INPUTS = f"host float64, random in {BLOCK}-element seeded blocks, cast on the device"
 WORKSPACE = ":4096:8"  # CUBLAS_WORKSPACE_CONFIG: eight 4 MiB workspaces, fixed (cuBLAS "Results reproducibility")
 
 
@@ -71,7 +73,8 @@ def settings_record(on_gpu: bool, threads: int) -> dict[str, str]:
     a GPU's bits do not depend on the host's threads, so a GPU key leaves them out)."""
     out = {"cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG", "unset") if on_gpu else "n/a",
            "fp32_gemm": "ieee (tf32 for the TF32 GEMM)", "reduced_precision_reduction": "off",
-           "sdpa_backend": "flash" if on_gpu else "math", "deterministic_algorithms": "on", "stream": "default"}
+           "sdpa_backend": "flash" if on_gpu else "math", "deterministic_algorithms": "on", "stream": "default",
+           "inputs": INPUTS}
     return out if on_gpu else {**out, "intra_op_threads": str(threads)}
 
 

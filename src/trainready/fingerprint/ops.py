@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from trainready.fingerprint.patterns import make
+from trainready.fingerprint.patterns import MANT_BITS, random_base, walking_bits
 from trainready.numerics import opbounds
 from trainready.numerics.bounds import to_tf32_values
 
@@ -66,24 +66,29 @@ def torch_dtype(fmt: str) -> Any:
 
 def _operand(pattern: str, shape: tuple[int, ...], fmt: str, operand: int, scale_exp: int, device: Any,
              bases: dict[Any, Any], shift_exp: bool = False) -> tuple[Any, Any]:
-    """One operand: float64 values made on the host (the seeded random base drawn once per run and kept in
-    `bases`; large-exp scales it by 2^s, exactly), cast to `fmt` on the host, then copied to the device:
-    (the input in its format, the same values in float64, on the device)."""
+    """One operand: float64 values made on the host and copied to the device once (the seeded random base drawn
+    once per run and kept in `bases`; walking bits one period, tiled on the device; ones made there), large-exp's
+    2^s scale and exp's shift applied there (exact, or IEEE-rounded alike on any device), then cast to `fmt` on
+    the device: (the input in its format, the same values in float64).  Every step is exact or IEEE
+    round-to-nearest-even, so the bits are those of the host cast (checked against the host in the tests)."""
     import torch
 
     if pattern in ("random-7", "large-exp"):
         key = (shape, operand)
         if key not in bases:
-            bases[key] = make("random-7", shape, fmt, operand)
+            bases[key] = random_base(shape, operand).to(device)
         x64 = bases[key]
         if pattern == "large-exp":
             x64 = (x64.clamp(-3, 3) + 84.0) if shift_exp else x64 * 2.0**scale_exp
+    elif pattern == "walking-bits":
+        x64 = walking_bits(shape, MANT_BITS[fmt], operand, device)
+    elif pattern == "ones":
+        x64 = torch.ones(shape, dtype=torch.float64, device=device)
     else:
-        x64 = make(pattern, shape, fmt, operand)
+        raise ValueError(f"unknown input pattern {pattern!r}")
     x = x64.to(torch_dtype(fmt))
     if fmt == "tf32":
         x = to_tf32_values(x)
-    x = x.to(device)
     return x, x.double()
 
 

@@ -1,7 +1,10 @@
 """Input patterns of the battery, generated on the host in float64 (then cast and copied to the device), so every
 device of every node computes on the very same bits.
 
-* `random-7`: N(0, 1) from a CPU generator seeded 7 (+ the operand's position), the same on any host;
+* `random-7`: N(0, 1) from torch's CPU generator, drawn in blocks of BLOCK elements (in row-major order), block b
+  from a generator seeded 7 + the operand's position + 7919·b: the same on any host whatever its cores, and
+  drawn on all of them at once (an 8192² operand is 16 blocks: ~2.7 s on one 2-core VM thread, one block's
+  time on 16 cores). An operand of at most BLOCK elements is one block: the draw `randn(generator=7+operand)`;
 * `ones`: every element 1;
 * `walking-bits`: element i has one stored significand bit set, walking through the input format's bits,
   with alternating signs and exponents in [-2, 2] (exact in the input format);
@@ -11,10 +14,15 @@ device of every node computes on the very same bits.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 PATTERNS = ("random-7", "ones", "walking-bits", "large-exp")
 SEED = 7
+BLOCK = 2048 * 2048  # elements per independently seeded random block (the quick GEMM's operand: one block)
+BLOCK_SEED_STRIDE = 7919  # block b's seed: SEED + operand + 7919·b (a prime, so no two (operand, block) collide
+#                           for the < 7919 operands and blocks a battery draws)
 
 # Stored significand bits of each input format (IEEE 754 / OCP FP8 e4m3).
 MANT_BITS = {"fp64": 52, "fp32": 23, "tf32": 10, "bf16": 7, "fp16": 10, "fp8": 3}
@@ -29,8 +37,7 @@ def make(pattern: str, shape: tuple[int, ...], dtype: str, operand: int = 0, sca
         return torch.ones(shape, dtype=torch.float64)
     if pattern == "walking-bits":
         return walking_bits(shape, MANT_BITS[dtype], operand)
-    g = torch.Generator().manual_seed(SEED + operand)
-    x = torch.randn(shape, generator=g, dtype=torch.float64)
+    x = random_base(shape, operand)
     if pattern == "random-7":
         return x
     if pattern == "large-exp":
@@ -38,7 +45,31 @@ def make(pattern: str, shape: tuple[int, ...], dtype: str, operand: int = 0, sca
     raise ValueError(f"unknown input pattern {pattern!r} (known: {', '.join(PATTERNS)})")
 
 
-def walking_bits(shape: tuple[int, ...], bits: int, operand: int = 0) -> Any:
+def random_base(shape: tuple[int, ...], operand: int = 0) -> Any:
+    """The `random-7` float64 values of `shape` for operand `operand`: blocks of BLOCK elements drawn at once
+    (torch releases the GIL in `randn`), each from its own seeded CPU generator."""
+    import torch
+
+    n = 1
+    for s in shape:
+        n *= s
+    flat = torch.empty(n, dtype=torch.float64)
+    blocks = [(b, b * BLOCK, min(n, (b + 1) * BLOCK)) for b in range((n + BLOCK - 1) // BLOCK)]
+
+    def draw(block: tuple[int, int, int]) -> None:
+        b, lo, hi = block
+        g = torch.Generator().manual_seed(SEED + operand + BLOCK_SEED_STRIDE * b)
+        torch.randn(hi - lo, generator=g, dtype=torch.float64, out=flat[lo:hi])
+
+    if len(blocks) == 1:
+        draw(blocks[0])
+    else:
+        with ThreadPoolExecutor(min(len(blocks), len(os.sched_getaffinity(0)))) as pool:
+            list(pool.map(draw, blocks))
+    return flat.reshape(shape)
+
+
+def walking_bits(shape: tuple[int, ...], bits: int, operand: int = 0, device: Any = "cpu") -> Any:
     """Element i = ±(1 + 2^-(1 + (i + operand) mod bits)) · 2^(((i + operand) // bits) mod 5 − 2): one stored
     significand bit set, every position in turn, the sign alternating per walk.  Periodic in i with period
     10·bits (sign: 2 walks, exponent: 5), so one period is computed and tiled."""
@@ -53,7 +84,7 @@ def walking_bits(shape: tuple[int, ...], bits: int, operand: int = 0) -> Any:
     walk = i // bits
     mant = 1.0 + torch.ldexp(torch.ones(period, dtype=torch.float64), -pos)
     sign = 1.0 - 2.0 * (walk % 2).double()
-    one = sign * torch.ldexp(mant, (walk % 5) - 2)
+    one = (sign * torch.ldexp(mant, (walk % 5) - 2)).to(device)  # one period on the host, tiled where it is used
     start = operand % period
     reps = (start + n + period - 1) // period
     return one.repeat(reps)[start:start + n].reshape(shape).clone()
