@@ -9,7 +9,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -217,21 +217,44 @@ def local_slurm_script(action: str, *options: str, env: dict[str, str] | None = 
                           timeout=timeout)
 
 
-def cluster_session(*cluster: str):  # type: ignore[no-untyped-def]
-    """Generator behind the cluster fixtures: `scripts/local-slurm.sh up` (with `cluster`, e.g. "--cluster",
-    "alt"), skipped with the script's own one-line reason when it cannot start here (not root,
-    slurm-wlm/munge not installed: the tests install no system packages, .ci/run installs them first);
-    yields the 3 node names; taken down afterwards only if this session brought it up."""
+def _cluster_up(*options: str) -> bool:
+    """`scripts/local-slurm.sh up OPTIONS`, skipped with the script's own one-line reason when it cannot start
+    here (not root, slurm-wlm/munge not installed: the tests install no system packages, .ci/run installs them
+    first); whether the cluster was up before."""
+    cluster = options[options.index("--cluster"):options.index("--cluster") + 2] if "--cluster" in options else ()
     was_up = local_slurm_script("status", *cluster, timeout=60).returncode == 0
-    p = local_slurm_script("up", *cluster)
+    p = local_slurm_script("up", *options)
     line = (p.stdout.strip() or p.stderr.strip() or f"exit {p.returncode}").splitlines()[-1]
     if p.returncode == 3:  # "local-slurm: cannot start: <what is missing>"
         pytest.skip(line)
-    assert p.returncode == 0, f"scripts/local-slurm.sh up {' '.join(cluster)} failed: {p.stdout}{p.stderr}"
+    assert p.returncode == 0, f"scripts/local-slurm.sh up {' '.join(options)} failed: {(p.stdout + p.stderr)[-2000:]}"
+    return was_up
+
+
+def cluster_session(*cluster: str):  # type: ignore[no-untyped-def]
+    """Generator behind the 3-node cluster fixtures: `scripts/local-slurm.sh up` (with `cluster`, e.g.
+    "--cluster", "alt"); yields the 3 node names; taken down afterwards only if this session brought it up."""
+    was_up = _cluster_up(*cluster)
     prefix = cluster[-1] if cluster else "node"
     yield [f"{prefix}1", f"{prefix}2", f"{prefix}3"]
     if not was_up:
         local_slurm_script("down", *cluster, timeout=120)
+
+
+def own_cluster(name: str, *options: str, nodes: list[str] | None = None,
+                after: Callable[[], object] | None = None):  # type: ignore[no-untyped-def]
+    """Generator behind a module's fixture for a local cluster of its own (`scripts/local-slurm.sh up --cluster
+    NAME OPTIONS`, own slurmctld and nodes): every Slurm command of the module reaches it through SLURM_CONF
+    (slurm.conf(5)) while the module runs; yields `nodes` (default NAME1..NAME3); `after` (e.g. undrain the
+    nodes) runs before the module's end; taken down only if this module brought it up."""
+    was_up = _cluster_up("--cluster", name, *options)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SLURM_CONF", f"/etc/slurm-{name}/slurm.conf")
+        yield nodes if nodes is not None else [f"{name}{k}" for k in (1, 2, 3)]
+        if after is not None:
+            after()
+    if not was_up:
+        local_slurm_script("down", "--cluster", name, timeout=120)
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import local_slurm_script, run_cli
+from conftest import own_cluster, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -28,16 +28,7 @@ RUN = ("cluster", "run", "--nodelist", "acct[1-2]", "--spec", "example:local-slu
 
 @pytest.fixture(scope="module")
 def cluster():  # type: ignore[no-untyped-def]
-    was_up = local_slurm_script("status", "--cluster", CLUSTER, timeout=60).returncode == 0
-    p = local_slurm_script("up", "--cluster", CLUSTER, "--nodes", "2", "--accounting")
-    if p.returncode == 3:
-        pytest.skip((p.stdout.strip() or p.stderr.strip()).splitlines()[-1])
-    assert p.returncode == 0, p.stderr[-2000:]
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SLURM_CONF", CONF)
-        yield
-    if not was_up:
-        local_slurm_script("down", "--cluster", CLUSTER, timeout=120)
+    yield from own_cluster(CLUSTER, "--nodes", "2", "--accounting", nodes=[f"{CLUSTER}1", f"{CLUSTER}2"])
 
 
 def _job(name: str, user: str = "nobody") -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BASH, REPO, local_slurm_script, run_cli
+from conftest import BASH, REPO, local_slurm_script, own_cluster, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -39,12 +39,6 @@ def test_a_pyxis_that_cannot_be_built_is_one_cannot_start_line(tmp_path: Path) -
 
 
 @pytest.fixture(scope="module")
-def monkeypatch_module():  # type: ignore[no-untyped-def]
-    with pytest.MonkeyPatch.context() as mp:
-        yield mp
-
-
-@pytest.fixture(scope="module")
 def image() -> Path:
     """The test image (built once per recipe, then taken from its cache)."""
     p = subprocess.run([BASH, str(REPO / "scripts" / "test-image.sh")], capture_output=True, text=True, timeout=1500)
@@ -55,17 +49,9 @@ def image() -> Path:
 
 
 @pytest.fixture(scope="module")
-def pyxis(image: Path, monkeypatch_module: pytest.MonkeyPatch) -> list[str]:  # type: ignore[misc]
+def pyxis(image: Path) -> list[str]:  # type: ignore[misc]
     """The Pyxis cluster, up for this module; every Slurm command here reaches it through SLURM_CONF."""
-    was_up = local_slurm_script("status", "--cluster", CLUSTER, timeout=60).returncode == 0
-    p = local_slurm_script("up", "--cluster", CLUSTER, "--pyxis")
-    if p.returncode == 3:  # "local-slurm: cannot start: <what is missing>"
-        pytest.skip((p.stdout.strip() or p.stderr.strip()).splitlines()[-1])
-    assert p.returncode == 0, (p.stdout + p.stderr)[-2000:]
-    monkeypatch_module.setenv("SLURM_CONF", CONF)
-    yield NODES
-    if not was_up:
-        local_slurm_script("down", "--cluster", CLUSTER, timeout=120)
+    yield from own_cluster(CLUSTER, "--pyxis", nodes=NODES)
 
 
 def cluster_run(results: Path, image: str, *extra: str, checks: str = CHECKS) -> tuple[subprocess.CompletedProcess, dict]:

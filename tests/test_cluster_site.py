@@ -20,7 +20,7 @@ from typing import Callable, TypeVar
 
 import pytest
 
-from conftest import local_slurm_script
+from conftest import own_cluster
 
 from trainready.cluster.control import avail, slurm, watch
 from trainready.selftest import prepare, schedule
@@ -35,24 +35,10 @@ STALE = f"UnavailableNodes:{NODE}"
 
 
 @pytest.fixture(scope="module")
-def site(monkeypatch_module: pytest.MonkeyPatch) -> list[str]:  # type: ignore[misc]
+def site() -> list[str]:  # type: ignore[misc]
     """The site-like cluster, up for this module (taken down afterwards if this module brought it up); every
     Slurm command here reaches it through SLURM_CONF (slurm.conf(5))."""
-    was_up = local_slurm_script("status", "--cluster", CLUSTER, timeout=60).returncode == 0
-    p = local_slurm_script("up", "--plain", "--cluster", CLUSTER)
-    if p.returncode == 3:  # "local-slurm: cannot start: <what is missing>"
-        pytest.skip((p.stdout.strip() or p.stderr.strip()).splitlines()[-1])
-    assert p.returncode == 0, p.stderr[-2000:]
-    monkeypatch_module.setenv("SLURM_CONF", CONF)
-    yield [f"{CLUSTER}{k}" for k in (1, 2, 3)]
-    if not was_up:
-        local_slurm_script("down", "--cluster", CLUSTER, timeout=120)
-
-
-@pytest.fixture(scope="module")
-def monkeypatch_module():  # type: ignore[no-untyped-def]
-    with pytest.MonkeyPatch.context() as mp:
-        yield mp
+    yield from own_cluster(CLUSTER, "--plain")
 
 
 def sbatch(*args: str) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SRC, local_slurm_script, run_cli, undrain
+from conftest import SRC, own_cluster, run_cli, undrain
 
 pytestmark = pytest.mark.slow
 
@@ -32,17 +32,7 @@ BASE = ("cluster", "sweep", "-p", "sweep", "--spec", "example:local-slurm", "--t
 
 @pytest.fixture(scope="module")
 def cluster():  # type: ignore[no-untyped-def]
-    was_up = local_slurm_script("status", "--cluster", CLUSTER, timeout=60).returncode == 0
-    p = local_slurm_script("up", "--preempt", "--cluster", CLUSTER, "--nodes", "4")
-    if p.returncode == 3:
-        pytest.skip((p.stdout.strip() or p.stderr.strip()).splitlines()[-1])
-    assert p.returncode == 0, p.stderr[-2000:]
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SLURM_CONF", CONF)
-        yield NODES
-        undrain(*NODES)
-    if not was_up:
-        local_slurm_script("down", "--cluster", CLUSTER, timeout=120)
+    yield from own_cluster(CLUSTER, "--preempt", "--nodes", "4", nodes=NODES, after=lambda: undrain(*NODES))
 
 
 def _sbatch(*args: str) -> str:

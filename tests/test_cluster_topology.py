@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import local_slurm_script, run_cli, undrain
+from conftest import own_cluster, run_cli, undrain
 
 pytestmark = pytest.mark.slow
 
@@ -28,17 +28,7 @@ WHERE = ("--nodelist", f"{CLUSTER}[1-8]", "--spec", "example:local-slurm")
 
 @pytest.fixture(scope="module")
 def cluster():  # type: ignore[no-untyped-def]
-    was_up = local_slurm_script("status", "--cluster", CLUSTER, timeout=60).returncode == 0
-    p = local_slurm_script("up", "--cluster", CLUSTER, "--nodes", "8", "--topology", "2")
-    if p.returncode == 3:
-        pytest.skip((p.stdout.strip() or p.stderr.strip()).splitlines()[-1])
-    assert p.returncode == 0, p.stderr[-2000:]
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SLURM_CONF", CONF)
-        yield NODES
-        undrain(*NODES)
-    if not was_up:
-        local_slurm_script("down", "--cluster", CLUSTER, timeout=120)
+    yield from own_cluster(CLUSTER, "--nodes", "8", "--topology", "2", nodes=NODES, after=lambda: undrain(*NODES))
 
 
 def _reason(node: str) -> str:
