@@ -47,8 +47,11 @@ class Watch:
 
 
 def mark(states: dict[int, slurm.TaskState], w: Watch) -> dict[int, slurm.TaskState]:
-    """The states with the collector's own marks on the tasks it cancelled."""
-    out = {}
+    """The states with the collector's own marks on the tasks it cancelled; a task seen ended and missing now
+    keeps the state it ended in: slurmctld forgets an ended task MinJobAge after its end (slurm.conf(5):
+    default 300 s) while an array longer than that still runs (640 tasks on this 2-core host: ~30 min), and a
+    forgotten task is neither pending again nor lost from the count."""
+    out = {i: s for i, s in w.states.items() if i not in states and (s.done or s.state in (OVERTIME, STUCK, GONE))}
     for i, s in states.items():
         if s.state == "CANCELLED" and (i in w.over or i in w.stuck):
             s = dataclasses.replace(s, state=OVERTIME if i in w.over else STUCK)
