@@ -174,3 +174,36 @@ def test_a_resumed_node_is_judged_with_its_baseline_runs_figures_and_reference()
     assert "drift: nccl 2.27.7 (gpu0001) ≠ 2.21.5" in reasons and judged.stats[0].n == 64
     healthy = decide([run[3]], SPEC, [], [], reference="gpu0001", peers=run[:3] + run[4:])
     assert healthy.nodes[0].accepted, healthy.nodes[0].reasons
+
+
+def test_storage_waits_for_peers_that_start_late_but_names_one_that_never_writes(tmp_path):
+    """The step's tasks start over minutes when a fleet's worth share a host (640 on 2 cores: ~300 s): six
+    nodes starting 0.4 s apart, 2 s in all, with a 1 s wait, all see one another; a node that never writes its
+    file is missed by every other node, 1 s after the last new file (and the judge, with no record of its own
+    from it, blames no one else: one missing peer is not a storage fault of the others)."""
+    import threading
+    import time
+
+    peers = [f"n{k}" for k in range(1, 7)]
+
+    def staggered(root: Path, silent: str | None) -> dict:
+        out: dict = {}
+
+        def one(k: int, n: str) -> None:
+            time.sleep(0.4 * k)
+            if n == silent:
+                return
+            out[n] = {"storage": storage_facts(root, n, [p for p in peers if p != n], 1.0, NodeFaults())}
+
+        ts = [threading.Thread(target=one, args=(k, n)) for k, n in enumerate(peers)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        return out
+
+    silent = staggered(tmp_path / "a", "n6")
+    assert {n: [p for p, v in d["storage"]["seen"].items() if v is None] for n, d in silent.items()} == \
+        {n: ["n6"] for n in peers[:5]}
+    res, found = crosschecks.storage(staggered(tmp_path / "b", None))
+    assert res.status == Status.PASS and not found, [f.text for f in found]

@@ -229,7 +229,8 @@ class FleetSpec:
         "--active) or passive one (--health-check) is older than this many days is named. 7: a weekly sweep.",
     )
     storage_wait_s: float = doc_field(
-        30.0, "Seconds a node waits for the other nodes' files under --results before naming the missing ones."
+        30.0, "Seconds with no new file of another node under --results after which a node names the missing ones "
+        "(each new file starts the wait again: a fleet's tasks need not start together)."
     )
     join_s: float = doc_field(
         60.0,

@@ -78,7 +78,8 @@ def hosts_facts(etc_hosts: str = "/etc/hosts") -> dict[str, Any]:
 
 
 def storage_facts(results: Path, node: str, peers: list[str], wait_s: float, nf: fl.NodeFaults) -> dict[str, Any]:
-    """Write RESULTS/cross/storage/NODE (node, st_dev, time), then read every peer's within wait_s."""
+    """Write RESULTS/cross/storage/NODE (node, st_dev, time), then read every peer's, waiting until wait_s
+    passes with no new one."""
     if not nf.storage:
         return _storage_facts(results, node, peers, wait_s)
     # planted: a private directory on another filesystem (/dev/shm is tmpfs) stands in for --results; removed after
@@ -97,20 +98,37 @@ def _storage_facts(base: Path, node: str, peers: list[str], wait_s: float) -> di
         atomic_write_text(mine, json.dumps({"node": node, "st_dev": dev, "written_at": time.time()}))
     except OSError as exc:
         return {"error": f"cannot write {mine}: {exc.strerror}", "seen": {}, "st_dev": None}
+    seen = _peers_seen(mine.parent, peers, wait_s)
+    return {"path": str(mine), "st_dev": dev, "seen": seen}
+
+
+def _peers_seen(folder: Path, peers: list[str], wait_s: float) -> dict[str, Any]:
+    """Each peer's st_dev from its probe file in `folder` (None: never seen).  The wait ends wait_s after the
+    last new file appeared, not wait_s after this task began: the step's tasks start over minutes when a
+    fleet's worth of them share a host (640 on 2 cores: ~300 s), and a peer not started yet is not a storage
+    fault.  One listing of the folder per poll, each new file read once: no stat per peer per poll on the
+    shared filesystem's metadata server."""
+    names = {storage_probe(Path(), peer).name: peer for peer in peers}  # the file is named after its node
     seen: dict[str, Any] = {}
     deadline = time.monotonic() + wait_s
-    for peer in peers:
-        path = storage_probe(base, peer)
-        while True:
+    while len(seen) < len(peers):
+        before = len(seen)
+        try:
+            present = [n for n in os.listdir(folder) if n in names and names[n] not in seen]
+        except OSError:
+            present = []
+        for name in present:
             try:
-                seen[peer] = json.loads(path.read_text(encoding="utf-8")).get("st_dev")
-                break
+                seen[names[name]] = json.loads((folder / name).read_text(encoding="utf-8")).get("st_dev")
             except (OSError, ValueError):
-                if time.monotonic() > deadline:
-                    seen[peer] = None
-                    break
-                time.sleep(POLL_S)
-    return {"path": str(mine), "st_dev": dev, "seen": seen}
+                continue  # listed before its rename completed here: read at the next poll
+        if len(seen) > before:
+            deadline = time.monotonic() + wait_s
+        elif time.monotonic() > deadline:
+            break
+        if len(seen) < len(peers):
+            time.sleep(POLL_S)
+    return {peer: seen.get(peer) for peer in peers}
 
 
 def step_nodes() -> list[str]:
