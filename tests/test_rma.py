@@ -10,8 +10,11 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
 import stat
 from pathlib import Path
+
+import pytest
 
 from conftest import run_cli
 from trainready.cluster import ledger, reasons, rma
@@ -23,6 +26,18 @@ from trainready.manifest.kmsg import parse_record
 DATA = Path(__file__).parent / "data"
 NODE = "gpu017"
 SECRET = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"  # a GitHub token's shape: redacted in every bundle
+
+
+@pytest.fixture(autouse=True)
+def no_accounting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cluster configuration of the test's own without slurmdbd (slurm.conf(5): no AccountingStorageType), so
+    the real `sacct` answers "Slurm accounting storage is disabled" from it alone, whether or not one of the
+    suite's local clusters is up at the moment (without any slurm.conf, sacct fails on a DNS SRV lookup)."""
+    if shutil.which("sacct") is None:
+        pytest.skip("sacct is not installed (slurm-wlm: .ci/run installs it)")
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(f"ClusterName=rma\nSlurmctldHost=localhost\nNodeName={NODE} CPUs=1\nPartitionName=p Nodes={NODE}\n")
+    monkeypatch.setenv("SLURM_CONF", str(conf))
 
 
 def _results(tmp: Path) -> Path:
