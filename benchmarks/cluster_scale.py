@@ -45,6 +45,11 @@ GOAL_RPC_PER_NODE = 6.0  # the goal for a whole run at N >= 32 nodes (operators 
 _RPC = re.compile(r"^\s+([A-Z_0-9]+)\s+\(\s*\d+\)\s+count:(\d+)")
 
 
+def own_count(rpcs: Counter[str]) -> int:
+    """The RPCs a run or sweep caused: all but the cluster's own (CLUSTER_OWN)."""
+    return sum(c for k, c in rpcs.items() if k not in CLUSTER_OWN)
+
+
 def rpc_counts(text: str) -> Counter[str]:
     """`sdiag` → {message type: count}, from its "Remote Procedure Call statistics by message type" part."""
     part = text.split("by message type", 1)[-1].split("by user", 1)[0]
@@ -163,7 +168,7 @@ def sweep(n: int, level: str, results: Path) -> None:
     doc = json.loads(Path(str(results) + ".json").read_text())
     swept = len(doc.get("swept", []))
     verdicts = Counter(o.get("verdict") for o in doc.get("outcomes", []))
-    total, own = sum(rpcs.values()), sum(c for k, c in rpcs.items() if k not in CLUSTER_OWN)
+    total, own = sum(rpcs.values()), own_count(rpcs)
     print(f"cluster sweep --max-fraction 0.1 over {n} nodes: exit {rc}, {swept} swept {dict(verdicts)}; wall "
           f"{wall:.1f} s; slurmctld RPCs {total} = {total / max(1, swept):.2f} per swept node, of them the sweep's "
           f"own {own} = {own / max(1, swept):.2f} per swept node (goal <= {GOAL_RPC_PER_NODE:g}: "
@@ -194,7 +199,7 @@ def report(n: int, wall: float, rc: int, rpcs: Counter[str], info: dict, args: a
     print(f"  collector: peak RSS {use['peak_rss_mib']:.0f} MiB, login CPU {use['cpu_s']:.1f} s (the collector and "
           f"the Slurm commands it ran); load average {use['load_before']:.1f} before, {use['load_max']:.1f} at most; "
           f"MemAvailable at least {use['mem_min_gib']:.1f} GiB")
-    own = sum(c for k, c in rpcs.items() if k not in CLUSTER_OWN)
+    own = own_count(rpcs)
     per = own / n
     print(f"  slurmctld RPCs: {total}, the run's own {own} = {per:.2f} per node   goal <= {GOAL_RPC_PER_NODE:g}   "
           f"ratio {per / GOAL_RPC_PER_NODE:.2f} ({'meets' if per <= GOAL_RPC_PER_NODE else 'MISSES'} the goal); "

@@ -1,5 +1,5 @@
-"""Input patterns of the battery, generated on the host in float64 (then cast and copied to the device), so every
-device of every node computes on the very same bits.
+"""Input patterns of the battery, made in float64 on the host (copied to the device once, then scaled and cast
+there: fingerprint/ops.py), so every device of every node computes on the very same bits.
 
 * `random-7`: N(0, 1) from torch's CPU generator, drawn in blocks of BLOCK elements (in row-major order), block b
   from a generator seeded 7 + the operand's position + 7919·b: the same on any host whatever its cores, and
@@ -30,7 +30,9 @@ MANT_BITS = {"fp64": 52, "fp32": 23, "tf32": 10, "bf16": 7, "fp16": 10, "fp8": 3
 
 def make(pattern: str, shape: tuple[int, ...], dtype: str, operand: int = 0, scale_exp: int = 0) -> Any:
     """The float64 host tensor of `pattern` for operand `operand` of an op on `dtype` inputs; `scale_exp`: the
-    large-exp pattern's power of two (negated by the op for its second GEMM operand)."""
+    large-exp pattern's power of two (negated by the op for its second GEMM operand).  The whole pattern made on
+    the host: the definition the battery's operands, made where they are used (ops._operand), are tested
+    against (tests/test_fingerprint_inputs.py)."""
     import torch
 
     if pattern == "ones":

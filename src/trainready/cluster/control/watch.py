@@ -46,12 +46,17 @@ class Watch:
     waiting: set[int] = field(default_factory=set)  # named unavailable by Slurm, its node usable: said once
 
 
+def ended(s: slurm.TaskState) -> bool:
+    """Ended in Slurm's words, or by the collector's own mark (cancelled past --time, stuck, gone unwatched)."""
+    return s.done or s.state in (OVERTIME, STUCK, GONE)
+
+
 def mark(states: dict[int, slurm.TaskState], w: Watch) -> dict[int, slurm.TaskState]:
     """The states with the collector's own marks on the tasks it cancelled; a task seen ended and missing now
     keeps the state it ended in: slurmctld forgets an ended task MinJobAge after its end (slurm.conf(5):
     default 300 s) while an array longer than that still runs (640 tasks on this 2-core host: ~30 min), and a
     forgotten task is neither pending again nor lost from the count."""
-    out = {i: s for i, s in w.states.items() if i not in states and (s.done or s.state in (OVERTIME, STUCK, GONE))}
+    out = {i: s for i, s in w.states.items() if i not in states and ended(s)}
     for i, s in states.items():
         if s.state == "CANCELLED" and (i in w.over or i in w.stuck):
             s = dataclasses.replace(s, state=OVERTIME if i in w.over else STUCK)
@@ -92,7 +97,7 @@ def cancel_stalled(job: str, states: dict[int, slurm.TaskState], nodes: list[str
 
 def progress_line(job: str, nodes: list[str], states: dict[int, slurm.TaskState]) -> tuple[str, int]:
     """('job J: d/n done, r running node(ID) ..., p pending', d)."""
-    done = sum(1 for s in states.values() if s.done or s.state in (OVERTIME, STUCK, GONE))
+    done = sum(1 for s in states.values() if ended(s))
     running = [f"{nodes[i]}({s.job_id})" for i, s in sorted(states.items()) if s.state == "RUNNING"]
     pending = len(nodes) - done - len(running)
     return (f"job {job}: {done}/{len(nodes)} done, {len(running)} running"
@@ -141,8 +146,8 @@ def wait(job: str, nodes: list[str], limit_s: float, waves: int, say: Progress, 
         floor_s = max(POLL_MIN_S, len(nodes) * POLL_PER_NODE_S)
         lingering = records is not None and any(not s.done and (records / f"{nodes[i]}.json").exists()
                                                 for i, s in w.states.items() if i < len(nodes))
-        lingering = lingering or any(i in w.over or i in w.stuck for i, s in w.states.items() if not s.done
-                                     and s.state not in (OVERTIME, STUCK, GONE))  # cancelled, not yet ended
+        lingering = lingering or any(i in w.over or i in w.stuck for i, s in w.states.items()
+                                     if not ended(s))  # cancelled, not yet ended
         sleep_s, step = nap.follow_up(poll_interval(len(nodes), time.monotonic() - t0), floor_s, lingering, step)
         seen = nap.nap(min(sleep_s, max(floor_s, overtime_due(w, limit_s))), floor_s, records, seen)
 
