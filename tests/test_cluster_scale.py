@@ -17,7 +17,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import re
 import signal
 import subprocess
 import threading
@@ -140,27 +139,29 @@ def restart_controller(res: Path, stop: threading.Event, when: dict[str, float])
     when["started"] = time.time()
 
 
-def first_array_tasks() -> dict[str, int]:
-    """Node → how many tasks Slurm ran for it in the run's first array (the re-measurement of a slow suspect is
-    a second array, over the suspects only)."""
-    out = subprocess.run(["scontrol", "show", "jobs", "-o"], capture_output=True, text=True,
-                         env={**os.environ, **ENV}).stdout
-    tasks = [(int(m.group(1)), m.group(3)) for line in out.splitlines() if "JobName=trainready-accept" in line
-             and (m := re.search(r"ArrayJobId=(\d+) ArrayTaskId=(\d+)\b.* NodeList=(\S+)", line))]
-    first = min(a for a, _ in tasks)
+def jobcomp() -> list[dict[str, str]]:
+    """Every acceptance task's completion record, from the cluster's jobcomp/filetxt log (scripts/local-slurm.sh:
+    JobCompLoc): written once per task end, kept whatever its age.  `scontrol show jobs` is not read here: it
+    forgets a task MinJobAge (600 s) after its end, and under the whole suite's load this run can take longer
+    than that (its first tasks were gone from scontrol's answer by the time it ended)."""
+    log = Path(f"/var/log/trainready-{CLUSTER}-slurm/jobcomp.log")
+    return [dict(f.split("=", 1) for f in line.split() if "=" in f) for line in log.read_text().splitlines()
+            if " Name=trainready-accept " in line]
+
+
+def first_array_tasks(job: str) -> dict[str, int]:
+    """Node → how many tasks Slurm ran for it in the run's first array, `job` (the run's record names it; the
+    re-measurement of a slow suspect is a second array, over the suspects only); a task run twice (requeued,
+    resubmitted) counts twice."""
     counts: dict[str, int] = {}
-    for a, node in tasks:
-        if a == first:
-            counts[node] = counts.get(node, 0) + 1
+    for r in jobcomp():
+        if r.get("ArrayJobId") == job:
+            counts[r["NodeList"]] = counts.get(r["NodeList"], 0) + 1
     return counts
 
 
 def last_task_end(since: float) -> float:
-    out = subprocess.run(["scontrol", "show", "jobs", "-o"], capture_output=True, text=True,
-                         env={**os.environ, **ENV}).stdout
-    ends = [dt.datetime.fromisoformat(m.group(1)).timestamp() for line in out.splitlines()
-            if "JobName=trainready-accept" in line and (m := re.search(r"EndTime=(\S+)", line))
-            and m.group(1)[0].isdigit()]
+    ends = [dt.datetime.fromisoformat(r["EndTime"]).timestamp() for r in jobcomp() if r.get("EndTime", "")[:1].isdigit()]
     return max(e for e in ends if e >= since)
 
 
@@ -198,10 +199,10 @@ def run(sixty_four, tmp_path_factory):  # type: ignore[no-untyped-def]
 
 
 def test_the_collector_waited_for_the_restarted_controller_and_resubmitted_nothing(run) -> None:  # type: ignore[no-untyped-def]
-    p, v, _, _, _, _ = run
+    p, v, doc, _, _, _ = run
     assert p.stderr.count("slurmctld not answering since") == 1 and "answering again" in p.stderr, p.stderr[-3000:]
     tested = sorted(n for n, e in v.items() if e["verdict"] != "not tested")
-    assert first_array_tasks() == {n: 1 for n in tested}  # one task per tested node, none for an untested one
+    assert first_array_tasks(str(doc["context"]["job_id"])) == {n: 1 for n in tested}  # one task per tested node, none for an untested one
 
 
 def test_every_verdict_exact_at_64_nodes(run) -> None:  # type: ignore[no-untyped-def]
