@@ -241,6 +241,28 @@ own_munge() {  # this cluster's munged (same key as the host's), its socket in $
 
 pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
+listening() {  # the TCP ports something on this host listens on (/proc/net/tcp and tcp6: state 0A, LISTEN)
+    local _ addr _ state _
+    cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | while read -r _ addr _ state _; do
+        [ "$state" = 0A ] && echo $((16#${addr##*:}))
+    done | sort -u
+}
+
+ports_free() {  # before a daemon of this cluster starts: its port must not be another's (a cluster whose name
+    # shares this one's slot, or any other program); the daemons already running here keep theirs
+    local held k
+    held=" $(listening | tr '\n' ' ') "
+    if ! pid_alive "$CTLD_PID" && [[ "$held" == *" $CTLD_PORT "* ]]; then
+        cannot "port $CTLD_PORT (this cluster's slurmctld) is in use by another program: another local cluster in the same slot? (ss -ltnp sport = :$CTLD_PORT)"
+    fi
+    for k in $(seq 1 "$NODES"); do
+        pid_alive "/var/run/slurmd-$PREFIX$k.pid" && continue
+        [[ "$held" == *" $((BASE + k)) "* ]] \
+            && cannot "port $((BASE + k)) (slurmd of $PREFIX$k) is in use by another program: another local cluster in the same slot? (ss -ltnp sport = :$((BASE + k)))"
+    done
+    return 0
+}
+
 start_daemons() {
     pid_alive "$CTLD_PID" || detached slurmctld -f "$CONF" || cannot "slurmctld does not start (see $LOG/slurmctld.log)"
     local k
@@ -282,6 +304,7 @@ running_nodes() {  # the slurmd pid files this script wrote (node1..nodeK), as a
 up() {
     need_root
     ensure_packages
+    ports_free  # before anything is written or started
     ensure_munge_once
     write_conf
     if [ -f "$CONF" ] && ! cmp -s "$CONF" "$CONF.tmp"; then
@@ -315,12 +338,45 @@ stop_pidfile() {
     rm -f "$f"
 }
 
+cluster_pids() {  # pids of this cluster's slurmd (`slurmd -f $CONF ...`), of the slurmstepd they started
+    # (which inherit slurmd's environment, SLURM_CONF=$CONF) and of the jobs' processes (Slurm gives each
+    # SLURM_CLUSTER_NAME=$CLUSTER and SLURMD_NODENAME): found by /proc, not by pid file, so a slurmd whose pid
+    # file is gone or was never written, and a step or a job process its slurmd left behind, are found too.
+    # Never this script or a process it runs under (a `down` called from inside a job of the cluster).
+    local d pid cmd mine=" " p=$$
+    [ ! -f "$CONF" ] || grep -qF "$MARK" "$CONF" || return 0  # another's slurm.conf: its daemons are not ours
+    while [ "${p:-0}" -gt 1 ]; do mine="$mine$p "; p=$(awk '{print $4}' "/proc/$p/stat" 2>/dev/null); done
+    for d in /proc/[0-9]*; do
+        pid=${d#/proc/}
+        case "$mine" in *" $pid "*) continue ;; esac
+        cmd=$(tr '\0' ' ' 2>/dev/null <"$d/cmdline") || continue
+        case "$cmd" in
+            "slurmd -f $CONF "*) echo "$pid" ;;
+            slurmstepd*) tr '\0' '\n' 2>/dev/null <"$d/environ" | grep -qxF "SLURM_CONF=$CONF" && echo "$pid" ;;
+            *) tr '\0' '\n' 2>/dev/null <"$d/environ" | grep -xE "SLURM_CLUSTER_NAME=$CLUSTER|SLURMD_NODENAME=$PREFIX[0-9]+" \
+                   | wc -l | grep -qx 2 && echo "$pid" ;;
+        esac
+    done
+}
+
+stop_nodes() {  # every slurmd of this cluster and its step daemons: TERM to all at once, then waited for
+    # together (at most 30 s: one by one, 640 slurmd on a 2-core x86 VM outlasted the wait and some were
+    # left running), then KILL to what is left
+    local pids _
+    pids=$(cluster_pids)
+    [ -n "$pids" ] || return 0
+    kill $pids 2>/dev/null
+    for _ in $(seq 1 60); do
+        pids=$(for p in $pids; do kill -0 "$p" 2>/dev/null && echo "$p"; done)
+        [ -n "$pids" ] || break
+        sleep 0.5
+    done
+    [ -z "$pids" ] || kill -9 $pids 2>/dev/null
+    rm -f /var/run/slurmd-"$PREFIX"[0-9]*.pid
+}
+
 down() {
-    local f
-    # every node up, whatever N was: all told to stop first, then each waited for (one by one, 64 slurmd took
-    # ~2 min on a 2-core x86 VM; told at once they stop together)
-    for f in /var/run/slurmd-"$PREFIX"[0-9]*.pid; do [ -f "$f" ] && kill "$(cat "$f" 2>/dev/null)" 2>/dev/null; done
-    for f in /var/run/slurmd-"$PREFIX"[0-9]*.pid; do stop_pidfile "$f"; done
+    stop_nodes
     stop_pidfile "$CTLD_PID"
     stop_pidfile "$MUNGE_DIR/munged.pid"
     bash "$PYXIS_SCRIPT" unregister "$CONF_DIR"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BASH, NO_INSTALL, SLURM_SCRIPT
+from conftest import BASH, NO_INSTALL, SLURM_SCRIPT, local_slurm_script
 
 
 def script(*args: str) -> subprocess.CompletedProcess[str]:
@@ -124,3 +124,24 @@ def test_the_suites_named_clusters_do_not_share_ports() -> None:
                        capture_output=True, text=True, timeout=30)
     rows = p.stdout.split("\n")[:len(names)]
     assert len({r.split()[0] for r in rows}) == len({r.split()[1] for r in rows}) == len(names), rows
+
+
+def test_up_refuses_a_port_another_program_holds_before_writing_anything() -> None:
+    """A cluster whose slot another program (or another local cluster of a name in the same slot) holds is
+    refused with the port and what to look at, exit 3, before its slurm.conf is written or a daemon starts:
+    two slurmctld on one port would each answer the other's clients."""
+    import socket
+
+    conf = Path("/etc/slurm-big/slurm.conf")  # the benchmark's cluster: slurmd of big1 listens on 6001
+    if conf.exists() or Path("/var/run/slurmd-big1.pid").exists():
+        pytest.skip("the 'big' cluster is up here (benchmarks/cluster_scale.py)")
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("0.0.0.0", 6001))
+        s.listen()
+        p = local_slurm_script("up", "--cluster", "big", "--nodes", "2", timeout=60)
+    if "missing" in p.stdout or "needs root" in p.stdout:
+        pytest.skip(p.stdout.strip())
+    assert p.returncode == 3, (p.returncode, p.stdout, p.stderr)
+    assert "port 6001 (slurmd of big1) is in use by another program" in p.stdout, p.stdout
+    assert not conf.exists()
