@@ -28,6 +28,7 @@ import datetime as dt
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -43,6 +44,30 @@ CLUSTER_OWN = frozenset({"MESSAGE_NODE_REGISTRATION_STATUS"})
 NOT_OURS = "  (the cluster's own, not the {}'s)"
 GOAL_RPC_PER_NODE = 6.0  # the goal for a whole run at N >= 32 nodes (operators block tools that poll harder)
 _RPC = re.compile(r"^\s+([A-Z_0-9]+)\s+\(\s*\d+\)\s+count:(\d+)")
+
+
+_UPDATE = re.compile(r"^\[(\S+)\] (?:update_node: node (\S+) (reason|state) set to:? |_slurm_rpc_update_node for "
+                     r"(\S+): ()?)(.*)$")
+
+
+def log_dir(cluster: str) -> Path:
+    """scripts/local-slurm.sh's log folder of the cluster (slurmctld.log, slurmd-NODE.log, jobcomp.log)."""
+    return Path(f"/var/log/trainready-{cluster or 'local'}-slurm")
+
+
+def node_updates(log: Path, since: float) -> Counter[str]:
+    """What the REQUEST_UPDATE_NODE of a run were, from slurmctld's log: {"reason: TEXT" / "state: STATE": nodes}
+    since `since` (slurmctld logs each change of a node's reason or state that an update made, at level info)."""
+    out: Counter[str] = Counter()
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        m = _UPDATE.match(line)
+        if m and (_when(m.group(1)) or 0) >= since:
+            out[f"{m.group(3) or 'refused'}: {m.group(6).strip()}"] += 1
+    return out
 
 
 def own_count(rpcs: Counter[str]) -> int:
@@ -137,7 +162,7 @@ def measured(argv: list[str]) -> tuple[int, str, dict[str, float]]:
 
 
 def run(n: int, level: str, parallel: int, limit: str, results: Path,
-        collective: bool = True) -> tuple[float, int, Counter[str], dict]:
+        collective: bool = True, cluster: str = "") -> tuple[float, int, Counter[str], dict]:
     argv = [sys.executable, "-m", "trainready", "cluster", "run", "-N", str(n), "--results", str(results),
             "--spec", "example:local-slurm", "--level", level, "--max-parallel", str(parallel), "--time", limit,
             "--json", str(results) + ".json"] + ([] if collective else ["--no-collective"])
@@ -149,7 +174,8 @@ def run(n: int, level: str, parallel: int, limit: str, results: Path,
     if rc not in (0, 1):
         raise SystemExit(f"cluster run failed (exit {rc}): {tail}")
     doc = json.loads(Path(str(results) + ".json").read_text())
-    return t1 - t0, rc, rpcs, {"doc": doc, "phases": phases(slurm_jobs(t0), t0, t1), "use": use}
+    updates = node_updates(log_dir(cluster) / "slurmctld.log", t0)
+    return t1 - t0, rc, rpcs, {"doc": doc, "phases": phases(slurm_jobs(t0), t0, t1), "use": use, "updates": updates}
 
 
 def sweep(n: int, level: str, results: Path) -> None:
@@ -207,6 +233,8 @@ def report(n: int, wall: float, rc: int, rpcs: Counter[str], info: dict, args: a
     for name, count in rpcs.most_common():
         print(f"    {name:<40} {count:6d}  {count / n:6.2f} per node"
               + (NOT_OURS.format("run") if name in CLUSTER_OWN else ""))
+    for what, count in info["updates"].most_common():  # who sent REQUEST_UPDATE_NODE, in slurmctld's words
+        print(f"    node updates in slurmctld.log: {what!r} x {count}")
 
 
 def pairs(n: int, slow: str, results: Path) -> None:
@@ -242,6 +270,8 @@ def main() -> None:
     ap.add_argument("--cluster", default="", help="a local cluster of its own (scripts/local-slurm.sh --cluster "
                     "NAME; taken down after with --up), so the default 3 nodes stay as they are")
     ap.add_argument("--sweep", action="store_true", help="first `cluster sweep --max-fraction 0.1` over the nodes")
+    ap.add_argument("--keep-logs", type=Path, help="copy the cluster's Slurm logs (slurmctld, every slurmd, "
+                    "jobcomp) here before the cluster is taken down")
     a = ap.parse_args()
     n = a.pairs or a.nodes
     own = ["--cluster", a.cluster] if a.cluster else []
@@ -259,9 +289,11 @@ def main() -> None:
             if a.sweep:  # first: the smaller job, so its figures stand even where the whole run cannot finish
                 sweep(a.nodes, a.level, Path(tmp) / "s")
                 sys.stdout.flush()
-            wall, rc, rpcs, info = run(a.nodes, a.level, a.max_parallel, a.time, Path(tmp) / "r", a.collective)
+            wall, rc, rpcs, info = run(a.nodes, a.level, a.max_parallel, a.time, Path(tmp) / "r", a.collective, a.cluster)
             report(a.nodes, wall, rc, rpcs, info, a)
     finally:
+        if a.keep_logs:
+            shutil.copytree(log_dir(a.cluster), a.keep_logs, dirs_exist_ok=True)
         if a.up:
             subprocess.run(["bash", str(SCRIPT), "down" if a.cluster else "up", *own], check=True)
 
