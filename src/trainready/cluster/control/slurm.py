@@ -172,7 +172,9 @@ def pin(job: str, nodes_in_order: Sequence[str]) -> None:
     The N updates go to one `scontrol` process as commands on its stdin (scontrol(1): with no command on
     the line it reads them from standard input): one process for the fleet, not one per node; the RPCs
     are the same (per update: REQUEST_FED_INFO, REQUEST_JOB_INFO_SINGLE, REQUEST_UPDATE_JOB, sdiag on Slurm
-    22.05).  scontrol carries on past a failed line and exits 1; then the held array is cancelled, since
+    22.05: a ReqNodeList update makes scontrol first check that the id names one job, loading it with
+    SHOW_ALL, which asks for the federation first, `--local` or not; scontrol/update_job.c, _is_single_job).
+    scontrol carries on past a failed line and exits 1; then the held array is cancelled, since
     held it would wait in the queue forever, and the error names the tasks' nodes."""
     lines = "".join(f"update JobId={job}_{i} ReqNodeList={node}\n" for i, node in enumerate(nodes_in_order))
     try:
