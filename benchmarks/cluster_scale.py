@@ -93,10 +93,18 @@ def _when(text: str) -> float | None:
         return None
 
 
-def slurm_jobs(since: float) -> list[dict[str, str]]:
-    """Every job record slurmctld still holds (MinJobAge) submitted at or after `since`."""
-    out = subprocess.run(["scontrol", "show", "jobs", "-o"], capture_output=True, text=True).stdout
-    jobs = [dict(re.findall(r"(\w+)=(\S*)", line)) for line in out.splitlines()]
+def slurm_jobs(since: float, cluster: str = "") -> list[dict[str, str]]:
+    """Every job of the run (submitted at or after `since`), from the cluster's jobcomp/filetxt log (one record
+    per job or array task as it ends, kept whatever its age: slurmctld forgets an ended job MinJobAge = 600 s
+    after its end, and a run at 640 nodes lasts longer than that); scontrol's records where there is no log."""
+    log = log_dir(cluster) / "jobcomp.log"
+    if log.is_file():
+        jobs = [dict(f.split("=", 1) for f in line.split() if "=" in f) for line in log.read_text().splitlines()]
+        for j in jobs:
+            j["JobName"] = j.get("Name", "")
+    else:
+        out = subprocess.run(["scontrol", "show", "jobs", "-o"], capture_output=True, text=True).stdout
+        jobs = [dict(re.findall(r"(\w+)=(\S*)", line)) for line in out.splitlines()]
     return [j for j in jobs if (_when(j.get("SubmitTime", "")) or 0) >= since - 1]
 
 
@@ -175,7 +183,7 @@ def run(n: int, level: str, parallel: int, limit: str, results: Path,
         raise SystemExit(f"cluster run failed (exit {rc}): {tail}")
     doc = json.loads(Path(str(results) + ".json").read_text())
     updates = node_updates(log_dir(cluster) / "slurmctld.log", t0)
-    return t1 - t0, rc, rpcs, {"doc": doc, "phases": phases(slurm_jobs(t0), t0, t1), "use": use, "updates": updates}
+    return t1 - t0, rc, rpcs, {"doc": doc, "phases": phases(slurm_jobs(t0, cluster), t0, t1), "use": use, "updates": updates}
 
 
 def sweep(n: int, level: str, results: Path) -> None:
