@@ -343,9 +343,13 @@ cluster_pids() {  # pids of this cluster's slurmd (`slurmd -f $CONF ...`), of th
     # SLURM_CLUSTER_NAME=$CLUSTER and SLURMD_NODENAME): found by /proc, not by pid file, so a slurmd whose pid
     # file is gone or was never written, and a step or a job process its slurmd left behind, are found too.
     # Never this script or a process it runs under (a `down` called from inside a job of the cluster).
-    local d pid cmd mine=" " p=$$
+    local d pid cmd stat mine=" " p=$$
     [ ! -f "$CONF" ] || grep -qF "$MARK" "$CONF" || return 0  # another's slurm.conf: its daemons are not ours
-    while [ "${p:-0}" -gt 1 ]; do mine="$mine$p "; p=$(awk '{print $4}' "/proc/$p/stat" 2>/dev/null); done
+    while [ "${p:-0}" -gt 1 ]; do  # proc(5): "pid (comm) state ppid ...", comm may hold spaces and parentheses
+        mine="$mine$p "
+        stat=$(cat "/proc/$p/stat" 2>/dev/null) || break
+        stat=${stat##*) } p=${stat#* } p=${p%% *}
+    done
     for d in /proc/[0-9]*; do
         pid=${d#/proc/}
         case "$mine" in *" $pid "*) continue ;; esac
