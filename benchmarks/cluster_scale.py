@@ -170,7 +170,7 @@ def measured(argv: list[str]) -> tuple[int, str, dict[str, float]]:
 
 
 def run(n: int, level: str, parallel: int, limit: str, results: Path,
-        collective: bool = True, cluster: str = "") -> tuple[float, int, Counter[str], dict]:
+        collective: bool = True, cluster: str = "", keep: Path | None = None) -> tuple[float, int, Counter[str], dict]:
     argv = [sys.executable, "-m", "trainready", "cluster", "run", "-N", str(n), "--results", str(results),
             "--spec", "example:local-slurm", "--level", level, "--max-parallel", str(parallel), "--time", limit,
             "--json", str(results) + ".json"] + ([] if collective else ["--no-collective"])
@@ -182,6 +182,9 @@ def run(n: int, level: str, parallel: int, limit: str, results: Path,
     if rc not in (0, 1):
         raise SystemExit(f"cluster run failed (exit {rc}): {tail}")
     doc = json.loads(Path(str(results) + ".json").read_text())
+    if keep:
+        keep.mkdir(parents=True, exist_ok=True)
+        shutil.copy(str(results) + ".json", keep / "run.json")
     updates = node_updates(log_dir(cluster) / "slurmctld.log", t0)
     return t1 - t0, rc, rpcs, {"doc": doc, "phases": phases(slurm_jobs(t0, cluster), t0, t1), "use": use, "updates": updates}
 
@@ -233,6 +236,10 @@ def report(n: int, wall: float, rc: int, rpcs: Counter[str], info: dict, args: a
     print(f"  collector: peak RSS {use['peak_rss_mib']:.0f} MiB, login CPU {use['cpu_s']:.1f} s (the collector and "
           f"the Slurm commands it ran); load average {use['load_before']:.1f} before, {use['load_max']:.1f} at most; "
           f"MemAvailable at least {use['mem_min_gib']:.1f} GiB")
+    why = Counter(re.sub(r"\d+(\.\d+)?", "N", (e.get("reasons") or ["(no reason given)"])[0])[:160]
+                  for e in doc.get("nodes", []) if e.get("verdict") == "rejected")
+    for reason, count in why.most_common(8):  # what rejected them, numbers folded, so alike causes count together
+        print(f"  rejected x {count}: {reason}")
     own = own_count(rpcs)
     per = own / n
     print(f"  slurmctld RPCs: {total}, the run's own {own} = {per:.2f} per node   goal <= {GOAL_RPC_PER_NODE:g}   "
@@ -283,11 +290,13 @@ def main() -> None:
     a = ap.parse_args()
     n = a.pairs or a.nodes
     own = ["--cluster", a.cluster] if a.cluster else []
+    # past 128 nodes a munged of the cluster's own, with threads for N slurmd (scripts/local-slurm.sh own_munge)
+    many = ["--own-munge"] if a.cluster and n > 128 else []
     if a.cluster:
         os.environ["SLURM_CONF"] = f"/etc/slurm-{a.cluster}/slurm.conf"
     if a.up:
         t = time.time()
-        subprocess.run(["bash", str(SCRIPT), "up", "--nodes", str(n), *own], check=True)
+        subprocess.run(["bash", str(SCRIPT), "up", "--nodes", str(n), *own, *many], check=True)
         print(f"up --nodes {n}: {time.time() - t:.0f} s (load average {os.getloadavg()[0]:.1f} after)")
     try:
         with tempfile.TemporaryDirectory(prefix="cluster-scale-") as tmp:
@@ -297,7 +306,8 @@ def main() -> None:
             if a.sweep:  # first: the smaller job, so its figures stand even where the whole run cannot finish
                 sweep(a.nodes, a.level, Path(tmp) / "s")
                 sys.stdout.flush()
-            wall, rc, rpcs, info = run(a.nodes, a.level, a.max_parallel, a.time, Path(tmp) / "r", a.collective, a.cluster)
+            wall, rc, rpcs, info = run(a.nodes, a.level, a.max_parallel, a.time, Path(tmp) / "r", a.collective, a.cluster,
+                                       a.keep_logs)
             report(a.nodes, wall, rc, rpcs, info, a)
     finally:
         if a.keep_logs:

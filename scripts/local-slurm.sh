@@ -172,6 +172,20 @@ Licenses=trainready_sweep:1"
         tiers="PartitionName=sweep Nodes=$PREFIX[1-$NODES] MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=CANCEL
 PartitionName=batch Nodes=$PREFIX[1-$NODES] MaxTime=INFINITE State=UP PriorityTier=10"
     fi
+    # Past 128 nodes every slurmd of the cluster shares this host's cores: a step over all of them (N task
+    # processes starting at once; 640 on 2 cores: load average ~1,200 for ~6 min) left slurmd unable to answer
+    # slurmctld's pings within 60 s and its own messages within 10 s, and slurmctld set hundreds of healthy
+    # nodes DOWN and the step NODE_FAIL; the step's processes did not end within 60 s of their kill and
+    # slurmstepd drained 100 nodes "Kill task failed".  Slurm's timeouts (slurm.conf(5)) are raised for such a
+    # host (a real fleet has one host per node); SlurmdTimeout stays 60 s below it, as the tests expect.
+    local many=""
+    SLURMD_TIMEOUT=60
+    if [ "$NODES" -gt 128 ]; then
+        SLURMD_TIMEOUT=900
+        many="
+MessageTimeout=60
+UnkillableStepTimeout=600"
+    fi
     [ "$OWN_MUNGE" = 1 ] && auth="
 AuthInfo=socket=$MUNGE_DIR/munge.socket"
     [ -n "$PYXIS" ] && auth="$auth
@@ -206,7 +220,7 @@ JobCompType=jobcomp/filetxt
 JobCompLoc=$LOG/jobcomp.log
 # Tasks get slurmd's own open-files limit, not the submitting shell's (a common production setting).
 PropagateResourceLimitsExcept=NOFILE
-SlurmdTimeout=60
+SlurmdTimeout=$SLURMD_TIMEOUT$many
 InactiveLimit=0
 KillWait=5
 $preempt
@@ -235,7 +249,9 @@ write_topology() {  # --topology K: topology.conf(5) beside slurm.conf, leaf swi
 own_munge() {  # this cluster's munged (same key as the host's), its socket in $MUNGE_DIR
     mkdir -p "$MUNGE_DIR"
     pid_alive "$MUNGE_DIR/munged.pid" && return 0
-    detached munged --force --socket="$MUNGE_DIR/munge.socket" --pid-file="$MUNGE_DIR/munged.pid" \
+    # munged(8)'s 2 threads past 128 nodes: its socket's backlog filled ("Failed to connect ... Resource
+    # temporarily unavailable; If munged is up, restart with --num-threads=10", thousands of times at 640)
+    detached munged --force --num-threads=$(( NODES > 128 ? 32 : 2 )) --socket="$MUNGE_DIR/munge.socket" --pid-file="$MUNGE_DIR/munged.pid" \
         --log-file="$LOG/munged.log" --seed-file="$MUNGE_DIR/munged.seed" || cannot "munged for $NAME does not start (see $LOG/munged.log)"
 }
 
