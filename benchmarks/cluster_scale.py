@@ -70,6 +70,22 @@ def node_updates(log: Path, since: float) -> Counter[str]:
     return out
 
 
+def munge_refusals(logs: Path, since: float) -> tuple[int, int]:
+    """(failed munge encodes/decodes, slurmd logging any) since `since`: munged refuses a connection once its listen
+    backlog is full (256 in munge 0.5.15, MUNGE_SOCKET_BACKLOG in munge_defs.h, not settable), and the message that
+    needed the credential is lost: a launch answer, a step's completion.  The host's limit, not the nodes'."""
+    total, daemons = 0, 0
+    for log in sorted(logs.glob("slurmd-*.log")):
+        try:
+            lines = log.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        count = sum(1 for line in lines if "Munge encode failed" in line or "Munge decode failed" in line
+                    if (_when(line[1:24]) or 0) >= since)
+        total, daemons = total + count, daemons + (count > 0)
+    return total, daemons
+
+
 def own_count(rpcs: Counter[str]) -> int:
     """The RPCs a run or sweep caused: all but the cluster's own (CLUSTER_OWN)."""
     return sum(c for k, c in rpcs.items() if k not in CLUSTER_OWN)
@@ -186,7 +202,8 @@ def run(n: int, level: str, parallel: int, limit: str, results: Path,
         keep.mkdir(parents=True, exist_ok=True)
         shutil.copy(str(results) + ".json", keep / "run.json")
     updates = node_updates(log_dir(cluster) / "slurmctld.log", t0)
-    return t1 - t0, rc, rpcs, {"doc": doc, "phases": phases(slurm_jobs(t0, cluster), t0, t1), "use": use, "updates": updates}
+    return t1 - t0, rc, rpcs, {"doc": doc, "phases": phases(slurm_jobs(t0, cluster), t0, t1), "use": use,
+                               "updates": updates, "munge": munge_refusals(log_dir(cluster), t0)}
 
 
 def sweep(n: int, level: str, results: Path) -> None:
@@ -236,10 +253,15 @@ def report(n: int, wall: float, rc: int, rpcs: Counter[str], info: dict, args: a
     print(f"  collector: peak RSS {use['peak_rss_mib']:.0f} MiB, login CPU {use['cpu_s']:.1f} s (the collector and "
           f"the Slurm commands it ran); load average {use['load_before']:.1f} before, {use['load_max']:.1f} at most; "
           f"MemAvailable at least {use['mem_min_gib']:.1f} GiB")
-    why = Counter(re.sub(r"\d+(\.\d+)?", "N", (e.get("reasons") or ["(no reason given)"])[0])[:160]
-                  for e in doc.get("nodes", []) if e.get("verdict") == "rejected")
+    why = Counter(re.sub(r"(\w+N)(, \1)+", r"\1, ...", re.sub(r"\d+(\.\d+)?", "N",
+                                                            (e.get("reasons") or ["(no reason given)"])[0]))[:160]
+                  for e in doc.get("nodes", []) if e.get("verdict") == "reject")
     for reason, count in why.most_common(8):  # what rejected them, numbers folded, so alike causes count together
         print(f"  rejected x {count}: {reason}")
+    failed, daemons = info["munge"]
+    if failed:
+        print(f"  munge: {failed} credentials not made or checked on {daemons} slurmd (munged's listen backlog of 256 "
+              f"full: the host's limit; a message that needed one was lost)")
     own = own_count(rpcs)
     per = own / n
     print(f"  slurmctld RPCs: {total}, the run's own {own} = {per:.2f} per node   goal <= {GOAL_RPC_PER_NODE:g}   "

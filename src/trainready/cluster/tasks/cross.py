@@ -95,11 +95,14 @@ def _storage_facts(base: Path, node: str, peers: list[str], wait_s: float) -> di
     try:
         mine.parent.mkdir(parents=True, exist_ok=True)
         dev = os.stat(base).st_dev
-        atomic_write_text(mine, json.dumps({"node": node, "st_dev": dev, "written_at": time.time()}))
+        written = time.time()  # s since the epoch, this node's clock (cluster.clock holds it within 1 s)
+        atomic_write_text(mine, json.dumps({"node": node, "st_dev": dev, "written_at": written}))
     except OSError as exc:
         return {"error": f"cannot write {mine}: {exc.strerror}", "seen": {}, "st_dev": None}
     seen = _peers_seen(mine.parent, peers, wait_s)
-    return {"path": str(mine), "st_dev": dev, "seen": seen}
+    # written_at / looked_until let the judge excuse a peer whose file appeared only after this node stopped looking
+    return {"path": str(mine), "st_dev": dev, "seen": seen, "written_at": written, "looked_until": time.time(),
+            "wait_s": wait_s}
 
 
 def _peers_seen(folder: Path, peers: list[str], wait_s: float) -> dict[str, Any]:

@@ -5,7 +5,8 @@ its node, a WARN one is reported.  Rules and their sources:
   clock    |offset| within fleet.clock_offset_max_s (1 s: the step threshold of chrony's usual `makestep 1 3`); FAIL only when even offset − rtt/2
            exceeds it, WARN when the round trip leaves it undecided or nothing could be measured;
            no time-sync daemon running (chronyd, ntpd, systemd-timesyncd, ptp4l, ...) is a WARN;
-  storage  every node sees every other node's file under --results, on one filesystem (same st_dev);
+  storage  every node sees every other node's file under --results, on one filesystem (same st_dev); a pair is
+           judged only when the peer's file was there for the node's whole wait (fleet.storage_wait_s);
   limits   ulimit -n >= fleet.nofile_min (65535: every rank holds sockets to its peers);
   hosts    the host name must not resolve to loopback (Debian's installer writes a 127.0.1.1 line): FAIL on a fleet of
            several hosts; on one host (the local test cluster) loopback is all there is, so WARN.
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from trainready.cluster.tasks.clock import direction
 from trainready.records import CheckResult, Level, Metric, Status, Threshold
@@ -69,32 +70,61 @@ def clock(cross: Mapping[str, Mapping[str, Any]], spec: FleetSpec) -> tuple[Chec
                    "the offset."), found
 
 
+def _looked_long_enough(cross: Mapping[str, Mapping[str, Any]]) -> Callable[[str, str], bool]:
+    """judged(node, peer): was `peer`'s file there for the whole of `node`'s wait (its wait_s) before `node` stopped
+    looking?  A node stops looking wait_s after the last new file; on a fleet whose tasks start over minutes (640
+    on one 2-core host: the step's tasks started over 458 s) a file written after that is late, not unseen.  The
+    two times come from two clocks, which cluster.clock holds within 1 s.  Records without the times (older
+    versions) judge every pair."""
+    def judged(node: str, peer: str) -> bool:
+        mine = cross.get(node, {}).get("storage") or {}
+        written = (cross.get(peer, {}).get("storage") or {}).get("written_at")
+        if mine.get("looked_until") is None:
+            return True
+        if written is None:  # the peer never wrote a file: its own missing record blames it, not the others
+            return False
+        return float(written) + float(mine.get("wait_s", 0.0)) <= float(mine["looked_until"])
+    return judged
+
+
 def storage(cross: Mapping[str, Mapping[str, Any]]) -> tuple[CheckResult, list[Finding]]:
     found: list[Finding] = []
     devs = {n: d.get("storage", {}).get("st_dev") for n, d in cross.items()}
     common = Counter(v for v in devs.values() if v is not None).most_common(1)
     major = common[0][0] if common else None
+    judged = _looked_long_enough(cross)
+    seen_of = {n: (d.get("storage") or {}).get("seen") or {} for n, d in cross.items()}
     for node, doc in cross.items():
         st = doc.get("storage") or {}
         if st.get("error"):
             found.append(Finding(node, "storage", Status.FAIL, st["error"]))
             continue
-        missed = sorted(p for p, v in (st.get("seen") or {}).items() if v is None)
-        unseen_by = sorted(p for p, d in cross.items() if p != node and (d.get("storage") or {}).get("seen", {}).get(node, 0) is None)
+        mine = [p for p in seen_of[node] if seen_of[node][p] is not None or judged(node, p)]
+        missed = sorted(p for p in mine if seen_of[node][p] is None)
+        looked = [p for p in cross if p != node and node in seen_of[p] and (seen_of[p][node] is not None
+                                                                           or judged(p, node))]
+        unseen_by = sorted(p for p in looked if seen_of[p][node] is None)
+        late_for = sum(1 for p in cross if p != node and node in seen_of[p] and p not in looked)
         parts = []
         if major is not None and st.get("st_dev") != major:
             parts.append(f"--results is another filesystem here (st_dev {st.get('st_dev')} vs {major} on most nodes)")
-        # a missing file is blamed on the node that misses, or is missed by, more than half of the others
-        if missed and len(missed) * 2 > len(st.get("seen") or {}):
+        # a missing file is blamed on the node that misses, or is missed by, more than half of the others that
+        # looked for it long enough
+        if missed and len(missed) * 2 > len(mine):
             parts.append(f"cannot see the files of {', '.join(missed)}")
-        if unseen_by and len(unseen_by) * 2 > max(1, len(cross) - 1):
+        if unseen_by and len(unseen_by) * 2 > max(1, len(looked)):
             parts.append(f"its file is not seen by {', '.join(unseen_by)}")
         if parts:
             found.append(Finding(node, "storage", Status.FAIL, "; ".join(parts)))
+        elif late_for:
+            found.append(Finding(node, "storage", Status.WARN, f"not judged by {late_for} node(s): its file "
+                                 f"appeared after they had stopped looking (fleet.storage_wait_s with no "
+                                 f"new file); its task started late"))
     return _result("cluster.storage", "shared storage: every node sees every node's file", found,
                    f"{len(cross)} node(s) see one another's files on one filesystem", [],
                    "Mount the shared filesystem at the same path on every node (check `findmnt` for the "
-                   "--results path) and that the mount is not stale."), found
+                   "--results path) and that the mount is not stale; a WARN 'not judged' asks for a longer "
+                   "fleet.storage_wait_s on a fleet whose step tasks start minutes apart."), found
 
 
 def limits(cross: Mapping[str, Mapping[str, Any]], spec: FleetSpec) -> tuple[CheckResult, list[Finding]]:
