@@ -201,6 +201,8 @@ def run(n: int, level: str, parallel: int, limit: str, results: Path,
     if keep:
         keep.mkdir(parents=True, exist_ok=True)
         shutil.copy(str(results) + ".json", keep / "run.json")
+        for logs in results.glob("runs/*/logs"):  # the array's and the cross-node step's output (srun's errors)
+            shutil.copytree(logs, keep / "run-logs", dirs_exist_ok=True)
     updates = node_updates(log_dir(cluster) / "slurmctld.log", t0)
     return t1 - t0, rc, rpcs, {"doc": doc, "phases": phases(slurm_jobs(t0, cluster), t0, t1), "use": use,
                                "updates": updates, "munge": munge_refusals(log_dir(cluster), t0)}

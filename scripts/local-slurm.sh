@@ -186,8 +186,14 @@ PartitionName=batch Nodes=$PREFIX[1-$NODES] MaxTime=INFINITE State=UP PriorityTi
 MessageTimeout=60
 UnkillableStepTimeout=600"
     fi
-    [ "$OWN_MUNGE" = 1 ] && auth="
-AuthInfo=socket=$MUNGE_DIR/munge.socket"
+    # AuthInfo (slurm.conf(5)): the cluster's own munged; past 128 nodes a step credential lives 600 s, not
+    # 120: at 640 the cross-node step's launch reached its last slurmd after 120 s ("Task launch ... failed on
+    # node big612: Job credential expired") and srun aborted the whole step
+    local info=()
+    [ "$OWN_MUNGE" = 1 ] && info+=("socket=$MUNGE_DIR/munge.socket")
+    [ "$NODES" -gt 128 ] && info+=("cred_expire=600")
+    [ "${#info[@]}" -gt 0 ] && auth="
+AuthInfo=$(IFS=,; echo "${info[*]}")"
     [ -n "$PYXIS" ] && auth="$auth
 PlugStackConfig=$CONF_DIR/plugstack.conf"
     [ "$TOPOLOGY" -gt 0 ] && auth="$auth

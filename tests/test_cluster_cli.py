@@ -57,7 +57,7 @@ def test_sbatch_and_srun_command_lines():
     argv = slurm.srun_argv("gpu[001-640]", 640, "45:00", "gpu", ["--container-image=img"], ["trainready", "x"],
                            tasks_per_node=8, gpus=8)
     assert argv == ["srun", "--nodes=640", "--ntasks-per-node=8", "--nodelist=gpu[001-640]", "--time=45:00",
-                    "--job-name=trainready-cross", "--kill-on-bad-exit=0", "--gpus-per-node=8", "--partition=gpu",
+                    "--job-name=trainready-cross", "--kill-on-bad-exit=0", "--no-kill", "--gpus-per-node=8", "--partition=gpu",
                     "--container-image=img", "trainready", "x"]
 
 

@@ -250,3 +250,23 @@ def test_storage_excuses_a_peer_whose_file_came_after_the_node_stopped_looking_b
     res, found = crosschecks.storage(there)
     assert res.status == Status.FAIL and [(f.node, f.text) for f in found if f.status == Status.FAIL] == \
         [("n1", "cannot see the files of n2, n3, n4")]
+
+
+def test_a_step_that_ends_during_the_storage_wait_leaves_each_record_and_judges_no_one_for_it(tmp_path):
+    """At 640 nodes srun ended the step after 232 s while every node still waited for late peers' files: no node
+    had written its record, and all 640 were rejected for 'no cross-node record'.  The record is now written
+    (storage 'waiting') as soon as the node's own file is, before the wait; the judge says 'not judged'."""
+    import time
+
+    kept: list[dict] = []
+    t0 = time.monotonic()
+    facts = storage_facts(tmp_path, "n1", ["n2"], 1.0, NodeFaults(), kept.append)  # n2 never writes
+    assert len(kept) == 1 and kept[0]["waiting"] is True and "seen" not in kept[0]
+    assert facts["seen"] == {"n2": None} and "waiting" not in facts and time.monotonic() - t0 >= 1.0
+    cross = {"n1": {"storage": kept[0]},
+             "n2": _rec(kept[0]["written_at"] + 1, kept[0]["written_at"] + 60, {"n1": True, "n3": True}),
+             "n3": _rec(kept[0]["written_at"] + 2, kept[0]["written_at"] + 60, {"n1": True, "n2": True})}
+    cross["n1"]["storage"]["st_dev"] = 7  # the other records' filesystem
+    res, found = crosschecks.storage(cross)
+    assert res.status == Status.WARN and [(f.node, f.status) for f in found] == [("n1", Status.WARN)]
+    assert found[0].text.startswith("not judged: the step ended while this node waited")

@@ -145,9 +145,12 @@ def sbatch_argv(script: str, n: int, concurrency: int, time_limit: str, log_patt
 def srun_argv(nodelist: str, n: int, time_limit: str, partition: str | None, container_flags: Sequence[str],
               command: Sequence[str], job_name: str = "trainready-cross", tasks_per_node: int = 1,
               reservation: str | None = None, gpus: int = 0, comment: str | None = None) -> list[str]:
-    """One step over `nodelist` (the cross-node phase): one task per GPU (tasks_per_node), one per CPU node."""
+    """One step over `nodelist` (the cross-node phase): one task per GPU (tasks_per_node), one per CPU node.
+    --kill-on-bad-exit=0 and --no-kill (srun(1)): a task that fails, or a node whose launch fails, leaves the
+    others running to write their records; at 640 nodes on one host srun without --no-kill aborted the whole
+    step on the first failed launch, and no node had a record."""
     argv = ["srun", f"--nodes={n}", f"--ntasks-per-node={tasks_per_node}", f"--nodelist={nodelist}", f"--time={time_limit}",
-            f"--job-name={job_name}", "--kill-on-bad-exit=0"] + ([f"--gpus-per-node={gpus}"] if gpus else [])
+            f"--job-name={job_name}", "--kill-on-bad-exit=0", "--no-kill"] + ([f"--gpus-per-node={gpus}"] if gpus else [])
     if partition:
         argv.append(f"--partition={partition}")
     if reservation:

@@ -16,7 +16,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from trainready.cluster.plants import faults as fl
 from trainready.cluster.tasks.layout import CROSS_SCHEMA, cross_record, node_name, storage_probe
@@ -77,32 +77,39 @@ def hosts_facts(etc_hosts: str = "/etc/hosts") -> dict[str, Any]:
     return {"hostname": name, "resolves_to": resolve(name), "etc_hosts_loopback_lines": trap}
 
 
-def storage_facts(results: Path, node: str, peers: list[str], wait_s: float, nf: fl.NodeFaults) -> dict[str, Any]:
+Written = Callable[[dict[str, Any]], None]
+
+
+def storage_facts(results: Path, node: str, peers: list[str], wait_s: float, nf: fl.NodeFaults,
+                  written: Written | None = None) -> dict[str, Any]:
     """Write RESULTS/cross/storage/NODE (node, st_dev, time), then read every peer's, waiting until wait_s
-    passes with no new one."""
+    passes with no new one.  `written` is told the facts so far ("waiting": true) once the file is written: the
+    wait can last minutes, and a step that ends during it must not lose what this node found."""
     if not nf.storage:
-        return _storage_facts(results, node, peers, wait_s)
+        return _storage_facts(results, node, peers, wait_s, written)
     # planted: a private directory on another filesystem (/dev/shm is tmpfs) stands in for --results; removed after
     base = Path(tempfile.mkdtemp(prefix="trainready-private-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None))
     try:
-        return _storage_facts(base, node, peers, wait_s)
+        return _storage_facts(base, node, peers, wait_s, written)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def _storage_facts(base: Path, node: str, peers: list[str], wait_s: float) -> dict[str, Any]:
+def _storage_facts(base: Path, node: str, peers: list[str], wait_s: float, written: Written | None) -> dict[str, Any]:
     mine = storage_probe(base, node)
     try:
         mine.parent.mkdir(parents=True, exist_ok=True)
         dev = os.stat(base).st_dev
-        written = time.time()  # s since the epoch, this node's clock (cluster.clock holds it within 1 s)
-        atomic_write_text(mine, json.dumps({"node": node, "st_dev": dev, "written_at": written}))
+        at = time.time()  # s since the epoch, this node's clock (cluster.clock holds it within 1 s)
+        atomic_write_text(mine, json.dumps({"node": node, "st_dev": dev, "written_at": at}))
     except OSError as exc:
         return {"error": f"cannot write {mine}: {exc.strerror}", "seen": {}, "st_dev": None}
+    facts = {"path": str(mine), "st_dev": dev, "written_at": at, "wait_s": wait_s}
+    if written is not None:
+        written({**facts, "waiting": True})
     seen = _peers_seen(mine.parent, peers, wait_s)
     # written_at / looked_until let the judge excuse a peer whose file appeared only after this node stopped looking
-    return {"path": str(mine), "st_dev": dev, "seen": seen, "written_at": written, "looked_until": time.time(),
-            "wait_s": wait_s}
+    return {**facts, "seen": seen, "looked_until": time.time()}
 
 
 def _peers_seen(folder: Path, peers: list[str], wait_s: float) -> dict[str, Any]:
@@ -155,10 +162,13 @@ def run(opts: CrossOptions) -> int:
     doc: dict[str, Any] = {"schema": CROSS_SCHEMA, "node": node, "rank": rank}
     if first_on_node:
         peers = [p for p in step_nodes() if p != node]
-        doc.update(clock=clock_facts(nf), limits=limit_facts(nf), hosts=hosts_facts(),
-                   storage=storage_facts(opts.results, node, peers, spec.fleet.storage_wait_s, nf))
+        doc.update(clock=clock_facts(nf), limits=limit_facts(nf), hosts=hosts_facts())
         if opts.plants:
             doc["planted"] = dict(opts.plants)
+
+        def keep(storage: dict[str, Any]) -> None:  # the record so far, before the storage wait's minutes
+            atomic_write_json(cross_record(opts.results, node), {**doc, "storage": storage})
+        doc["storage"] = storage_facts(opts.results, node, peers, spec.fleet.storage_wait_s, nf, keep)
         atomic_write_json(cross_record(opts.results, node), doc)  # before the collective: a hang must not lose it
     if not opts.collective:
         return 0

@@ -116,6 +116,9 @@ def storage(cross: Mapping[str, Mapping[str, Any]]) -> tuple[CheckResult, list[F
             parts.append(f"its file is not seen by {', '.join(unseen_by)}")
         if parts:
             found.append(Finding(node, "storage", Status.FAIL, "; ".join(parts)))
+        elif st.get("waiting"):
+            found.append(Finding(node, "storage", Status.WARN, "not judged: the step ended while this node waited for "
+                                 "the other nodes' files (its own was written)"))
         elif late_for:
             found.append(Finding(node, "storage", Status.WARN, f"not judged by {late_for} node(s): its file "
                                  f"appeared after they had stopped looking (fleet.storage_wait_s with no "
