@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from trainready.cluster.tasks.clock import direction
 from trainready.records import CheckResult, Level, Metric, Status, Threshold
@@ -70,21 +70,19 @@ def clock(cross: Mapping[str, Mapping[str, Any]], spec: FleetSpec) -> tuple[Chec
                    "the offset."), found
 
 
-def _looked_long_enough(cross: Mapping[str, Mapping[str, Any]]) -> Callable[[str, str], bool]:
-    """judged(node, peer): was `peer`'s file there for the whole of `node`'s wait (its wait_s) before `node` stopped
-    looking?  A node stops looking wait_s after the last new file; on a fleet whose tasks start over minutes (640
-    on one 2-core host: the step's tasks started over 458 s) a file written after that is late, not unseen.  The
-    two times come from two clocks, which cluster.clock holds within 1 s.  Records without the times (older
-    versions) judge every pair."""
-    def judged(node: str, peer: str) -> bool:
-        mine = cross.get(node, {}).get("storage") or {}
-        written = (cross.get(peer, {}).get("storage") or {}).get("written_at")
-        if mine.get("looked_until") is None:
-            return True
-        if written is None:  # the peer never wrote a file: its own missing record blames it, not the others
-            return False
-        return float(written) + float(mine.get("wait_s", 0.0)) <= float(mine["looked_until"])
-    return judged
+def _judged(cross: Mapping[str, Mapping[str, Any]], node: str, peer: str) -> bool:
+    """Was `peer`'s file there for the whole of `node`'s wait (its wait_s) before `node` stopped looking?  A node
+    stops looking wait_s after the last new file; on a fleet whose tasks start over minutes (640 on one 2-core
+    host: the step's tasks started over 458 s) a file written after that is late, not unseen.  The two times come
+    from two clocks, which cluster.clock holds within 1 s.  Records without the times (older versions) judge
+    every pair."""
+    mine = cross.get(node, {}).get("storage") or {}
+    written = (cross.get(peer, {}).get("storage") or {}).get("written_at")
+    if mine.get("looked_until") is None:
+        return True
+    if written is None:  # the peer never wrote a file: its own missing record blames it, not the others
+        return False
+    return float(written) + float(mine.get("wait_s", 0.0)) <= float(mine["looked_until"])
 
 
 def storage(cross: Mapping[str, Mapping[str, Any]]) -> tuple[CheckResult, list[Finding]]:
@@ -92,19 +90,19 @@ def storage(cross: Mapping[str, Mapping[str, Any]]) -> tuple[CheckResult, list[F
     devs = {n: d.get("storage", {}).get("st_dev") for n, d in cross.items()}
     common = Counter(v for v in devs.values() if v is not None).most_common(1)
     major = common[0][0] if common else None
-    judged = _looked_long_enough(cross)
     seen_of = {n: (d.get("storage") or {}).get("seen") or {} for n, d in cross.items()}
     for node, doc in cross.items():
         st = doc.get("storage") or {}
         if st.get("error"):
             found.append(Finding(node, "storage", Status.FAIL, st["error"]))
             continue
-        mine = [p for p in seen_of[node] if seen_of[node][p] is not None or judged(node, p)]
+        # the peers this node judged (saw, or looked for long enough), and the nodes that judged it
+        mine = [p for p, v in seen_of[node].items() if v is not None or _judged(cross, node, p)]
         missed = sorted(p for p in mine if seen_of[node][p] is None)
-        looked = [p for p in cross if p != node and node in seen_of[p] and (seen_of[p][node] is not None
-                                                                           or judged(p, node))]
+        watchers = [p for p in cross if p != node and node in seen_of[p]]
+        looked = [p for p in watchers if seen_of[p][node] is not None or _judged(cross, p, node)]
         unseen_by = sorted(p for p in looked if seen_of[p][node] is None)
-        late_for = sum(1 for p in cross if p != node and node in seen_of[p] and p not in looked)
+        late_for = len(watchers) - len(looked)
         parts = []
         if major is not None and st.get("st_dev") != major:
             parts.append(f"--results is another filesystem here (st_dev {st.get('st_dev')} vs {major} on most nodes)")
