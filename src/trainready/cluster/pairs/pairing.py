@@ -13,8 +13,11 @@ One fleet-wide all_reduce runs at the speed of its slowest link and names nobody
            not guessed; so is a suspect left without an untried good partner.
 Two bad nodes paired together are both suspects and each fails again against good partners.
 
-Floor: `floor_fraction` x `expected` (GB/s) when given, else x the reference: the median over nodes of
-each node's best pair so far (robust while fewer than half the nodes are slow).  Fleets below
+Floor: `floor_fraction` x `expected` (GB/s) when given (--expected-gbps, else the spec's
+fleet.expected_busbw_gbps all_reduce), else x the reference: the median of the upper half of the nodes'
+best pairs so far (the best pairs: a slow switch under which every node pairs with a healthy one in round
+1 makes most pairs slow, and a median over all of them would set the floor at the slow figure).  When most
+pairs are below the floor, the outcome says so: a fleet-wide cause (fabric, spec), not each node.  Fleets below
 `ROUND_ROBIN_BELOW` nodes are first measured round-robin (n-1 <= 4 rounds), because one or two pairs
 cannot say what normal is.  The decision is re-derived from all measurements after every round, so it
 is a pure function of the log.  The simulation in benchmarks/pairing_sim.py drives this same code.
@@ -69,6 +72,11 @@ class PairingOutcome:
     verdicts: tuple[NodeVerdict, ...]
 
     @property
+    def fleet_slow(self) -> str:
+        """One line when most pairs were below the floor, else ""."""
+        return slow_majority(self.results, self.floor_gbps)
+
+    @property
     def culprits(self) -> tuple[str, ...]:
         return tuple(v.node for v in self.verdicts if v.status == "bad")
 
@@ -80,20 +88,32 @@ class PairingOutcome:
 @dataclass(frozen=True)
 class PairingOptions:
     floor_fraction: float = 0.9  # a node 10% slow fails its pairs; healthy pairs vary ~±5% (nccl-tests repeats)
-    expected_gbps: float | None = None  # absolute reference (spec); None: the fleet's own median
+    expected_gbps: float | None = None  # absolute reference (--expected-gbps or the spec); None: the best pairs' median
     confirm: int = 2  # strikes against distinct good partners that name a node bad
     max_rounds: int = 8
     seed: int = 0
 
 
 def reference(nodes: Sequence[str], results: Sequence[PairResult]) -> float:
-    """Median over measured nodes of each node's best pair busbw (nan when nothing was measured)."""
+    """The median of the upper half of the measured nodes' best pair busbw (nan when nothing was measured):
+    what the best pairs reach, so that it holds while more than a quarter of the nodes have met a healthy
+    partner, however many pairs a slow switch or a slow majority pulled down."""
     best: dict[str, float] = {}
     for r in results:
         v = r.busbw_gbps if r.busbw_gbps is not None and math.isfinite(r.busbw_gbps) else 0.0
         for n in (r.a, r.b):
             best[n] = max(best.get(n, 0.0), v)
-    return statistics.median(best.values()) if best else float("nan")
+    ranked = sorted(best.values())
+    return statistics.median(ranked[len(ranked) // 2:]) if ranked else float("nan")
+
+
+def slow_majority(results: Sequence[PairResult], floor: float) -> str:
+    """"" or one line when most measured pairs are below the floor: the fleet is slow, not each node."""
+    below = sum(not r.passed(floor) for r in results)
+    if not results or 2 * below <= len(results):
+        return ""
+    return (f"most pairs are slow: {below} of {len(results)} below the floor {floor:.3g} GB/s: a fleet-wide cause "
+            "(the fabric, a shared switch, or an expectation this fleet does not reach), not each node")
 
 
 def classify(nodes: Sequence[str], results: Sequence[PairResult], floor: float, confirm: int) -> dict[str, NodeVerdict]:

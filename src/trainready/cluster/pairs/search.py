@@ -193,6 +193,7 @@ def to_json(out: PairingOutcome, opts: PairsOptions, nodes: list[str], why: Mapp
         "culprits": [c for c in out.culprits if c not in under],
         "switches": [s.to_json() for s in named],
         "undecided": list(out.undecided),
+        "fleet_slow": out.fleet_slow,
         "pairs": [{"round": r.round, "a": r.a, "b": r.b, "busbw_gbps": r.busbw_gbps, "passed": r.passed(out.floor_gbps),
                    "record": str(pair_record(opts.fleet.results, r.round, r.a, r.b)),
                    **({"no_result": why.get((r.a, r.b), "")} if r.busbw_gbps is None else {})} for r in out.results],

@@ -29,8 +29,9 @@ def pairs_cmd(
                                          "Default 0.9 on GPUs (healthy pairs vary ~5%; a node 10% slow fails), 0.25 on "
                                          "CPU nodes (gloo over shared cores: identical pairs differed ~3x on a 2-core "
                                          "x86 VM)."),
-    expected: float = typer.Option(None, "--expected-gbps", help="Reference pair busbw in GB/s (default: the median "
-                                   "over nodes of each node's best pair, measured)."),
+    expected: float = typer.Option(None, "--expected-gbps", help="Reference pair busbw in GB/s (default: the spec's "
+                                   "fleet.expected_busbw_gbps all_reduce, else the median of the upper half of the "
+                                   "nodes' best pairs, measured)."),
     confirm: int = typer.Option(2, "--confirm", help="Failures against distinct proven-good partners that name a node."),
     max_rounds: int = typer.Option(8, "--max-rounds", help="Give up after this many rounds (the rest: undecided)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the round-1 random matching (same seed, same pairs)."),
@@ -68,8 +69,10 @@ def pairs_cmd(
     from trainready.cluster.steps import select_nodes
     from trainready.spec import load_spec
 
-    gpus = load_spec(fleet.spec)[0].gpu.count
+    spec = load_spec(fleet.spec)[0]
+    gpus = spec.gpu.count
     frac = floor_fraction if floor_fraction is not None else (GPU_FLOOR if gpus else CPU_FLOOR)
+    expected = expected if expected is not None else spec.fleet.expected_busbw_gbps.get("all_reduce")
     opts = pr.PairsOptions(fleet, PairingOptions(frac, expected, confirm, max_rounds, seed), gpus)
     sel = select_nodes(fleet)
     sel.say_not_tested(lambda line: console.print(line, highlight=False))  # no pair, never blamed

@@ -62,4 +62,6 @@ def print_pairs(doc: dict, console: Console) -> None:
     undecided = f"; undecided: {', '.join(doc['undecided'])}" if doc["undecided"] else ""
     for s in doc.get("switches") or []:
         console.print(f"[bold yellow]{s['why']}[/]", highlight=False)
+    if doc.get("fleet_slow"):
+        console.print(f"[bold yellow]{doc['fleet_slow']}[/]", highlight=False)
     console.print(f"culprits: {culprits}{undecided}", highlight=False)
