@@ -109,8 +109,10 @@ def name_peers(stages: dict[int, tuple[int, str, str] | None] | str, me: int) ->
     return text, details
 
 
-def failure(ext: ExternalRank, backend: str, ctx: ExternalContext, what: str, timeout_s: float) -> Outcome:
-    """The FAIL verdict of this rank: where it was, what went wrong, and the silent peer(s)."""
+def failure(ext: ExternalRank, backend: str, ctx: ExternalContext, what: str, timeout_s: float,
+            raised: bool = False) -> Outcome:
+    """The FAIL verdict of this rank: where it was, what went wrong, and the silent peer(s).  `raised`: the
+    error is this rank's own (torch.distributed raised it here), not the watchdog's "no progress" while waiting."""
     text, peers = name_peers(read_stages(ext), ext.rank)
     return Outcome(
         Status.FAIL,
@@ -120,7 +122,7 @@ def failure(ext: ExternalRank, backend: str, ctx: ExternalContext, what: str, ti
         "task's log (srun/torchrun); rerun with NCCL_DEBUG=INFO.",
         details={"rank": ext.rank, "host": ctx.host, "stage": ctx.stage_name, "stage_no": ctx._stage_no,
                  "error": what, "timeout_s": timeout_s, "launcher": ext.source,
-                 "store": f"{ext.master_addr}:{ext.master_port}", **peers},
+                 "store": f"{ext.master_addr}:{ext.master_port}", "raised": raised, **peers},
     )
 
 

@@ -190,7 +190,7 @@ def sweep_external(opts: CommOptions, ext: ExternalRank, report: Callable[[Outco
         if not once.take():
             threading.Event().wait()  # the watchdog is already reporting; it exits the process
         stop.set()
-        return None, xt.failure(ext, opts.backend, ctx, what, opts.timeout_s)
+        return None, xt.failure(ext, opts.backend, ctx, what, opts.timeout_s, raised=True)
     ctx.stage("done")
     stop.set()
     dist.destroy_process_group()

@@ -149,5 +149,7 @@ def judge(results: Path, cross: dict[str, dict[str, Any]], step_nodes: Sequence[
     main = next((r for r in res if r.get("name") != "comm.pairs"), {})
     status = Status(bad[0]["status"]) if bad else Status(main.get("status", "warn"))
     msg = bad[0].get("message", "") if bad else main.get("message", "")
+    if at_fault and bad:  # rank 0's message is its own view (it may have waited); the ranks' records name the fault
+        msg += f"; at fault by the ranks' records: rank(s) {sorted(at_fault)} on {', '.join(f.node for f in findings)}"
     return CheckResult("cluster.collective", title, Level.STANDARD, status, msg,
                        (bad[0].get("remedy", "") if bad else main.get("remedy", "")), metrics, 0.0, details), findings
