@@ -2,17 +2,18 @@
 
 Per sweep with a record: when, the verdict, the figures the fleet compares (GEMM TFLOP/s, HBM GB/s, train-step
 tokens/s, PCIe copies, the burn-in's sustained figures, a busbw) per device, keyed by the GPU's board serial
-(nvmlDeviceGetSerial) where NVML reads one, else its UUID, and per GPU its error counters (lifetime uncorrectable
-ECC, rows remapped, PCIe replays, the XIDs the driver logged since boot) and its fingerprint mismatches (battery entries
-outside its identical peers' majority, within the node and across the sweep's fleet, or its own repeats).  Judged
-against the node's own past, not the fleet's:
+(nvmlDeviceGetSerial), else its UUID; per GPU its error counters (lifetime uncorrectable ECC, rows remapped, PCIe
+replays, XIDs since boot) and fingerprint mismatches (entries outside its identical peers' majority, in the node or
+the sweep's fleet, or its own repeats).  Judged against the node's own past, not the fleet's:
 
 * a figure more than `fleet.trend_fraction` below the median of the node's last `fleet.trend_runs` sweeps, and
   more than TREND_MADS median absolute deviations of those sweeps below it, is a WARN naming the figure, the
   value, the median, the runs and their dates; judged only once the node has `fleet.trend_min_runs` earlier
   sweeps of that figure (a median of one or two sweeps is no baseline);
 * a figure whose own spread (MAD / median over those sweeps) is wider than `fleet.trend_fraction` cannot show a
-  fall of that fraction: it is said once per node as "not judged: noisy" (and again only after it settled);
+  fall of that fraction: "not judged: noisy", said at every sweep with the count of sweeps in a row;
+* a figure measured on a busy machine (its check's `details.machine.busy`) is recorded, marked (`busy`), never
+  part of a baseline nor judged: other processes' load is not the node's;
 * a counter that grew since the last sweep is a WARN naming both readings and dates;
 * a GPU serial that changed on the node is said (a part swapped in repair): its history starts again.
 An entry keeps each key's UUID too, so a history keyed by UUID alone reads on under serial keys.
@@ -70,19 +71,31 @@ def gpu_key(g: Mapping[str, Any]) -> str:
     return serial if serial and not serial.startswith("unavailable") else str(g.get("uuid"))
 
 
-def figures(record: Mapping[str, Any]) -> dict[str, float]:
-    """'gemm_bf16@SERIAL' (or '@GPU-uuid', '@cpu') → value, for each figure the fleet compares and each busbw."""
+def _figures(record: Mapping[str, Any]) -> list[tuple[str, float, str]]:
+    """('gemm_bf16@SERIAL' (or '@GPU-uuid', '@cpu'), value, why its check's machine was busy or "") for each
+    figure the fleet compares and each busbw."""
     key = {str(g.get("index")): gpu_key(g) for g in _gpus(record)}
-    out: dict[str, float] = {}
+    out = []
     for res in (record.get("report") or {}).get("results", []):
+        busy = str(((res.get("details") or {}).get("machine") or {}).get("busy") or "")
         for m in res.get("metrics", []):
             name, value = m.get("name", ""), m.get("value")
             if not isinstance(value, (int, float)) or not (name in THROUGHPUT or "busbw" in name):
                 continue
             labels = m.get("labels") or {}
             dev = str(labels.get("gpu", labels.get("device", labels.get("op", ""))))
-            out[f"{name}@{key.get(dev, dev)}"] = float(value)
+            out.append((f"{name}@{key.get(dev, dev)}", float(value), busy))
     return out
+
+
+def figures(record: Mapping[str, Any]) -> dict[str, float]:
+    """figure key -> value (_figures)."""
+    return {k: v for k, v, _ in _figures(record)}
+
+
+def busy_figures(record: Mapping[str, Any]) -> dict[str, str]:
+    """The figures whose check measured them on a busy machine (suite/machine.py) -> why it was busy."""
+    return {k: why for k, _, why in _figures(record) if why}
 
 
 def counters(record: Mapping[str, Any]) -> dict[str, dict[str, int]]:
@@ -124,7 +137,8 @@ def entry(when: str, verdict: str, record: Mapping[str, Any], run: str,
           fleet_mismatches: Mapping[str, int] | None = None) -> dict[str, Any]:
     uuids = {gpu_key(g): str(g.get("uuid")) for g in _gpus(record)}  # in the NVML order
     return {"when": when, "verdict": verdict, "run": run, "figures": figures(record), "counters": counters(record),
-            "gpus": list(uuids), "uuids": uuids, "mismatches": mismatches(record, fleet_mismatches)}
+            "gpus": list(uuids), "uuids": uuids, "mismatches": mismatches(record, fleet_mismatches),
+            "busy": busy_figures(record)}
 
 
 def _as_now(e: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
@@ -150,20 +164,19 @@ def plant_decline(now: dict[str, Any], past: list[dict[str, Any]], pct: float) -
 
 
 def _figure(name: str, value: float, prior: list[dict[str, Any]], fraction: float,
-            noisy_before: bool) -> tuple[str, bool]:
-    """(the line for one figure against its earlier sweeps: a fall, a 'not judged: noisy' note, or ''; whether it
-    was judged, i.e. not noisy)."""
+            noisy_before: int) -> tuple[str, bool]:
+    """(the line for one figure against its earlier sweeps: a fall, a 'not judged: noisy' note with the count of
+    sweeps in a row (`noisy_before` + 1), or ''; whether it was judged, i.e. not noisy)."""
     values = [float(e["figures"][name]) for e in prior]
     med = statistics.median(values)
     if med <= 0:
         return "", False
     mad = statistics.median(abs(v - med) for v in values)
     if mad / med > fraction:  # the figure's own sweep-to-sweep spread is wider than the fall it would be judged by
-        return ("" if noisy_before else (
-            f"{name}: {NOISY} its own spread over the last {len(prior)} sweep(s) (median absolute deviation "
-            f"{mad:.4g}, {100 * mad / med:.0f}% of the median {med:.4g}; from {min(values):.4g} to "
-            f"{max(values):.4g}) is wider than fleet.trend_fraction {100 * fraction:g}%: a fall of that size could "
-            "be noise (said once for this node)")), False
+        return (f"{name}: {NOISY} its own spread over the last {len(prior)} sweep(s) (median absolute deviation "
+                f"{mad:.4g}, {100 * mad / med:.0f}% of the median {med:.4g}; from {min(values):.4g} to "
+                f"{max(values):.4g}) is wider than fleet.trend_fraction {100 * fraction:g}%: a fall of that size "
+                f"could be noise (not judged for {noisy_before + 1} sweep(s) in a row)"), False
     if value >= med * (1 - fraction) or med - value <= TREND_MADS * mad:
         return "", True
     unit = THROUGHPUT.get(name.split("@")[0], "")
@@ -172,29 +185,27 @@ def _figure(name: str, value: float, prior: list[dict[str, Any]], fraction: floa
             f"{prior[-1]['when'][:10]}; runs {', '.join(e.get('run', '?') for e in prior[-3:])})"), True
 
 
-def _said_noisy(past: list[dict[str, Any]], name: str) -> bool:
-    """Whether the node's latest entries already said `name` is noisy, with no judged entry since."""
-    for e in reversed(past):
-        said = [w for w in e.get("trend", []) if w.startswith(f"{name}: ")]
-        if any(NOISY in w for w in said):
-            return True
-        if e.get("judged", {}).get(name):
-            return False
-    return False
+def _noisy_run(past: list[dict[str, Any]], name: str) -> int:
+    """How many of the node's latest entries in a row found `name` noisy (not judged for its spread)."""
+    seen = [e["judged"][name] for e in past if name in e.get("judged", {})]  # a busy figure was never judged
+    return len(seen) - 1 - max((i for i, ok in enumerate(seen) if ok), default=-1)
 
 
 def judge(now: dict[str, Any], past: list[dict[str, Any]], fraction: float, runs: int,
           min_runs: int = MIN_RUNS) -> list[str]:
     """The trend WARNs of this sweep's entry against the node's earlier ones (at least `min_runs` of them per
-    figure; a figure noisier than `fraction` is said once, not judged).  Sets now['judged'][figure]."""
+    figure; a figure noisier than `fraction` is said, not judged; busy figures are neither judged nor part of
+    any baseline).  Sets now['judged'][figure]."""
     out = []
     past = [_as_now(e, now) for e in past]
     judged = now.setdefault("judged", {})
     for name, value in sorted(now["figures"].items()):
-        prior = [e for e in past if name in e.get("figures", {})][-runs:]
+        if name in now.get("busy", {}):
+            continue  # measured on a busy machine: recorded and marked, not judged
+        prior = [e for e in past if name in e.get("figures", {}) and name not in e.get("busy", {})][-runs:]
         if len(prior) < min_runs:
             continue
-        said, judged[name] = _figure(name, float(value), prior, fraction, _said_noisy(past, name))
+        said, judged[name] = _figure(name, float(value), prior, fraction, _noisy_run(past, name))
         if said:
             out.append(said)
     last = past[-1] if past else None
