@@ -27,8 +27,9 @@ def failed_rendezvous(res: Path, raised: set[int]) -> None:
     own error, the others' watchdogs reported no progress; rank 0 wrote the comm record."""
     (res / "cross" / "ranks").mkdir(parents=True)
     stages = {k: (1, f"node{k + 1}", "rendezvous") for k in range(6)}
+    early = {k: (v if k in raised else None) for k, v in stages.items()}  # a raising rank fails before most join
     for r in range(6):
-        _, peers = name_peers(stages, r)  # the heartbeat view each rank reads from the store
+        _, peers = name_peers(early if r in raised else stages, r)  # the heartbeat view each rank reads
         own = r in raised
         det = {"rank": r, "host": f"node{r + 1}", "stage": "rendezvous", "error": OWN if own else
                "no progress for 50 s (timeout 30 s)", "raised": own, **peers}

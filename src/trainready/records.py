@@ -140,6 +140,7 @@ class Outcome:
 # Keys a timing check may set in Outcome.details (suite/machine.py judges them against the machine's state):
 TIMING_ONLY = "timing_only"  # the FAIL rests on timings alone (no wrong element, no error, no hardware fact)
 BEYOND_NOISE = "beyond_noise"  # and a figure stands out beyond its own repeats' spread (a part at half speed)
+NOT_JUDGED = "not_judged"  # why a timing FAIL became WARN "not judged" (a busy machine): unknown, never a pass
 
 
 @dataclass(frozen=True)

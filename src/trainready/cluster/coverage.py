@@ -108,6 +108,15 @@ def lines(results: Path, days: float, now: dt.datetime | None = None, nodes: Ite
     return out or [f"all {len(passes)} node(s) passed an active and a passive check within {days:g} days"]
 
 
+def unjudged(results: Path, limit: int) -> list[str]:
+    """'NODE: cannot be judged for N sweeps (...)' for each node the sweep could not judge `limit` times or more in
+    a row (RESULTS/sweep/state.json `unjudged`; the spec's fleet.unjudged_sweeps); [] when `limit` is 0."""
+    nodes = _read(results / "sweep" / "state.json").get("nodes") or {}
+    return [f"{n}: cannot be judged for {int(m.get('unjudged', 0))} sweeps (fleet.unjudged_sweeps {limit}; last: "
+            f"{((m.get('runs') or [{}])[-1]).get('text', '')})" for n, m in sorted(nodes.items())
+            if limit and isinstance(m, dict) and int(m.get("unjudged", 0)) >= limit]
+
+
 def samples(results: Path) -> Iterable[tuple[str, str, float]]:
     """(node, kind, Unix time) of each last pass, for Prometheus."""
     for n, kinds in sorted(last_passes(results).items()):

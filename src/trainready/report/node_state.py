@@ -80,6 +80,8 @@ def node_state(doc: Mapping[str, Any], path: str = "") -> NodeState:
         lines = []
     else:
         status, headline, lines = "warn", f"{node}: NOT JUDGED in its last sweep ({last.get('verdict', 'no sweep')})", []
+        if last.get("why"):  # e.g. "cannot be judged for 3 sweeps; check train_step: not judged: ..."
+            lines.append(f"why: {last['why']} ({last.get('unjudged', '?')} sweep(s) in a row not judged)")
     if fails:
         lines.append(f"failing sweeps: {len(fails)} (" + "; ".join(f"{_t(f['when'])} strike {f['strikes']}"
                                                                for f in fails[-3:]) + ")")

@@ -228,6 +228,12 @@ class FleetSpec:
         "`cluster history --coverage`: a node whose last passing active check (cluster run, sweep, --health-check "
         "--active) or passive one (--health-check) is older than this many days is named. 7: a weekly sweep.",
     )
+    unjudged_sweeps: int = doc_field(
+        3,
+        "`cluster sweep`: consecutive sweeps that could not judge a node (not judged on a busy machine, preempted, "
+        "no record) after which coverage, `cluster history` and Prometheus say \"cannot be judged for N sweeps\". "
+        "Never a drain on its own; the strikes stay as they were. 3: three nightly sweeps in a row.",
+    )
     storage_wait_s: float = doc_field(
         30.0, "Seconds with no new file of another node under --results after which a node names the missing ones "
         "(each new file starts the wait again: a fleet's tasks need not start together)."

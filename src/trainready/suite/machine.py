@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainready.records import BEYOND_NOISE, TIMING_ONLY
+from trainready.records import BEYOND_NOISE, NOT_JUDGED, TIMING_ONLY
 
 if TYPE_CHECKING:
     from trainready.records import Outcome
@@ -196,4 +196,4 @@ def judged_on(out: "Outcome", state: MachineState) -> "Outcome":
         return replace(out, details=details)
     return Outcome(Status.WARN, f"not judged: {why} while it measured (the figure: {out.message})", out.metrics,
                    remedy="Measure again with nothing else on the machine's CPUs and GPUs; a part that is slow "
-                   "stays slow on a quiet machine.", details=details)
+                   "stays slow on a quiet machine.", details={**details, NOT_JUDGED: why})

@@ -2,7 +2,11 @@
 
 * fail: the node ran its checks and one failed (its own record says so).  Anything that kept it from finishing
   is unknown, never fail: preempted by a job, cancelled, busy, never started, timed out, no record.  Unknown
-  leaves the strikes as they are and is never drained.
+  leaves the strikes as they are and is never drained.  A node whose checks passed but one was "not judged" (a
+  timing measured on a busy machine, records.NOT_JUDGED) is unknown too, never a pass: a pass would clear the
+  strikes, and failing, busy, failing, busy would never drain.
+* unjudged: consecutive unknown sweeps of a node; at the spec's fleet.unjudged_sweeps it is said "cannot be judged
+  for N sweeps" (coverage, history, Prometheus), never a drain on its own.
 * strikes: consecutive failing sweeps; a node is drained only at `--strikes` (default 2), the failure measured
   again.  Before that it is a WARN that says so.  A pass clears the strikes.
 * the bound: past `--max-drain` drains (a count, or a percentage of the partition's nodes) within the window, the
@@ -36,15 +40,27 @@ class Outcome:
     action: str = ""  # "", "warn" (a first failure), "drain", "held" (past the bound), "left-alone" (admin's drain)
     trend: tuple[str, ...] = ()  # trend WARNs against the node's own history (trend.py)
     causes: tuple[str, ...] = ()  # a failure's cause keys (verdict.NodeVerdict.causes): its class (reasons.py)
+    unjudged: int = 0  # consecutive sweeps that could not judge the node (unknown), this one included
 
 
-def outcome(nv: NodeVerdict, stopped_by: Mapping[str, str]) -> Outcome:
+def not_judged(record: Mapping[str, Any] | None) -> list[str]:
+    """'check NAME: not judged: WHY' for each check of a node record whose timing was not judged (busy machine)."""
+    from trainready.records import NOT_JUDGED
+
+    return [f"check {r.get('name')}: not judged: {(r.get('details') or {}).get(NOT_JUDGED)}"
+            for r in ((record or {}).get("report") or {}).get("results", [])
+            if isinstance(r, Mapping) and (r.get("details") or {}).get(NOT_JUDGED)]
+
+
+def outcome(nv: NodeVerdict, stopped_by: Mapping[str, str], unjudged: Sequence[str] = ()) -> Outcome:
     """One node's verdict of this sweep; `stopped_by`: node → what stopped its task ('preempted by job N after
-    40 s'), for tasks Slurm preempted or cancelled."""
+    40 s'), for tasks Slurm preempted or cancelled; `unjudged`: its record's checks not judged (not_judged())."""
     if nv.not_tested:
         return Outcome(nv.node, UNKNOWN, nv.not_tested)
     if nv.node in stopped_by:
         return Outcome(nv.node, UNKNOWN, stopped_by[nv.node])
+    if nv.accepted and unjudged:
+        return Outcome(nv.node, UNKNOWN, "; ".join(unjudged))
     if nv.accepted:
         return Outcome(nv.node, PASS, "; ".join(nv.warnings))
     if no_record(nv):  # it did not finish (died, timed out, killed): it could not be judged
@@ -57,10 +73,21 @@ def no_record(nv: NodeVerdict) -> bool:
     return any(c.startswith("no result") for c in nv.causes)
 
 
-def strike(doc: dict[str, Any], o: Outcome, strikes: int, t: dt.datetime) -> Outcome:
-    """Record `o` in the node's state; a failure becomes 'warn' until the `strikes`-th in a row, then 'drain'."""
+def cannot_judge(n: int, limit: int) -> str:
+    """The line for a node not judged in `n` sweeps in a row, at or past the spec's `limit`; else ""."""
+    return f"cannot be judged for {n} sweeps" if limit and n >= limit else ""
+
+
+def strike(doc: dict[str, Any], o: Outcome, strikes: int, t: dt.datetime, limit: int = 0) -> Outcome:
+    """Record `o` in the node's state; a failure becomes 'warn' until the `strikes`-th in a row, then 'drain'; an
+    unknown keeps the strikes and counts the sweeps in a row that could not judge the node (`limit`: the spec's
+    fleet.unjudged_sweeps, past which it is said)."""
     mine = state.node(doc, o.node)
     mine["last_swept"] = state.stamp(t)
+    mine["unjudged"] = int(mine.get("unjudged", 0)) + 1 if o.verdict == UNKNOWN else 0
+    if o.verdict == UNKNOWN:
+        said = cannot_judge(mine["unjudged"], limit)
+        o = dataclasses.replace(o, unjudged=mine["unjudged"], text="; ".join(x for x in (said, o.text) if x))
     mine["runs"] = (mine.get("runs", []) + [{"when": state.stamp(t), "verdict": o.verdict, "text": o.text}])[-20:]
     if o.verdict == PASS:
         mine["strikes"], mine["last_pass"] = 0, state.stamp(t)

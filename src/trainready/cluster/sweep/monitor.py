@@ -21,7 +21,8 @@ from trainready.report.prometheus import PREFIX, UNITS, Sample, metric_name, ren
 P = PREFIX + "sweep_"
 
 
-def _node(name: str, mine: Mapping[str, Any], runs: list[dict[str, Any]], info: NodeInfo | None) -> Iterable[Sample]:
+def _node(name: str, mine: Mapping[str, Any], runs: list[dict[str, Any]], info: NodeInfo | None,
+          limit: int = 0) -> Iterable[Sample]:
     last = (mine.get("runs") or [{}])[-1]
     if last.get("when"):
         yield Sample(P + "last_run_timestamp_seconds", "when the node was last swept (Unix time)",
@@ -31,6 +32,11 @@ def _node(name: str, mine: Mapping[str, Any], runs: list[dict[str, Any]], info: 
                      (("node", name), ("verdict", v)), 1.0 if last.get("verdict") == v else 0.0)
     yield Sample(P + "strikes", "consecutive failing sweeps of the node", (("node", name),),
                  float(mine.get("strikes", 0)))
+    n = int(mine.get("unjudged", 0))
+    yield Sample(P + "unjudged_sweeps", "consecutive sweeps that could not judge the node (not judged on a busy "
+                 "machine, preempted, no record)", (("node", name),), float(n))
+    yield Sample(P + "cannot_be_judged", "1 when the node could not be judged for fleet.unjudged_sweeps sweeps or "
+                 "more in a row (never a drain on its own)", (("node", name),), 1.0 if judge.cannot_judge(n, limit) else 0.0)
     ours = info is not None and info.drained and reasons.parse(info.reason).source == "sweep"
     yield Sample(P + "drained", "1 when the node is drained by trainready's sweep", (("node", name),),
                  1.0 if ours else 0.0)
@@ -52,13 +58,14 @@ def _node(name: str, mine: Mapping[str, Any], runs: list[dict[str, Any]], info: 
                          (("node", name), ("device", dev)), value * UNITS.get(unit, ("", 1.0))[1])
 
 
-def write(path: str, results: Path, doc: Mapping[str, Any], info: Mapping[str, NodeInfo]) -> None:
+def write(path: str, results: Path, doc: Mapping[str, Any], info: Mapping[str, NodeInfo], limit: int = 0) -> None:
     from trainready.util.atomic import atomic_write_text
 
     samples = [Sample(P + "last_sweep_timestamp_seconds", "when the last sweep finished (Unix time)", (),
                       state.now().timestamp())]
     for name in sorted(set(doc.get("nodes", {})) | set(info)):
-        samples += list(_node(name, doc.get("nodes", {}).get(name, {}), trend.load(results, name), info.get(name)))
+        samples += list(_node(name, doc.get("nodes", {}).get(name, {}), trend.load(results, name), info.get(name),
+                              limit))
     samples += [Sample(PREFIX + "node_last_pass_timestamp_seconds", "when the node last passed an active check "
                        "(run, sweep, --health-check --active) or a passive one (--health-check), Unix time",
                        (("node", n), ("kind", k)), t) for n, k, t in coverage.samples(results)]

@@ -65,11 +65,11 @@ def _sweep(fleet: FleetOptions, opts: SweepOptions, say: Callable[[str], None]) 
     if p.nodes:
         verdict = accept(fleet, opts, list(p.nodes), say)
         stopped = stopped_tasks(verdict)
-        outs = [judge.strike(doc, judge.outcome(nv, stopped), opts.strikes, t) for nv in verdict.nodes
-                if nv.node in p.nodes]
+        fs = spec_of(fleet).fleet
+        outs = [judge.strike(doc, judge.outcome(nv, stopped, judge.not_judged(read_record(nv.record))), opts.strikes,
+                             t, fs.unjudged_sweeps) for nv in verdict.nodes if nv.node in p.nodes]
         outs = trends(fleet, verdict, outs, t, opts.strikes)
         state.save(fleet.results, doc)  # the strikes kept before any drain: a drain that fails loses none
-        fs = spec_of(fleet).fleet
         outs, named = judge.by_switch(outs, verdict.nodes, fs.switch_fraction, fs.switch_causes, fleet.topology)
         for ln in named:
             say(ln)
@@ -81,11 +81,21 @@ def _sweep(fleet: FleetOptions, opts: SweepOptions, say: Callable[[str], None]) 
     if opts.prometheus:
         from trainready.cluster.sweep import monitor
 
-        monitor.write(opts.prometheus, fleet.results, doc, slurm.nodes(list(info)) if info else {})
+        monitor.write(opts.prometheus, fleet.results, doc, slurm.nodes(list(info)) if info else {},
+                      spec_of(fleet).fleet.unjudged_sweeps)
     for o in outs:
         say(line(o, opts.strikes))
     planted = bool(verdict and verdict.planted)
     return 3 if planted else 1 if any(o.verdict == judge.FAIL for o in outs) else 0
+
+
+def read_record(path: str) -> dict[str, Any] | None:
+    """A node's record (trainready.fleetnode/1) as its task wrote it, or None."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8")) if path else None
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 def spec_of(fleet: FleetOptions) -> Any:
@@ -111,7 +121,7 @@ def trends(fleet: FleetOptions, verdict: FleetVerdict, outs: list[judge.Outcome]
     for o in outs:
         nv = by[o.node]
         said = [] if nv.not_tested or judge.no_record(nv) else trend.follow(
-            fleet.results, o.node, nv.record, trend.Sweep(o.verdict, state.stamp(t), run, o.text, o.strikes, strikes_of),
+            fleet.results, o.node, nv.record, trend.Sweep(o.verdict, state.stamp(t), run, o.text, o.strikes, strikes_of, o.unjudged),
             fleet.plants, trend.Rule(fs.trend_fraction, fs.trend_runs, fs.trend_min_runs), fp.get(o.node))
         out.append(dataclasses.replace(o, trend=tuple(said)))
     return out

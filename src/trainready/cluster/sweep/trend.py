@@ -235,6 +235,7 @@ class Sweep:
     why: str = ""  # a failing sweep: the failing check and its one-line reason
     strikes: int = 0  # consecutive failing sweeps, this one included
     of: int = 0  # the strikes that drain (--strikes); 0 not said
+    unjudged: int = 0  # an unknown sweep: the sweeps in a row that could not judge the node, this one included
 
 
 @dataclass(frozen=True)
@@ -260,6 +261,8 @@ def follow(results: Path, node: str, record_path: str, sweep: Sweep, plants: Map
     now = entry(sweep.when, sweep.verdict, record, sweep.run, fleet_mismatches)
     if sweep.verdict == "fail":
         now.update(why=sweep.why, strikes=sweep.strikes, **({"strikes_of": sweep.of} if sweep.of else {}))
+    elif sweep.verdict == "unknown":
+        now.update(why=sweep.why, unjudged=sweep.unjudged)
     now["mismatches_total"] = cumulative(past, now["mismatches"])
     pct = decline(plants, node)
     if pct is not None:

@@ -131,7 +131,8 @@ def history_cmd(
     node: str = typer.Argument(None, help="The node (leave out with --coverage)."),
     results: str = typer.Option(..., "--results", "-r", help="The --results of the sweeps and runs."),
     coverage: bool = typer.Option(False, "--coverage", help="Name every node whose last passing active or passive "
-                                  "check is older than the spec's fleet.coverage_days (default 7), or never passed."),
+                                  "check is older than the spec's fleet.coverage_days (default 7), or never passed, "
+                                  "and every node the sweep could not judge fleet.unjudged_sweeps times in a row."),
     spec: str = typer.Option(None, "--spec", "-s", help="The spec whose fleet.coverage_days applies (--coverage)."),
     partition: str = typer.Option(None, "--partition", "-p", help="With --coverage: every node of this partition "
                                   "(one sinfo), so a node no record names is named as never passed."),
@@ -152,12 +153,13 @@ def history_cmd(
     if coverage:
         from trainready.spec import load_spec
 
-        days = load_spec(spec)[0].fleet.coverage_days
+        fs = load_spec(spec)[0].fleet
         names = list(slurm_nodes(partition)) if partition else []
-        late = cov.stale(cov.with_nodes(cov.last_passes(Path(results)), names), days)
-        for line in cov.lines(Path(results), days, nodes=names):
+        late = cov.stale(cov.with_nodes(cov.last_passes(Path(results)), names), fs.coverage_days)
+        blind = cov.unjudged(Path(results), fs.unjudged_sweeps)
+        for line in [*cov.lines(Path(results), fs.coverage_days, nodes=names), *blind]:
             print(line)
-        raise typer.Exit(1 if late else 0)
+        raise typer.Exit(1 if late or blind else 0)
     if not node:
         raise UsageError("cluster history: give a NODE, or --coverage")
     runs = trend.load(Path(results), node)
