@@ -97,3 +97,17 @@ def test_pairs_with_nothing_to_compare_skip_never_pass() -> None:
     assert "nothing to compare" in one.message and "nothing to compare" in two.message
     three = judge_pairs({"matrix": _sym(_matrix(3)), "probes": [], "times": []}, 3, 1 << 20, "gloo")
     assert three.status == Status.PASS  # from 3 ranks on there is a median to compare with
+
+
+def test_a_slow_link_of_a_rank_slow_with_everyone_still_nominates_its_link() -> None:
+    """A busy host: rank 0 ~6x the median with every partner in the matrix (cleared alone later), and its planted
+    slow link to rank 3 (20 ms per exchange) far beyond even rank 0's own figure.  A slow link nominates its link,
+    so it is measured alone and named or cleared as a link; a rank slow with everyone carries no link of its own."""
+    m = _matrix(8)
+    for j in range(1, 8):
+        m[0][j] = m[j][0] = 6.0
+    m[0][3] = m[3][0] = 40.0
+    a = analyse(_sym(m), 3.0)
+    assert a["slow_links"] == [[0, 3]] and a["slow_ranks"] == [0]
+    m[0][3] = m[3][0] = 7.0  # within rank 0's own spread: explained by the rank, no link
+    assert analyse(_sym(m), 3.0)["slow_links"] == []

@@ -14,8 +14,11 @@ z-score M = 0.6745 (x - median) / MAD, outlier when M > 3.5), one-sided (slow on
 plus a floor of 2x the median (3x on gloo, where ranks share CPU cores) so that jitter on an otherwise uniform machine
 (MAD near 0) never names a rank:
 * rank score = median over its partners of M[r][j]; a slow rank is slow with everyone;
-* a pair that is an outlier among all pairs, with neither endpoint already named,
-  is a slow link.
+* a pair that is an outlier among all pairs is a slow link, unless an endpoint named as a slow rank explains it:
+  a pair of a slow rank is a link too only when it is also more than the floor times that rank's own median
+  over its partners.  A slow link nominates its link, never only its rank: on a busy host one endpoint can be
+  slow with everyone in the matrix (and is then cleared alone), and the link it also carries must still be
+  measured alone and named or cleared as a link.
 """
 
 from __future__ import annotations
@@ -129,7 +132,8 @@ def analyse(matrix: list[list[float]], floor: float = RATIO_FLOOR) -> dict[str, 
     score = {r: statistics.median(matrix[r][j] for j in range(n) if j != r) for r in range(n)} if n > 1 else {}
     slow_ranks = _outliers(score, floor)
     pairs = {(i, j): matrix[i][j] for i in range(n) for j in range(i + 1, n)}
-    slow_links = {p: z for p, z in _outliers(pairs, floor).items() if p[0] not in slow_ranks and p[1] not in slow_ranks}
+    slow_links = {p: z for p, z in _outliers(pairs, floor).items()
+                  if all(r not in slow_ranks or pairs[p] > floor * score[r] for r in p)}
     med = statistics.median(score.values()) if score else float("nan")
     return {
         "rank_score_s": [score[r] for r in range(n)] if score else [],
