@@ -4,10 +4,12 @@ its enroot.conf).  Each is skipped with its script's own one-line reason where i
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -52,19 +54,29 @@ def worker_port(base: int) -> int:
     return base + 20 * (int(worker) if worker.isdigit() else 0)
 
 
-def registry_session(base_port: int, big_mib: int = 0):  # type: ignore[no-untyped-def]
-    """Generator behind a module's registry fixture: up on this worker's own port (skipped with its 'cannot start'
-    line), down after."""
+@contextlib.contextmanager
+def registry_up(base_port: int, big_mib: int = 0) -> Iterator[Registry]:
+    """The local registry on this worker's own port for the `with` block (skipped with its 'cannot start' line),
+    taken down after it however the block ends (a skip, a failure), unless it was up before: a test leaves the
+    host as it found it."""
     port = worker_port(base_port)
     was_up = registry_script("status", port).returncode == 0
-    p = registry_script("up", port, *(["--big", str(big_mib)] if big_mib else []))
-    if p.returncode == 3:
-        pytest.skip(p.stdout.strip().splitlines()[-1])
-    assert p.returncode == 0, p.stdout + p.stderr
-    refs = {line.split("/", 1)[1].split(":", 1)[0]: line for line in p.stdout.split()}
-    yield Registry(port, refs)
-    if not was_up:
-        registry_script("down", port)
+    try:
+        p = registry_script("up", port, *(["--big", str(big_mib)] if big_mib else []))
+        if p.returncode == 3:
+            pytest.skip(p.stdout.strip().splitlines()[-1])
+        assert p.returncode == 0, p.stdout + p.stderr
+        yield Registry(port, {line.split("/", 1)[1].split(":", 1)[0]: line for line in p.stdout.split()})
+    finally:
+        if not was_up:
+            registry_script("down", port)
+
+
+def registry_session(base_port: int, big_mib: int = 0) -> Iterator[Registry]:
+    """Generator behind a module's registry fixture (registry_up): down after, also when the generator is closed
+    before its end (a fixture's skip between its yield and its teardown)."""
+    with registry_up(base_port, big_mib) as reg:
+        yield reg
 
 
 def enroot_env() -> dict[str, str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import cluster_session, run_cli, undrain
-from image_parts import enroot_env, registry_session
+from image_parts import enroot_env, registry_up
 
 pytestmark = pytest.mark.slow
 CLUSTER = "img"
@@ -35,11 +35,9 @@ def cluster():  # type: ignore[no-untyped-def]
 @pytest.fixture(scope="module")
 def image(cluster, tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
     """The registry's 96 MiB image, imported once for the module."""
-    gen = registry_session(PORT, big_mib=96)
-    reg = next(gen)
-    d = tmp_path_factory.mktemp("image")
-    p = run_cli("image", "import", reg.pinned("big"), "--out", str(d), env=enroot_env())
-    next(gen, None)
+    with registry_up(PORT, big_mib=96) as reg:  # down after the import, also when enroot_env() skips
+        d = tmp_path_factory.mktemp("image")
+        p = run_cli("image", "import", reg.pinned("big"), "--out", str(d), env=enroot_env())
     assert p.returncode == 0, p.stderr
     return next(d.glob("*.sqsh"))
 
