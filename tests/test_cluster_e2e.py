@@ -238,3 +238,32 @@ def test_verdicts_are_stable_across_runs(healthy, faulty, killed_hung):
     assert faulty.resume_doc is not None, faulty.resume.stderr[-2000:]
     verdicts = [unplanted(d) for d in (healthy[1], faulty.doc, faulty.resume_doc, killed_hung[1])]
     assert sum(map(len, verdicts)) == 7 and all(all(v.values()) for v in verdicts), verdicts
+
+
+def test_the_readmes_two_lines_try_the_fleet_on_the_local_cluster_as_written(local_slurm):
+    """README "Examples": the two lines that bring up the project's own 3-node Slurm and run the fleet flow on it,
+    run as written (the first by bash from the repository root, the second through the CLI)."""
+    import os
+    import shlex
+    import shutil
+
+    from conftest import BASH, REPO
+
+    readme = (REPO / "README.md").read_text()
+    block = re.search(r"the project's own real 3-node Slurm.*?```sh\n(.*?)\n```", readme, re.S)
+    assert block is not None, "README: the local Slurm example is gone"
+    up, run = block.group(1).splitlines()
+    assert up == "scripts/local-slurm.sh up" and run.startswith("trainready cluster run -N 3 ")
+    p = subprocess.run([BASH, "-c", up], cwd=REPO, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "LOCAL_SLURM_NO_INSTALL": "1"})  # up already: the script says so, exit 0
+    assert p.returncode == 0, p.stdout + p.stderr
+    args = shlex.split(run)
+    results = Path(args[args.index("--results") + 1])
+    fresh = not results.exists()
+    try:
+        r = run_cli(*args[1:], timeout=900)
+        doc = json.loads((results / "fleet.json").read_text())
+        assert r.returncode == 0 and doc["summary"]["accepted"] == 3, (r.stdout + r.stderr)[-3000:]
+    finally:
+        if fresh:
+            shutil.rmtree(results, ignore_errors=True)
