@@ -78,3 +78,12 @@ def test_when_every_rank_raised_none_is_named_for_its_own_error(tmp_path):
     failed_rendezvous(tmp_path, raised=set(range(6)))  # a dead peer makes every survivor raise: no one to name
     res, findings = judged(tmp_path)
     assert findings == [] and res.details["at_fault"] == []
+
+
+def test_a_rank_that_raised_with_a_peer_behind_it_still_names_that_peer() -> None:
+    """A peer that died mid-collective stays behind in the heartbeat; a survivor that raised for it names it."""
+    stages = {0: (5, "node1", "all_reduce 1 MiB"), 1: (5, "node2", "all_reduce 1 MiB"), 2: (3, "node3", "joined")}
+    _, peers = name_peers(stages, 0)
+    got = blame.from_details({"rank": 0, "stage": "all_reduce 1 MiB", "error": "RuntimeError: Connection closed by "
+                              "peer", "raised": True, **peers})
+    assert got["at_fault"] == [2] and got["waiting"] == [0] and not got.get("own_error")

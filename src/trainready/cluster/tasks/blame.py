@@ -5,9 +5,9 @@ Every rank of the cross-node step that sees the collective fail writes RESULTS/c
 heartbeat of every rank (comm/external.py) — `at_fault` (ranks behind the others, or that never joined; the
 store's host, rank 0, when the store itself did not answer) and `waiting` (itself, when it is not among
 them).  A rank whose own torch.distributed call raised (`own_error`: e.g. gloo could not reach any peer at
-process-group set-up) is at fault itself, where at least one other rank filed a report of waiting (the
-watchdog's "no progress"), and its view of the others is no evidence against them (it fails at once, before
-they have joined: they read as "never joined"); the ranks that waited for it are not at fault; when every rank
+process-group set-up) while no peer is behind it is at fault itself, where at least one other rank filed a
+report of waiting (the watchdog's "no progress"), and the peers its view calls absent are no evidence against
+them (it fails at once, before they have joined); a peer behind it (a lower stage) is still named; the ranks that waited for it are not at fault; when every rank
 that reported raised, none is named by its own error (a dead peer makes its survivors raise).  The fleet
 verdict rejects the nodes of at-fault ranks only: a rank that reports a peer's silence is waiting, never
 blamed, and no message text is parsed.  Wrong elements are blamed on the ranks whose
@@ -38,8 +38,8 @@ def from_details(details: Mapping[str, Any]) -> dict[str, Any]:
         at_fault = sorted({int(k) for k in absent + behind})
         why = "; ".join(w for w in (f"rank(s) {absent} never joined" if absent else "",
                                     f"rank(s) {behind} stopped behind the others" if behind else "") if w)
-        if details.get("raised") and isinstance(me, int):  # its own error: its view of the others is no evidence
-            return {"at_fault": [me], "waiting": [], "own_error": True,  # (it fails before they join: "absent")
+        if details.get("raised") and not behind and isinstance(me, int):  # its own error; "absent" peers may
+            return {"at_fault": [me], "waiting": [], "own_error": True,  # only not have joined yet (it fails at once)
                     "why": f"failed with its own error in '{details.get('stage')}': {details.get('error')}"}
     waiting = [me] if isinstance(me, int) and me not in at_fault else []
     return {"at_fault": at_fault, "waiting": waiting, "why": why}
