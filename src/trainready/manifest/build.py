@@ -37,7 +37,7 @@ def collect(
     code_path: str | Path | None = None,
     lock_file: str | Path | None = None,
     image_digest: str | None = None,
-    ib_root: Path = ib.SYSFS_IB,
+    ib_root: Path | None = None,
 ) -> dict[str, Any]:
     # User input first: a bad path or digest is a usage error (exit 2), not a manifest field.
     code = code_probe.collect(code_path, lock_file)
