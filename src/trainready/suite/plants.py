@@ -109,6 +109,10 @@ CLUSTER_PLANTS: dict[str, str] = {
                     "surrogate, ESC and BEL (a broken or hostile node's text)",
     "cluster.forge": "NODE:VICTIM: NODE's task overwrites VICTIM's record with a failing one once VICTIM wrote it (a "
                      "rogue node writing through the shared results folder)",
+    "cluster.rails": "GBPS: `cluster pairs --fabric` runs no ib_write_bw: every rail measures 0.98 x its port's sysfs rate "
+                     "(GBPS where sysfs gives none), slowed by cluster.nic_slow, cluster.slow and cluster.slow_link",
+    "cluster.nic_slow": "NODE:RAIL[:FACTOR]: with cluster.rails, that node's NIC of index RAIL (from 0) measures FACTOR "
+                        "(default 0.5) of the others in `cluster pairs --fabric` (a slow NIC)",
     "cluster.image": "NODE:PATH[,NODE:PATH...]: each NODE is given the squashfs PATH instead of --container-image (Pyxis runs it)",
 }
 
