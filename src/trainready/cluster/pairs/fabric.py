@@ -103,6 +103,8 @@ def section(out: PairingOutcome, results: Path, pairing: PairingOptions, not_tes
 def lines(doc: Mapping[str, Any]) -> list[str]:
     """What `cluster pairs --fabric` prints under its table: the named NICs and nodes, the nodes not tested."""
     fab = doc.get("fabric") or {}
-    out = list(fab.get("lines") or [])
+    under = {n: s["switch"] for s in doc.get("switches") or [] for n in s["nodes"]}
+    out = [f"{ln} (under switch {under[ln.split(':', 1)[0]]}, named above)" if ln.split(":", 1)[0] in under else ln
+           for ln in fab.get("lines") or []]
     out += [f"{n}: not tested ({w})" for n, w in sorted((fab.get("not_tested") or {}).items())]
     return out

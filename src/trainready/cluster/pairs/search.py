@@ -165,7 +165,8 @@ def run_pairs(opts: PairsOptions, nodes: list[str], say: Callable[[str], None]) 
 
     def on_round(rnd: int, results: Sequence[PairResult]) -> None:
         for r in results:
-            shown = f"{r.busbw_gbps:.3g} GB/s" if r.busbw_gbps is not None else f"no result ({why.get((r.a, r.b), '')})"
+            figure = f"worst rail {r.busbw_gbps:.0%} of its rate" if opts.fabric else f"{r.busbw_gbps:.3g} GB/s"
+            shown = figure if r.busbw_gbps is not None else f"no result ({why.get((r.a, r.b), '')})"
             say(f"  round {rnd}: {r.a} + {r.b}: {shown}")
 
     out = find_culprits(nodes, make_measure(opts, addr, say, why), opts.pairing, on_round)

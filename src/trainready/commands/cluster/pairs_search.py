@@ -66,7 +66,8 @@ def print_pairs(doc: dict, console: Console) -> None:
     for n in doc["nodes"]:
         t.add_row(n["node"], f"[{style.get(n['status'], '')}]{n['status']}[/]", f"{n['passes']}/{n['passes'] + n['fails']}",
                   n["reason"])
-    console.print(t)
+    if doc["nodes"]:
+        console.print(t)
     culprits = ", ".join(doc["culprits"]) or "none"
     undecided = f"; undecided: {', '.join(doc['undecided'])}" if doc["undecided"] else ""
     for s in doc.get("switches") or []:
