@@ -62,9 +62,9 @@ class FabricCheck(Check):
         if start is None:  # run alone (not through the runner): the window is the check itself
             start = snapshot(facts.ports, facts.gpus)
             facts = _facts(ctx)
-        facts = apply(facts, ctx.fault)
+        facts = apply(facts, ctx)
         bound = ctx.spec.fabric.counter_rise_max
-        return judge(facts, ctx.spec.fabric, start, rise(snapshot(facts.ports, facts.gpus), ctx.fault, bound))
+        return judge(facts, ctx.spec.fabric, start, rise(snapshot(facts.ports, facts.gpus), ctx, bound))
 
 
 def _replayed(replay: Path) -> tuple[tuple, tuple]:
