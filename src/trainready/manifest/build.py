@@ -33,6 +33,13 @@ def gpu_section() -> dict[str, Any]:
     return {"nvml": nv.to_json(), "torch": tv.to_json()}
 
 
+def _fabric() -> dict[str, Any]:
+    from trainready.fabric.facts import read_facts
+    from trainready.fabric.services import PROCESSES
+
+    return read_facts(units=tuple(PROCESSES), in_container=bool(container.hints())).to_json()
+
+
 def collect(
     code_path: str | Path | None = None,
     lock_file: str | Path | None = None,
@@ -54,6 +61,8 @@ def collect(
         "infiniband": _section(lambda: ib.ports(ib_root), "infiniband"),
         # settings that must be alike on every node (sysctl, limits, /dev/shm, THP, governor, GPU modes, IB)
         "host_settings": _section(hostset.collect, "host settings"),
+        # RDMA ports, NVLink and the NVSwitch fabric, services, rails, NCCL's network variables (fabric/facts.py)
+        "fabric": _section(_fabric, "fabric"),
         "env": _section(lambda: envvars.capture(os.environ), "env"),
     }
     # Belt and braces: token-shaped strings anywhere (a path, an image env var) are redacted too.
