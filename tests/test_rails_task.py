@@ -105,3 +105,31 @@ def test_bad_plant_values_are_one_usage_line(plants, words):
     fl.validate({"cluster.rails": "400"})
     with pytest.raises(UsageError, match=words.replace("[", r"\[").replace("]", r"\]")):
         fl.validate(plants)
+
+
+def test_the_spec_names_the_rails_their_order_and_rate(tree):
+    doc = rails.probe(planted=True, want={"mlx5_7": 400.0, "mlx5_0": 200.0, "mlx5_9": 400.0})
+    assert [(n["nic"], n["rate_gbps"], n.get("missing")) for n in doc["nics"]] == [
+        ("mlx5_7:1", 400.0, None), ("mlx5_0:1", 200.0, None), ("mlx5_9:1", 400.0, "not in sysfs (class/infiniband)")]
+    assert doc["untested"] is None
+
+
+def test_a_nic_the_spec_names_and_a_node_lacks_is_a_rail_without_a_figure(tree, tmp_path: Path, monkeypatch):
+    from trainready.util.atomic import atomic_write_json
+
+    monkeypatch.setenv("SLURM_PROCID", "1")
+    want = {"mlx5_0": 400.0, "mlx5_9": 400.0}
+    for n in ("n1", "n2"):
+        atomic_write_json(rails.probe_path(tmp_path, n), {**rails.probe(planted=True, want=want), "node": n})
+    rec = tmp_path / "pairs" / "round-1" / "n1__n2.json"
+    rails.run_rail_pair(tmp_path, rec, 1, "n1", "n2", {"cluster.rails": "400"})
+    share, why = fabric.share_of(rec)
+    assert share is None and why == "rail 1 mlx5_9:1-mlx5_9:1: mlx5_9:1 not in sysfs (class/infiniband); " \
+                                    "mlx5_9:1 not in sysfs (class/infiniband)"
+
+
+@pytest.mark.skipif(shutil.which("ib_write_bw") is None, reason="perftest (ib_write_bw) not installed on this host")
+def test_gpudirect_asked_of_a_perftest_without_cuda_is_not_tested(tree):
+    assert rails.probe(planted=False, gpudirect=False)["untested"].startswith("ib_write_bw opens none")
+    doc = rails.probe(planted=False, gpudirect=True)
+    assert doc["untested"].startswith("ib_write_bw was built without CUDA") and "fabric.gpudirect" in doc["untested"]

@@ -26,6 +26,8 @@ PROBE_GRACE_S = 60.0  # beyond the probe's own PROBE_S per node and srun's start
 def probe_argv(f: FleetOptions, nodes: Sequence[str]) -> list[str]:
     """The probe step's srun line (pure: tests assert it)."""
     cmd = f.remote() + ["cluster", "rail-probe", "--results", str(f.results)]
+    if f.spec:
+        cmd += ["--spec", str(Path(f.spec).resolve()) if Path(f.spec).is_file() else f.spec]
     for k, v in f.plants.items():
         cmd += ["--plant", f"{k}={v}"]
     flags = f.container.srun_flags(f.results) if f.container else []

@@ -42,15 +42,28 @@ def probe_path(results: Path, node: str) -> Path:
     return results / "pairs" / "fabric" / "probe" / f"{node}.json"
 
 
-def _nics() -> list[dict[str, Any]]:
+def _nics(want: Mapping[str, float]) -> list[dict[str, Any]]:
+    """The rails' NICs in order: the spec's compute NICs as it lists them, held to its rates (one it names that
+    sysfs lacks is kept, `missing`: its rail has no figure); without them every RDMA port, names sorted naturally."""
     from trainready.fabric.sysfs import read_ports
 
     ports = [p for p in read_ports() if p.link_layer in ("InfiniBand", "Ethernet")]
+
     def key(p: Any) -> list[Any]:
         return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", p.device)] + [p.port]
 
-    return [{"nic": p.name, "device": p.device, "port": p.port, "rate_gbps": p.rate_gbps, "state": p.state,
-             "link_layer": p.link_layer} for p in sorted(ports, key=key)]
+    def row(p: Any, rate: float | None) -> dict[str, Any]:
+        return {"nic": p.name, "device": p.device, "port": p.port, "rate_gbps": rate, "state": p.state,
+                "link_layer": p.link_layer}
+
+    if not want:
+        return [row(p, p.rate_gbps) for p in sorted(ports, key=key)]
+    out = []
+    for dev, rate in want.items():
+        mine = sorted((p for p in ports if p.device == dev), key=key)
+        out += [row(p, rate) for p in mine] or [{"nic": f"{dev}:1", "device": dev, "port": 1, "rate_gbps": rate,
+                                                "missing": "not in sysfs (class/infiniband)"}]
+    return out
 
 
 def _opens(nics: list[dict[str, Any]]) -> dict[str, str]:
@@ -73,34 +86,43 @@ def _opens(nics: list[dict[str, Any]]) -> dict[str, str]:
     return out
 
 
-def probe(planted: bool) -> dict[str, Any]:
-    """This node's probe record (without its name): what it can test, or why not."""
+def probe(planted: bool, want: Mapping[str, float] | None = None, gpudirect: bool = False) -> dict[str, Any]:
+    """This node's probe record (without its name): what it can test, or why not.  `want`: the spec's compute
+    NICs and rates (fabric.nics); `gpudirect`: the spec's fabric.gpudirect (ib_write_bw --use_cuda)."""
     from trainready.fabric.root import sysfs_root
 
-    nics = _nics()
+    nics = _nics(want or {})
     tool = pt.installed()
-    doc: dict[str, Any] = {"schema": PROBE_SCHEMA, "perftest": tool, "nics": nics, "planted": planted}
-    if not nics:
+    doc: dict[str, Any] = {"schema": PROBE_SCHEMA, "perftest": tool, "nics": nics, "planted": planted,
+                           "gpudirect": gpudirect}
+    present = [n for n in nics if not n.get("missing")]
+    if not present:
         return {**doc, "untested": f"no RDMA device ({sysfs_root() / 'class/infiniband'}: no port)"}
     if planted:
         return {**doc, "untested": None}
     if tool is None:
         return {**doc, "untested": f"perftest not installed (no {pt.TOOL} on PATH)"}
     doc.update(perftest_version=pt.version(), cuda=pt.has_cuda())
-    why = _opens(nics)
-    for n in nics:
+    if gpudirect and not doc["cuda"]:
+        return {**doc, "untested": f"{pt.TOOL} was built without CUDA (its --help offers no --use_cuda): the spec "
+                                   "asks for GPUDirect (fabric.gpudirect), not tested"}
+    why = _opens(present)
+    for n in present:
         n["opens"] = why[n["nic"]] or "yes"
     if all(why.values()):
-        return {**doc, "untested": f"{pt.TOOL} opens none of {len(nics)} RDMA port(s): {next(iter(why.values()))}"}
+        return {**doc, "untested": f"{pt.TOOL} opens none of {len(present)} RDMA port(s): {next(iter(why.values()))}"}
     return {**doc, "untested": None}
 
 
-def run_probe_task(results: Path, plants: Mapping[str, str]) -> int:
+def run_probe_task(results: Path, plants: Mapping[str, str], spec_path: str | None) -> int:
     from trainready.cluster.tasks.layout import node_name
+    from trainready.spec import load_spec
     from trainready.util.atomic import atomic_write_json
 
+    fab = load_spec(spec_path)[0].fabric
     node = node_name()
-    atomic_write_json(probe_path(results, node), {**probe("cluster.rails" in plants), "node": node})
+    doc = probe("cluster.rails" in plants, fab.nics, fab.gpudirect)
+    atomic_write_json(probe_path(results, node), {**doc, "node": node})
     return 0
 
 
@@ -134,7 +156,10 @@ def planted_gbps(plants: Mapping[str, str], a: str, b: str, rail: int, rate: flo
 def serve(pairs: Sequence[tuple[int, Mapping[str, Any], Mapping[str, Any]]], out: Path, gpudirect: bool) -> None:
     """Task 0: one ib_write_bw server per rail in turn; each rail's outcome kept in `out` as it ends."""
     got: dict[str, Any] = {}
-    for i, x, _ in pairs:
+    for i, x, y in pairs:
+        if _gone(x, y):
+            got[str(i)] = f"not run: {_gone(x, y)}"
+            continue
         o = pt.run(pt.argv(x["device"], x["port"], pt.TCP_PORT + i, cuda=i if gpudirect else None), RAIL_S)
         got[str(i)] = o.untested or o.error or ""
         _write(out, {"schema": PAIR_SCHEMA + "+server", "rails": got})
@@ -145,7 +170,10 @@ def measure(pairs: Sequence[tuple[int, Mapping[str, Any], Mapping[str, Any]]], s
     """Task 1: each rail's client, tried again while the server is not yet listening; with GPUDirect rail i's
     buffer is in GPU i's memory (--use_cuda=i: a rail-aligned server's GPU i sits under NIC i's PCIe switch)."""
     outs = []
-    for i, _, y in pairs:
+    for i, x, y in pairs:
+        if _gone(x, y):
+            outs.append(pt.Outcome(error=_gone(x, y)))
+            continue
         for _ in range(CONNECT_TRIES):
             o = pt.run(pt.argv(y["device"], y["port"], pt.TCP_PORT + i, server=server, cuda=i if gpudirect else None), RAIL_S)
             if o.error is None or "connect" not in o.error.lower() and "socket" not in o.error.lower():
@@ -153,6 +181,11 @@ def measure(pairs: Sequence[tuple[int, Mapping[str, Any], Mapping[str, Any]]], s
             time.sleep(CONNECT_WAIT_S)
         outs.append(o)
     return outs
+
+
+def _gone(x: Mapping[str, Any], y: Mapping[str, Any]) -> str:
+    """Why a rail cannot run: a NIC of it the spec names and sysfs lacks ('' when both are there)."""
+    return "; ".join(f"{n['nic']} {n['missing']}" for n in (x, y) if n.get("missing"))
 
 
 def _write(path: Path, doc: Mapping[str, Any]) -> None:
@@ -181,6 +214,8 @@ def figures(pairs: Sequence[tuple[int, Mapping[str, Any], Mapping[str, Any]]], o
     rows = []
     for (i, x, y), o in zip(pairs, outs):
         why = o.untested or o.error or ""
+        if _gone(x, y):
+            o, why = pt.Outcome(error=_gone(x, y)), _gone(x, y)
         if o.result is None:
             sw = _server_words(server_file, i)
             why = f"{why}; server: {sw}" if sw else why
@@ -190,8 +225,7 @@ def figures(pairs: Sequence[tuple[int, Mapping[str, Any], Mapping[str, Any]]], o
     return rows
 
 
-def run_rail_pair(results: Path, record: Path, rnd: int, a: str, b: str, plants: Mapping[str, str],
-                  gpudirect: bool = False) -> int:
+def run_rail_pair(results: Path, record: Path, rnd: int, a: str, b: str, plants: Mapping[str, str]) -> int:
     """This task's side of the pair (a, b): SLURM_PROCID 0 serves, 1 measures and writes `record`."""
     from trainready.errors import UsageError
 
@@ -208,11 +242,13 @@ def run_rail_pair(results: Path, record: Path, rnd: int, a: str, b: str, plants:
             _write(record, {**doc, "rails": [], "why": why_a or why_b})
         return 0
     pairs = rail_pairs(pa, pb)
+    gpudirect = bool(pa.get("gpudirect"))  # the spec's fabric.gpudirect, as the probe read it
     server_file = record.with_name(record.stem + ".server.json")
     if "cluster.rails" in plants:
         if rank == 1:
             rows = [{"rail": i, "nic_a": x["nic"], "nic_b": y["nic"], "rate_gbps": rate_of(x, y),
-                     "gbps": planted_gbps(plants, a, b, i, rate_of(x, y)), "why": ""} for i, x, y in pairs]
+                     "gbps": None if _gone(x, y) else planted_gbps(plants, a, b, i, rate_of(x, y)), "why": _gone(x, y)}
+                    for i, x, y in pairs]
             _write(record, {**doc, "rails": rows})
         return 0
     if rank == 0:

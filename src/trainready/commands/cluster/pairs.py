@@ -141,12 +141,13 @@ def pair_task(
 
 def rail_probe(
     results: str = typer.Option(..., "--results"),
+    spec: str = typer.Option(None, "--spec"),
     plant: list[str] = typer.Option(None, "--plant"),
 ) -> None:
     """One task of `cluster pairs --fabric`'s probe step: this node's RDMA ports and perftest."""
     from trainready.cluster.tasks.rails import run_probe_task
 
-    raise typer.Exit(run_probe_task(Path(results), parse_plants(plant, "cluster")))
+    raise typer.Exit(run_probe_task(Path(results), parse_plants(plant, "cluster"), spec))
 
 
 def register(app: typer.Typer) -> None:
