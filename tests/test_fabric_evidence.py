@@ -51,3 +51,19 @@ def test_ports_and_nvlinks_are_gauges_with_a_port_down_and_errors_shown(tmp_path
     assert any(v == 5.0 and ("gpu", "2") in k for k, v in s["trainready_fabric_nvlink_errors"].items())
     rate = s["trainready_nic_rate_bits_per_second"]  # the check's own metric, one series per port
     assert len(rate) == 8 and set(rate.values()) == {400e9}
+
+
+def test_the_rma_folder_lists_each_port_and_nvlink_with_its_counters(tmp_path: Path):
+    from trainready.cluster.rma.fabric import fabric_md
+    from trainready.cluster.rma.render import _table
+
+    nv = FabricNvml()
+    nv.down.add((2, 7))
+    nv.errors[(2, 3, 0)] = 5
+    root = hgx_tree(tmp_path, nics={5: {"counters": {"symbol_error": 12, "link_downed": 1}}})
+    text = "\n".join(fabric_md({"report": node_record(root, nv)}, _table))
+    assert "| mlx5_5:1 | ACTIVE (LinkUp) | 400 Gb/sec (4X NDR) | InfiniBand | 28.39.1002 | MT_0000000838 | " \
+           "link_downed 1, symbol_error 12 |" in text
+    assert "| mlx5_0:1 | ACTIVE (LinkUp) | 400 Gb/sec (4X NDR) | InfiniBand | 28.39.1002 | MT_0000000838 | all 0 |" in text
+    assert "| 2 | 17 of 18 active | 7 | link 3: " in text and "| 0 | 18 of 18 active | none | all 0 |" in text
+    assert "Not recorded" in "\n".join(fabric_md({"report": {"results": []}}, _table))
