@@ -67,3 +67,19 @@ def test_the_rma_folder_lists_each_port_and_nvlink_with_its_counters(tmp_path: P
     assert "| mlx5_0:1 | ACTIVE (LinkUp) | 400 Gb/sec (4X NDR) | InfiniBand | 28.39.1002 | MT_0000000838 | all 0 |" in text
     assert "| 2 | 17 of 18 active | 7 | link 3: " in text and "| 0 | 18 of 18 active | none | all 0 |" in text
     assert "Not recorded" in "\n".join(fabric_md({"report": {"results": []}}, _table))
+
+
+def test_the_html_report_has_the_fabric_tables(tmp_path: Path):
+    from trainready.report.html import render_html
+
+    nv = FabricNvml()
+    nv.down.add((2, 7))
+    nv.errors[(2, 3, 0)] = 5
+    root = hgx_tree(tmp_path, nics={3: {"state": "1: DOWN", "phys_state": "3: Disabled"}})
+    html = render_html([record_of(node_record(root, nv))])
+    assert "fabric: RDMA ports" in html and "fabric: NVLink (GPU x link)" in html
+    assert "<td>mlx5_3:1</td><td><b>DOWN (Disabled)</b></td>" in html
+    assert "<td>mlx5_0:1</td><td>ACTIVE (LinkUp)</td><td>400 Gb/sec (4X NDR)</td>" in html
+    assert html.count("<b>down</b>") == 1 and "<td>up<br><small>" in html  # GPU 2: link 7 down, link 3 erroring
+    healthy = render_html([record_of(node_record(hgx_tree(tmp_path / "h"), FabricNvml()))])
+    assert "<b>down</b>" not in healthy and "<b>DOWN" not in healthy
