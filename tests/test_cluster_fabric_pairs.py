@@ -79,3 +79,19 @@ def test_planted_figures_name_a_slow_nic_a_slow_node_and_a_slow_switch(cluster, 
     assert status["rails1"] == status["rails2"] == "switch" and status["rails3"] == "good"
     assert "rails5: NIC mlx5_3:1 (rail 3) below 80% of its rate" in out
     assert "switch s1: 2 of its 2 node(s) (rails1, rails2)" in out
+
+
+def test_cluster_run_s_cross_step_measures_the_rails_and_warns_a_slow_pair_without_rejecting(cluster, tmp_path: Path):
+    root = hgx_tree(tmp_path / "sys")
+    p = run_cli("cluster", "run", "--nodelist", f"{CLUSTER}[1-4]", "--spec", "example:local-slurm", "--results",
+                str(tmp_path / "r"), "--only", "versions", "--no-collective", "--time", "5:00",
+                "--plant", "cluster.rails=400", "--plant", "cluster.nic_slow=rails3:2",
+                env={"TRAINREADY_SYSFS_ROOT": str(root)}, timeout=900)
+    doc = json.loads((tmp_path / "r" / "fleet.json").read_text())
+    rails = next(c for c in doc["cross"] if c["name"] == "cluster.rails")
+    assert rails["status"] == "warn", (rails, p.stderr[-3000:])
+    assert "rail 2 rails3:mlx5_2:1 -> rails4:mlx5_2:1: 196 Gb/s, 49% of 400" in rails["message"]
+    nodes = {n["node"]: n for n in doc["nodes"]}
+    assert all(n["accepted"] for n in nodes.values()), doc["drain_list"]  # one pairing cannot say which: no rejection
+    assert any("rails" in w and "rail 2" in w for w in nodes["rails4"]["warnings"])
+    assert not any("rail" in w for w in nodes["rails1"]["warnings"])  # rails1 + rails2: every rail at 98%
