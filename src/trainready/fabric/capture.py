@@ -35,9 +35,13 @@ def _copy_file(src: Path, root: Path, out: Path) -> None:
 
 
 def _link(out: Path, root: Path, link: Path) -> None:
-    """Recreate the symlink `link` (under root) under `out`, relative, pointing where it points on the node."""
+    """Recreate the symlink `link` (under root) under `out`, relative, pointing where it points on the node (a
+    plain folder is made as a folder)."""
+    if not link.is_symlink():
+        (out / link.relative_to(root)).mkdir(parents=True, exist_ok=True)
+        return
     real = Path(os.path.realpath(link)).relative_to(root)
-    dst = out / link.relative_to(root)
+    dst = out / Path(os.path.realpath(link.parent)).relative_to(root) / link.name  # the folder it really is in
     dst.parent.mkdir(parents=True, exist_ok=True)
     (out / real).mkdir(parents=True, exist_ok=True)
     if not dst.is_symlink():

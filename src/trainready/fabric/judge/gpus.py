@@ -71,14 +71,27 @@ def judge_nvswitch(out: Findings, facts: FabricFacts, spec: FabricSpec) -> None:
         out.info("nvswitch", f"{len(facts.gpus)} GPU(s) registered with the NVLink fabric, clique {cliques[0]}")
 
 
+def required(facts: FabricFacts, spec: FabricSpec) -> dict[str, str]:
+    """unit → why it must run: the spec's services, else what the GPUs show: an NVLink reaching an NVSwitch
+    needs Fabric Manager, and at NVLink 5 (Blackwell) the NVLink Subnet Manager (Fabric Manager User Guide)."""
+    if spec.services:
+        return {u: "the spec requires it (fabric.services)" for u in spec.services}
+    links = [lk for g in facts.gpus for lk in g.links if lk.active and lk.remote == "NVSwitch"]
+    out = {"nvidia-fabricmanager": "its GPUs' NVLinks reach NVSwitches"} if links else {}
+    if any((lk.version or 0) >= 5 for lk in links):
+        out["nvlsm"] = "its GPUs' NVLink 5 links reach NVSwitches"
+    return out
+
+
 def judge_services(out: Findings, facts: FabricFacts, spec: FabricSpec) -> None:
+    need = required(facts, spec)
     for s in facts.services:
-        if s.unit not in spec.services:
+        if s.unit not in need:
             continue
         if s.running is False:
-            out.fail("service", f"{s.unit} not running ({s.how}), the spec requires it (fabric.services)")
+            out.fail("service", f"{s.unit} not running ({s.how}), {need[s.unit]}")
         elif s.running is None:
-            out.warn("service", f"{s.unit}: cannot tell whether it runs ({s.how}); fabric.services requires it")
+            out.warn("service", f"{s.unit}: cannot tell whether it runs ({s.how}); {need[s.unit]}")
         else:
             out.info("service", f"{s.unit} running ({s.how})")
     gd = facts.gpudirect

@@ -55,9 +55,9 @@ def _applicable(facts: FabricFacts, spec: FabricSpec) -> str | None:
     return f"{rdma}; {gpu}; the spec's [fabric] expects none"
 
 
-def judge(facts: FabricFacts, spec: FabricSpec, start: Snapshot | None, end: Snapshot | None = None) -> Outcome:
-    """One outcome for the node's fabric; `start` the counters at the run's start (None: not read), `end` those
-    now (default: from `facts`)."""
+def findings(facts: FabricFacts, spec: FabricSpec, start: Snapshot | None,
+             end: Snapshot | None = None) -> tuple[Findings, str]:
+    """Every rule's findings, and how the counters were compared (`start`: the run's start, None: not read)."""
     out = Findings()
     compute = judge_ports(out, facts.ports, spec, used_ports(facts.nccl, facts.ports))
     judge_nccl(out, facts.nccl, facts.ports, compute, facts.netdevs_up)
@@ -66,6 +66,13 @@ def judge(facts: FabricFacts, spec: FabricSpec, start: Snapshot | None, end: Sna
     judge_services(out, facts, spec)
     judge_rails(out, facts, spec)
     window = _counters(out, start, end or snapshot(facts.ports, facts.gpus), spec.counter_rise_max)
+    return out, window
+
+
+def judge(facts: FabricFacts, spec: FabricSpec, start: Snapshot | None, end: Snapshot | None = None) -> Outcome:
+    """One outcome for the node's fabric; `start` the counters at the run's start (None: not read), `end` those
+    now (default: from `facts`)."""
+    out, window = findings(facts, spec, start, end)
     details: dict[str, Any] = {"facts": facts.to_json(), "findings": [f.__dict__ for f in out.items],
                                "counters": window}
     metrics = tuple(_metrics(facts, spec))
