@@ -85,3 +85,12 @@ def test_a_rail_without_a_figure_is_below_the_floor_never_a_pass():
     assert f.share is None and rl.pair_share([f, rl.RailFigure(1, "a", "b", 390.0, RATE)]) is None
     assert rl.pair_share([]) is None
     assert rl.pair_share([rl.RailFigure(1, "a", "b", 390.0, RATE), rl.RailFigure(2, "a", "b", 300.0, RATE)]) == 0.75
+
+
+def test_one_rail_slow_on_every_node_is_the_rail_s_switch_not_each_node():
+    out, doc = search(NODES, {(n, 4): 0.5 for n in NODES})
+    assert doc["slow_rails"] == ["rail 4: below 80% of its rate in 4 of 4 pairs while their other rails pass: rail 4's "
+                                 "own switch or its cabling is the likelier cause, not each node"]
+    assert doc["slow_rails"][0] in doc["lines"]
+    assert search(NODES, {("topo3", 5): 0.5})[1]["slow_rails"] == []  # one node's NIC is not a rail's switch
+    assert search(NODES, {})[1]["slow_rails"] == []

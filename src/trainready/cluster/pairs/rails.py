@@ -112,6 +112,26 @@ def culprit_line(node: str, kind: str, slow: Sequence[NicVerdict], verdict: Node
     return f"{node}: {every} below {fraction:.0%} of the rate: the node, not one NIC: {verdict.reason}"
 
 
+def slow_rails(log: Mapping[tuple[int, str, str], Sequence[RailFigure]], fraction: float) -> list[str]:
+    """A rail below the floor in most pairs measured (at least 2) while the pairs' other rails pass: on a
+    rail-optimised fabric every NIC i hangs off rail i's own switch, so that switch (or its cabling) is the likelier
+    cause, not each node; the search alone would find no proven node to tell it by."""
+    below: dict[int, int] = {}
+    seen: dict[int, int] = {}
+    others_ok: dict[int, bool] = {}
+    for figs in log.values():
+        for f in figs:
+            seen[f.rail] = seen.get(f.rail, 0) + 1
+            low = f.share is None or f.share < fraction
+            below[f.rail] = below.get(f.rail, 0) + low
+            if low:
+                rest = [g.share for g in figs if g.rail != f.rail]
+                others_ok[f.rail] = others_ok.get(f.rail, True) and all(x is not None and x >= fraction for x in rest)
+    return [f"rail {i}: below {fraction:.0%} of its rate in {below[i]} of {seen[i]} pairs while their other rails "
+            f"pass: rail {i}'s own switch or its cabling is the likelier cause, not each node"
+            for i in sorted(seen) if below.get(i, 0) >= 2 and below[i] * 2 > seen[i] and others_ok.get(i)]
+
+
 def to_json(outcome: PairingOutcome, log: Mapping[tuple[int, str, str], Sequence[RailFigure]], fraction: float,
             confirm: int, not_tested: Mapping[str, str]) -> dict[str, Any]:
     """The record's `fabric` section: every rail figure, every NIC's standing, the named NICs and nodes, and the
@@ -130,7 +150,8 @@ def to_json(outcome: PairingOutcome, log: Mapping[tuple[int, str, str], Sequence
         "slow_nics": [{"node": n, "nic": v.nic, "rail": v.rail} for n, (k, slow) in names.items() if k == "nic"
                       for v in slow],
         "slow_nodes": [n for n, (k, _) in names.items() if k == "node"],
-        "lines": [culprit_line(n, k, s, verdicts[n], fraction) for n, (k, s) in names.items()],
+        "slow_rails": (rails_slow := slow_rails(log, fraction)),
+        "lines": [culprit_line(n, k, s, verdicts[n], fraction) for n, (k, s) in names.items()] + rails_slow,
         "not_tested": dict(not_tested),
     }
 
