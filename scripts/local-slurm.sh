@@ -92,6 +92,7 @@ instance() {  # every name and port of cluster $1 ("local": the default cluster,
             topo) k=11 ;;   # slurmctld 16828, slurmd 8001..8999 (below: its own range)
             acct) k=12 ;;   # slurmctld 16829, slurmd 7001..7999; with --accounting slurmdbd 16929, MariaDB 16930
             big) k=13 ;;    # slurmctld 16830, slurmd 6001..6999: benchmarks/cluster_scale.py --cluster big
+            rails) k=16 ;;  # slurmctld 16833, slurmd 3001..3999: tests/test_cluster_fabric_pairs.py
             *) k=$(( $(printf %s "$NAME" | cksum | cut -d' ' -f1) % 6 + 1 )) ;;
         esac
         CONF_DIR=/etc/slurm-$NAME CLUSTER=trainready-$NAME PREFIX=$NAME CTLD_PORT=$((16817 + k)) BASE=$((9000 + 1000 * k))

@@ -140,3 +140,37 @@ def test_a_gpu_spec_on_a_machine_without_gpus_fails_and_asks_slurm_to_drain(tmp_
     if not any("NVML unusable" in s for s in said):
         pytest.skip("this machine has GPUs")
     assert code == 1 and "could not drain" in said[-1]  # no Slurm here: it says so, one line
+
+
+@pytest.mark.slow  # the FAIL asks Slurm to drain the node, which is not here: a minute of its retries
+def test_the_fabric_in_the_passive_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A port Down FAILs the passive check naming it; a counter that rose since the last reading WARNs; the
+    healthy tree adds nothing. Files only: it stays well under a second."""
+    import time
+
+    from fabric_tree import hgx_tree, set_port
+
+    root = hgx_tree(tmp_path / "sys", nics={3: {"state": "1: DOWN", "phys_state": "3: Disabled"}})
+    monkeypatch.setenv("TRAINREADY_SYSFS_ROOT", str(root))
+    for k, v in NO_SLURM.items():
+        monkeypatch.setenv(k, v)
+    from trainready.cluster import passive_fabric
+    from trainready.spec.fabric import FabricSpec
+
+    t0 = time.perf_counter()
+    found: dict[str, list[str]] = {"fail": [], "warn": []}
+    passive_fabric.judge(passive_fabric.read(), None, FabricSpec(), found)
+    took = time.perf_counter() - t0  # the fabric's part alone (the drain below asks for Slurm, which is not here)
+    assert found["fail"] == ["fabric: NIC mlx5_3:1 is DOWN (Disabled), expected ACTIVE (LinkUp)"] and took < 1.0, took
+    said: list[str] = []
+    state = str(tmp_path / "s.json")
+    code = run_passive(None, state, {}, said.append)
+    assert code == 1 and any("fabric: NIC mlx5_3:1 is DOWN (Disabled), expected ACTIVE (LinkUp)" in s for s in said), said
+    set_port(root, "mlx5_3", state="4: ACTIVE", phys_state="5: LinkUp")
+    said.clear()
+    assert run_passive(None, state, {}, said.append) == 0, said
+    assert not any("fabric" in s for s in said), said
+    set_port(root, "mlx5_5", counters__symbol_error="4")
+    said.clear()
+    assert run_passive(None, state, {}, said.append) == 0
+    assert any("WARN: fabric: NIC mlx5_5:1: symbol_error rose 0 → 4 (+4)" in s for s in said), said

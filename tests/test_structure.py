@@ -138,8 +138,9 @@ def cycles(graph: dict[str, set[str]], allowed: set[tuple[str, str]] = frozenset
 # layers of their own: the control plane, the plants the tasks read, the tasks, the verdict, the drivers on top
 # (modules directly in cluster/), and the pairs search above them.  docs/architecture.md draws this table.
 LAYERS = (
-    "trainready", "trainready.errors", "trainready.util", "trainready.records", "trainready.manifest",
-    "trainready.hostsettings", "trainready.hardware", "trainready.spec", "trainready.devices", "trainready.numerics",
+    "trainready", "trainready.errors", "trainready.util", "trainready.records", "trainready.fabric",
+    "trainready.manifest", "trainready.hostsettings", "trainready.hardware", "trainready.spec",
+    "trainready.fabric.judge", "trainready.devices", "trainready.numerics",
     "trainready.workload", "trainready.data", "trainready.ckpt", "trainready.plan", "trainready.ranks",
     "trainready.fingerprint",
     "trainready.comm", "trainready.resume", "trainready.burnin", "trainready.compare", "trainready.report",

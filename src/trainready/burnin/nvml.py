@@ -10,12 +10,12 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
+from trainready.fabric.nvlink import NVLINK_COUNTERS  # nvmlNvLinkErrorCounter_t, one table with the fabric check
 from trainready.manifest.gpu import _nvml_reason
 
 NA = "not available: "
 # nvml.h constants, in case an older nvidia-ml-py lacks a name (values from nvml.h, driver 580).
 MEMORY_TEMP_FIELD = 82  # NVML_FI_DEV_MEMORY_TEMP: HBM temperature, °C
-NVLINK_COUNTERS = {"replay": 0, "recovery": 1, "crc_flit": 2, "crc_data": 3}  # nvmlNvLinkErrorCounter_t
 XID_CRITICAL = 0x8  # nvmlEventTypeXidCriticalError
 
 

@@ -11,7 +11,7 @@ from trainready.cluster.judge import guard, switches
 from trainready.cluster.judge.verdict import FleetVerdict, NodeInput, decide
 from trainready.cluster.options import FleetOptions, time_seconds
 from trainready.cluster.remeasure import remeasure
-from trainready.cluster.tasks import collective, crosschecks
+from trainready.cluster.tasks import collective, crosschecks, railcross
 from trainready.cluster.tasks.layout import CROSS_SCHEMA, cross_record, node_record, read_json
 from trainready.spec import load_spec
 from trainready.spec.model import NodeSpec
@@ -36,7 +36,7 @@ def judge_cross(opts: FleetOptions, spec: NodeSpec, nodes: list[str]) -> tuple[l
     cross, missing = read_cross(opts.results, nodes)
     results, findings = [], []
     for fn in (lambda c: crosschecks.clock(c, spec.fleet), crosschecks.storage,
-               lambda c: crosschecks.limits(c, spec.fleet), crosschecks.hosts):
+               lambda c: crosschecks.limits(c, spec.fleet), crosschecks.hosts, lambda c: railcross.judge(c, spec)):
         res, found = fn(cross)
         results.append(res)
         findings += found

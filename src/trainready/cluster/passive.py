@@ -10,7 +10,9 @@ no CUDA context, no GPU work, so a busy node is read, never disturbed.  It judge
 * XIDs the driver logged since the last reading (NVIDIA's XID catalogue, docs.nvidia.com/deploy/xid-errors);
 * the PCIe link: fewer lanes than the link's maximum (a link that trained down); a lower generation is only
   named (an idle GPU lowers its link speed to save power);
-* slowdown now: HW slowdown, HW thermal or HW power brake active (nvml.h clock-event reasons).
+* slowdown now: HW slowdown, HW thermal or HW power brake active (nvml.h clock-event reasons);
+* the fabric (`passive_fabric.py`): RDMA ports Active at the node's rate, their and the NVLinks' error counters
+  against the last reading, Fabric Manager / nvlsm where the NVLinks reach NVSwitches.
 
 A GPU whose serial changed on the same bus id is named (a part swapped in repair).  FAIL drains the node with a
 'trainready:health/hw DATE:' reason, never over an administrator's drain (`health.drain_self`); WARN and a fact
@@ -29,6 +31,7 @@ from typing import Any, Callable, Mapping
 
 from trainready.manifest.gpu import GpuFacts
 from trainready.manifest.gpuhealth import COUNTERS, HealthReading, read_health
+from trainready.spec.fabric import FabricSpec
 
 SCHEMA = "trainready.healthstate/1"
 STATE_ENV = "TRAINREADY_HEALTH_STATE"
@@ -55,12 +58,13 @@ def load_state(path: Path) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) and doc.get("schema") == SCHEMA else None
 
 
-def save_state(path: Path, node: str, reading: HealthReading) -> str | None:
-    """Write this reading for the next run; why not (a str) when the folder is not writable."""
+def save_state(path: Path, node: str, reading: HealthReading, fabric: dict[str, Any] | None = None) -> str | None:
+    """Write this reading (and the fabric's counters) for the next run; why not (a str) when the folder is not
+    writable."""
     from trainready.util.atomic import atomic_write_text
 
     doc = {"schema": SCHEMA, "node": node, "when": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-           "reading": reading.to_json()}
+           "reading": reading.to_json(), **({"fabric": fabric} if fabric is not None else {})}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, json.dumps(doc, indent=1) + "\n")
@@ -167,8 +171,15 @@ def run_passive(want: int | None, state: str | None, plants: Mapping[str, str], 
     last = load_state(path)
     now = reading_for(plants, last)
     found = judge(now, last, want)
+    fabric = None
+    if "health.reading" not in plants:  # a replayed reading is judged alone: this machine's fabric is not it
+        from trainready.cluster import passive_fabric
+
+        facts = passive_fabric.read()
+        passive_fabric.judge(facts, (last or {}).get("fabric"), FabricSpec(), found)
+        fabric = passive_fabric.to_state(facts)
     node = node_name()
-    unsaved = save_state(path, node, now)
+    unsaved = save_state(path, node, now, fabric)
     for key, head in (("warn", "WARN"), ("note", "note"), ("unread", "could not judge")):
         for line in found[key]:
             say(f"trainready health check: {node}: {head}: {line}")

@@ -15,6 +15,10 @@ def env(
     lock: str = typer.Option(None, "--lock", help="Lock file (uv.lock, requirements.txt, ...): record its sha256."),
     image_digest: str = typer.Option(None, "--image-digest", help="Container image digest (sha256:...); default: env TRAINREADY_IMAGE_DIGEST."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No readable summary (with --json)."),
+    capture_fabric: str = typer.Option(None, "--capture-fabric", help="Also copy the sysfs files the fabric check "
+                                       "reads into DIR/sys and NVML's, systemd's and /proc's answers into "
+                                       "DIR/node.json: replay with TRAINREADY_SYSFS_ROOT=DIR/sys or "
+                                       "`node --plant fabric.replay=DIR` (docs/fabric.md)."),
 ) -> None:
     """Record this machine: host, GPUs (NVML), software chain, container, code, InfiniBand, env vars.
 
@@ -30,6 +34,7 @@ def env(
       trainready env --json - -q | jq .gpu.nvml  # JSON only, to stdout
       trainready env --code ~/Megatron-LM --lock uv.lock \\
           --image-digest sha256:0123...
+      trainready env -q --capture-fabric node07-fabric   # a node's fabric, to send
     """
     from trainready.manifest.build import collect
     from trainready.manifest.render import print_summary
@@ -41,6 +46,13 @@ def env(
         print_summary(manifest, console)
     if json_path:
         write_json_doc(manifest, json_path, None if quiet else console, "manifest")
+    if capture_fabric:
+        from pathlib import Path
+
+        from trainready.fabric.capture import capture
+        from trainready.fabric.root import sysfs_root
+
+        Console(stderr=True).print(f"fabric captured: {capture(Path(capture_fabric), sysfs_root())}")
 
 
 def register(app: typer.Typer) -> None:

@@ -33,11 +33,18 @@ def gpu_section() -> dict[str, Any]:
     return {"nvml": nv.to_json(), "torch": tv.to_json()}
 
 
+def _fabric() -> dict[str, Any]:
+    from trainready.fabric.facts import read_facts
+    from trainready.fabric.services import PROCESSES
+
+    return read_facts(units=tuple(PROCESSES), in_container=bool(container.hints())).to_json()
+
+
 def collect(
     code_path: str | Path | None = None,
     lock_file: str | Path | None = None,
     image_digest: str | None = None,
-    ib_root: Path = ib.SYSFS_IB,
+    ib_root: Path | None = None,
 ) -> dict[str, Any]:
     # User input first: a bad path or digest is a usage error (exit 2), not a manifest field.
     code = code_probe.collect(code_path, lock_file)
@@ -54,6 +61,8 @@ def collect(
         "infiniband": _section(lambda: ib.ports(ib_root), "infiniband"),
         # settings that must be alike on every node (sysctl, limits, /dev/shm, THP, governor, GPU modes, IB)
         "host_settings": _section(hostset.collect, "host settings"),
+        # RDMA ports, NVLink and the NVSwitch fabric, services, rails, NCCL's network variables (fabric/facts.py)
+        "fabric": _section(_fabric, "fabric"),
         "env": _section(lambda: envvars.capture(os.environ), "env"),
     }
     # Belt and braces: token-shaped strings anywhere (a path, an image env var) are redacted too.

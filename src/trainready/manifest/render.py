@@ -109,6 +109,10 @@ def print_summary(m: dict[str, Any], console: Console) -> None:
         console.print(t)
     else:
         console.print(kv_table("InfiniBand / RDMA ports", {"ports": ib or "none"}))
+    if "fabric" in m:  # manifest/build.py's fabric section (fabric/facts.py)
+        from trainready.manifest.render_fabric import print_fabric
+
+        print_fabric(m["fabric"], console)
     hs = m.get("host_settings")
     if isinstance(hs, dict):  # manifest/hostset.py: what the fleet compares node with node
         console.print(kv_table("Host settings (value, then \\[its source])", {

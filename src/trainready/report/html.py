@@ -16,6 +16,7 @@ from typing import Callable, Mapping, Sequence
 from trainready import __version__
 from trainready.records import SEVERITY, Status
 from trainready.report.charts import charts_for
+from trainready.report.fabrichtml import fabric_tables
 from trainready.report.kinds import PURPOSE, Record
 
 CSS = """
@@ -195,7 +196,7 @@ def _checks_details(rec: Record) -> str:
                 escape(f"{m['threshold']['op']} {m['threshold']['bound']} ({m['threshold']['source']})")
                 if m.get("threshold") else ""]
                for r in rec.doc.get("results", []) or [] for m in r.get("metrics", []) or []]
-    out = _table(("check", "status", "time", "result and remedy"), rows)
+    out = _table(("check", "status", "time", "result and remedy"), rows) + fabric_tables(rec.doc, _table)
     if metrics:
         shown = metrics[:400]
         out += (f"<details><summary>{len(metrics)} metrics" + (" (first 400)" if len(metrics) > 400 else "") +

@@ -30,12 +30,13 @@ UNITS: dict[str, tuple[str, float]] = {
     "TFLOP/s": ("flops_per_second", 1e12), "tokens/s": ("tokens_per_second", 1.0),
     "1": ("", 1.0), "%": ("ratio", 0.01), "nats": ("nats", 1.0), "elements": ("", 1.0), "errors": ("", 1.0),
     "GPUs": ("", 1.0), "params": ("", 1.0), "C": ("celsius", 1.0), "MHz": ("hertz", 1e6),
+    "Gb/s": ("bits_per_second", 1e9), "links": ("", 1.0),
 }
 # Labels kept from a metric's own labels: each takes a handful of values per node.  Others (message
 # sizes, byte ranges, model names, peak figures) are dropped; a metric whose series would then
 # collide keeps its first value (per-size busbw rows collapse onto the judged average, below).
 KEEP_LABELS = ("gpu", "op", "dtype", "backend", "run", "component", "stat", "rank", "ratio", "device", "tensor",
-               "kind", "counter")
+               "kind", "counter", "nic", "port")
 # Metrics that exist once per message size: the per-op judged average (comm_busbw_avg) carries them.
 PER_SIZE = ("size_bytes",)
 _NAME_OK = re.compile(r"[^a-zA-Z0-9_]")
@@ -102,6 +103,34 @@ def _report_samples(rec: Record) -> Iterable[Sample]:
             kept = {k: labels[k] for k in KEEP_LABELS if k in labels}
             yield Sample(metric_name(str(m.get("name", "?")), unit), f"{m.get('name')} (recorded in {unit})",
                          _labels(node=node, check=check, **kept), _num(m.get("value")) * factor)
+        if check == "fabric":
+            yield from _fabric_samples((r.get("details") or {}).get("facts") or {}, node)
+
+
+def _fabric_samples(facts: Mapping[str, Any], node: str) -> Iterable[Sample]:
+    """Per RDMA port (nic, port) its state and error counters; per GPU its active NVLinks and their error counters
+    summed over its links (labels stay low-cardinality: 8 NICs x 7 counters, not 18 links x 8 GPUs x 4)."""
+    for p in facts.get("ports") or []:
+        nic = _labels(node=node, nic=p.get("device"), port=p.get("port"))
+        yield Sample(PREFIX + "fabric_port_active", "1 when the RDMA port is ACTIVE and LinkUp (sysfs state, phys_state)",
+                     nic, 1.0 if p.get("state") == "ACTIVE" and p.get("phys_state") == "LinkUp" else 0.0)
+        for c, v in sorted((p.get("counters") or {}).items()):
+            yield Sample(PREFIX + "fabric_port_errors", "an RDMA port's IBA error counter (sysfs ports/N/counters)",
+                         nic + (("counter", str(c)),), _num(v))
+    for g in facts.get("gpus") or []:
+        if g.get("not_applicable"):
+            continue
+        gpu = _labels(node=node, gpu=g.get("index"))
+        links = [lk for lk in g.get("links") or [] if isinstance(lk, Mapping)]
+        yield Sample(PREFIX + "fabric_nvlink_active_links", "active NVLinks of the GPU (NVML)", gpu,
+                     float(sum(1 for lk in links if lk.get("active"))))
+        total: dict[str, float] = {}
+        for lk in links:
+            for c, v in (lk.get("counters") or {}).items():
+                total[str(c)] = total.get(str(c), 0.0) + _num(v)
+        for c, v in sorted(total.items()):
+            yield Sample(PREFIX + "fabric_nvlink_errors", "an NVLink error counter summed over the GPU's links (NVML)",
+                         gpu + (("counter", c),), v)
 
 
 def _software_info(d: Mapping[str, Any], node: str) -> Iterable[Sample]:

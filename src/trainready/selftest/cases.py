@@ -21,6 +21,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+from trainready.selftest.cases_fabric import ROWS as FABRIC_ROWS
 from trainready.selftest.argv import share_key, shared_argv  # noqa: F401 - the fleet cases' runs (re-exported)
 from trainready.selftest.argv import (TRAINING, burnin as _burnin, cluster as _cluster, comm as _comm,
                                      compat_save as _compat_save, data as _data, node as _node, resume as _resume,
@@ -186,6 +187,11 @@ CASES: tuple[Case, ...] = (
          _comm("comm.transient_link=0-{rank}", "comm.slow_ms=20"), "cleared:comm.pairs",
          r"link 0<->{rank} was [\d.]+x the median in the matrix, [\d.]+x a healthy pair when measured alone: "
          r"not a fault", needs="multirank"),
+    # --- the fabric (a replayed HGX B200 server against the spec written from it: selftest/cases_fabric.py)
+    *(Case(name, fault, argv, check, expect, judge_only=judge_only,
+           clean=(("fabric_node_hdr" if name == "fabric.replay" else "fabric_node", "fabric_node"),),
+           covers=(("fabric.counter_rise",) if name == "fabric.counter_rise_nvlink" else ()))
+      for name, fault, argv, check, expect, judge_only in FABRIC_ROWS),
     # --- training resumes
     Case("resume.skip_rng", "the resumed run does not restore any RNG state", _resume("resume.skip_rng=1"), "resume",
          r"RNG \w+ was restored: no"),

@@ -208,9 +208,20 @@ def _fleet_node(k: int) -> Callable[[Path, int, list[str]], str]:
     return lambda root, gpus, argv: fleet_nodes(root)[k]
 
 
+def _fabric(name: str) -> Callable[[Path, int, list[str]], str]:
+    def make(root: Path, gpus: int, argv: list[str]) -> str:
+        from trainready.selftest import fabricfiles
+
+        if name.startswith("fabric_node"):
+            return fabricfiles.fabric_node(root, hdr=name == "fabric_node_hdr")
+        return fabricfiles.spec_fabric(root, spec_text(gpus))
+    return make
+
+
 # Placeholders made only when a case that runs needs them: name -> maker(root, gpus, the case's argv).
 LAZY = {"spec_busbw": spec_busbw, "spec_busbw_loose": spec_busbw_loose, "small_disk": small_disk, "spec_fleet": fleetspec.spec_fleet,
-        "spec_trend": fleetspec.spec_trend,
+        "spec_trend": fleetspec.spec_trend, "fabric_node": _fabric("fabric_node"),
+        "fabric_node_hdr": _fabric("fabric_node_hdr"), "spec_fabric": _fabric("spec_fabric"),
         **{f"node{k + 1}": _fleet_node(k) for k in range(FLEET)}}
 
 

@@ -22,6 +22,7 @@ from trainready.spec.figures import run_label as _run
 from trainready.spec.figures import sig as _sig
 from trainready.spec.floors import Floor, compute_floor
 from trainready.spec.init_comm import comm_spec as _comm_spec
+from trainready.spec.init_fabric import fabric_spec
 from trainready.spec.model import ComputeSpec, FingerprintSpec, GpuSpec, HostSpec, NodeSpec, ResumeSpec, SoftwareSpec
 
 # Metric names written by the checks (checks/throughput.py, checks/comm.py).
@@ -117,6 +118,7 @@ def derive(
         resume=dataclasses.replace(ResumeSpec(), ranks=ranks),
         host=_host_spec(manifest, notes),
         fingerprint=_fingerprint_spec(reports, notes),
+        fabric=fabric_spec(manifest, notes),
     )
     return Derived(spec, tuple(floors), tuple(notes), (f"resume.ranks = {ranks}: {why}",))
 

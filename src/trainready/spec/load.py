@@ -68,6 +68,9 @@ def _validate(spec: NodeSpec, path: str) -> None:
     from trainready.spec.burnin import validate as validate_burnin
 
     validate_burnin(spec, path)
+    from trainready.spec.fabric import validate as validate_fabric
+
+    validate_fabric(spec, path)
 
 
 def spec_to_json(spec: NodeSpec) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from typing import Any
 
 from trainready.hostsettings.pins import DEFAULT_MATCH
 from trainready.spec.burnin import BurnInSpec
+from trainready.spec.fabric import FabricSpec
 from trainready.util.strict import doc_field
 
 
@@ -295,5 +296,7 @@ class NodeSpec:
     compare: CompareSpec = doc_field(default_factory=CompareSpec, doc="Tolerances of `trainready compare` (upgrade gate).")
     host: HostSpec = doc_field(default_factory=HostSpec, doc="Host settings alike on every node; the PCIe copy check.")
     burnin: BurnInSpec = doc_field(default_factory=BurnInSpec, doc="Burn-in: sustained load, judged over time (docs/burn-in.md).")
+    fabric: FabricSpec = doc_field(default_factory=FabricSpec, doc="NVLink, NVSwitch and its services, the RDMA NICs, "
+                                   "what NCCL uses, the rails (docs/fabric.md).")
     fingerprint: FingerprintSpec = doc_field(default_factory=FingerprintSpec, doc="The reference server's compute "
                                              "fingerprint, compared bit for bit on nodes of its group key.")

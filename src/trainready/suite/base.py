@@ -72,6 +72,11 @@ class Check(ABC):
     # the result keeps; on a busy machine a FAIL within its noise is WARN "not judged"
     timing: ClassVar[bool] = False
 
+    @classmethod
+    def begin(cls, ctx: CheckContext) -> None:
+        """Called by the runner for every check of a run before the first one runs (the fabric check reads its
+        error counters' start here); by default nothing."""
+
     def skip_reason(self, ctx: CheckContext) -> str | None:
         """Return why this check does not apply here (e.g. no GPU), or None."""
         return None

@@ -43,6 +43,15 @@ CHECK_PLANTS: dict[str, str] = {
                    "times and counts it once (its TFLOP/s falls to a fiftieth)",
     "burnin.counter": "IDX:COUNTER: GPU (or CPU rank) IDX's after-reading of COUNTER (ecc_uncorrected, xid, ...) is "
                       "one more than its before-reading (judge-only: planted after reading)",
+    "fabric.replay": "PATH: judge the fabric of a folder `trainready env --capture-fabric` wrote (its sys/ for "
+                     "sysfs, its node.json for NVML and the services) instead of this machine",
+    "fabric.port_down": "NIC: every port of this RDMA device reads DOWN (Disabled)",
+    "fabric.half_rate": "NIC: every port of this RDMA device reads half its rate (an NDR 400 port trained to 200)",
+    "fabric.hca_missing": "NIC: NCCL_IB_HCA reads as =every other RDMA device, this one left out",
+    "fabric.nvlink_down": "GPU:LINK: this NVLink of this GPU reads inactive",
+    "fabric.service_down": "UNIT: this service (nvidia-fabricmanager, nvlsm) reads not running",
+    "fabric.counter_rise": "NIC|GPU:LINK: this NIC's symbol_error (or this GPU link's replay count) reads "
+                           "fabric.counter_rise_max + 1 above its reading at the run's start (judge-only)",
     "allreduce.hang_rank": "RANK: this rank never joins the all-reduce (hang)",
     "allreduce.wrong_rank": "RANK: this rank contributes a wrong value",
     "allreduce.die_rank": "RANK: this rank's process exits mid-run",
@@ -112,6 +121,10 @@ CLUSTER_PLANTS: dict[str, str] = {
                     "surrogate, ESC and BEL (a broken or hostile node's text)",
     "cluster.forge": "NODE:VICTIM: NODE's task overwrites VICTIM's record with a failing one once VICTIM wrote it (a "
                      "rogue node writing through the shared results folder)",
+    "cluster.rails": "GBPS: `cluster pairs --fabric` runs no ib_write_bw: every rail measures 0.98 x its port's sysfs rate "
+                     "(GBPS where sysfs gives none), slowed by cluster.nic_slow, cluster.slow and cluster.slow_link",
+    "cluster.nic_slow": "NODE:RAIL[:FACTOR]: with cluster.rails, that node's NIC of index RAIL (from 0) measures FACTOR "
+                        "(default 0.5) of the others in `cluster pairs --fabric` (a slow NIC)",
     "cluster.image": "NODE:PATH[,NODE:PATH...]: each NODE is given the squashfs PATH instead of --container-image (Pyxis runs it)",
 }
 

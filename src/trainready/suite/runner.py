@@ -39,6 +39,8 @@ def run_checks(
             context={**(context or {}), **({"planted": dict(ctx.faults)} if ctx.faults else {})},
         )
 
+    for cls in checks:  # each check's reading at the run's start (the fabric check's error counters)
+        cls.begin(ctx)
     for cls in checks:
         if on_start:
             on_start(cls)

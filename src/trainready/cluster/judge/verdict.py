@@ -3,7 +3,7 @@ its task, the cross-node findings and the fleet's robust statistics.
 
 A node is rejected for (1) no result (its task died, did not finish, hung, or wrote no record: Slurm's
 state and exit code say which; never a pass), (2) a failed or errored check in its node report, (3) drift of
-its versions from the reference, (4) a throughput figure that is slow by stats.py's rule, (5) a FAIL finding
+its versions from the reference (and of its compute NICs' count, firmware and rate: fabricdrift.py), (4) a throughput figure that is slow by stats.py's rule, (5) a FAIL finding
 of a cross-node check.  A node Slurm would not run its task on (drained, down, reserved for others; or its
 task never started) is NOT TESTED: reported with Slurm's words, neither accepted nor rejected, never drained.
 Every reason carries a cause key ("check matmul", "drift torch", "no result: did not finish within --time")
@@ -17,6 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from trainready.cluster.judge import fabricdrift
 from trainready.cluster.judge.fingerprints import CHECK as FINGERPRINT_CHECK
 from trainready.cluster.judge.fingerprints import judge_fleet as judge_fingerprints
 from trainready.cluster.judge.stats import RobustBound, robust_bound
@@ -210,6 +211,7 @@ def decide(inputs: Sequence[NodeInput], spec: NodeSpec, cross: Sequence[CheckRes
     bounds, slow = slow_reasons([*inputs, *peers], spec)
     ref = reference_versions([*inputs, *peers], reference, spec)
     host = hostdrift.judge([*inputs, *peers], spec, reference)
+    fab = fabricdrift.judge([*inputs, *peers], reference, tuple(spec.fabric.nics))  # NIC count, firmware, rate
     prints = judge_fingerprints({ni.node: ni.record for ni in [*inputs, *peers] if ni.record is not None})
     by_node: dict[str, list[Finding]] = {}
     for f in findings:
@@ -224,7 +226,8 @@ def decide(inputs: Sequence[NodeInput], spec: NodeSpec, cross: Sequence[CheckRes
             pairs = [(ni.cause or "no result", f"no result: {ni.no_result}")]
         else:
             pairs = record_reasons(ni, ref) + list(host.reasons.get(ni.node, [])) + \
-                [p for p in slow.get(ni.node, []) if p[0] != CLEARED] + prints.reasons.get(ni.node, [])
+                [p for p in slow.get(ni.node, []) if p[0] != CLEARED] + prints.reasons.get(ni.node, []) + \
+                fab.get(ni.node, [])
             warnings += host.warnings.get(ni.node, []) + prints.warnings.get(ni.node, [])
             warnings += [t for c, t in slow.get(ni.node, []) if c == CLEARED]
         pairs += [(f.check, f"{f.check}: {f.text}") for f in by_node.get(ni.node, []) if f.status == Status.FAIL]

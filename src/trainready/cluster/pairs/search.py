@@ -34,6 +34,7 @@ class PairsOptions:
     fleet: FleetOptions  # nodes, partition, spec, results, time limit, container, plants
     pairing: PairingOptions
     gpus_per_node: int = 0
+    fabric: bool = False  # --fabric: ib_write_bw rail by rail (fabric.py, rails.py) instead of the all_reduce
 
 
 def _natural(name: str) -> list[Any]:
@@ -48,15 +49,21 @@ def pair_argv(opts: PairsOptions, rnd: int, a: str, b: str) -> list[str]:
         cmd += ["--spec", str(Path(f.spec).resolve()) if Path(f.spec).is_file() else f.spec]
     for k, v in f.plants.items():
         cmd += ["--plant", f"{k}={v}"]
+    cmd += ["--fabric"] if opts.fabric else []
     flags = f.container.srun_flags(f.results) if f.container else []
     return slurm.srun_argv(f"{a},{b}", 2, f.time_limit, f.partition, flags, cmd, job_name="trainready-pair",
-                           tasks_per_node=max(1, opts.gpus_per_node), reservation=f.reservation,
+                           tasks_per_node=1 if opts.fabric else max(1, opts.gpus_per_node), reservation=f.reservation,
                            gpus=opts.gpus_per_node, comment=ps.comment(f.results, rnd))
 
 
 def busbw_of(path: Path) -> tuple[float | None, str]:
-    """(the pair's all_reduce busbw in GB/s, '') or (None, why there is none)."""
+    """(the pair's all_reduce busbw in GB/s, '') or (None, why there is none); of a --fabric pair: its worst
+    rail's share of the rate (fabric.py)."""
+    from trainready.cluster.pairs import fabric
     from trainready.cluster.tasks.layout import read_json
+
+    if fabric.is_rail_record(path):
+        return fabric.share_of(path)
     from trainready.records import SCHEMA_VERSION
 
     doc, why = read_json(path, SCHEMA_VERSION)
@@ -158,7 +165,8 @@ def run_pairs(opts: PairsOptions, nodes: list[str], say: Callable[[str], None]) 
 
     def on_round(rnd: int, results: Sequence[PairResult]) -> None:
         for r in results:
-            shown = f"{r.busbw_gbps:.3g} GB/s" if r.busbw_gbps is not None else f"no result ({why.get((r.a, r.b), '')})"
+            figure = f"worst rail {r.busbw_gbps:.0%} of its rate" if opts.fabric else f"{r.busbw_gbps:.3g} GB/s"
+            shown = figure if r.busbw_gbps is not None else f"no result ({why.get((r.a, r.b), '')})"
             say(f"  round {rnd}: {r.a} + {r.b}: {shown}")
 
     out = find_culprits(nodes, make_measure(opts, addr, say, why), opts.pairing, on_round)
@@ -202,7 +210,14 @@ def to_json(out: PairingOutcome, opts: PairsOptions, nodes: list[str], why: Mapp
                    "pass_ratio": None if v.passes + v.fails == 0 else v.pass_ratio, "reason": v.reason}
                   for v in out.verdicts],
         "planted": dict(opts.fleet.plants),
+        **({"fabric": _fabric(out, opts)} if opts.fabric else {}),
     }
+
+
+def _fabric(out: PairingOutcome, opts: PairsOptions) -> dict[str, Any]:
+    from trainready.cluster.pairs import fabric
+
+    return fabric.section(out, opts.fleet.results, opts.pairing, ps.read(opts.fleet.results).get("not_tested") or {})
 
 
 def write(doc: dict[str, Any], results: Path) -> Path:

@@ -62,6 +62,8 @@ def validate(faults: Mapping[str, str]) -> None:
     for node in nodes_planted(faults):
         for_node(faults, node)
         decline(faults, node)
+        nic_factor(faults, node, 0)
+    rails_gbps(faults)
 
 
 def decline(faults: Mapping[str, str], node: str) -> float | None:
@@ -106,7 +108,7 @@ def check_plants(nf: NodeFaults) -> dict[str, str]:
 
 
 def nodes_planted(faults: Mapping[str, str]) -> set[str]:
-    return {v.partition(":")[0].strip() for k, v in faults.items() if k.startswith("cluster.")}
+    return {v.partition(":")[0].strip() for k, v in faults.items() if k.startswith("cluster.") and k != "cluster.rails"}
 
 
 def for_node(faults: Mapping[str, str], node: str) -> NodeFaults:
@@ -157,3 +159,32 @@ def linked(value: str | None, name: str = "cluster.slow_link") -> list[str]:
     if not all(nodes) or ":" in value:
         raise UsageError(f"--plant {name}={value}: expected NODE[+NODE...]")
     return nodes
+
+
+def rails_gbps(faults: Mapping[str, str]) -> float | None:
+    """cluster.rails=GBPS -> GBPS (every rail's planted rate where sysfs gives none); None when not planted."""
+    value = faults.get("cluster.rails")
+    if value is None:
+        return None
+    try:
+        gbps = float(value)
+    except ValueError:
+        raise UsageError(f"--plant cluster.rails={value}: expected GBPS, a number > 0") from None
+    if not gbps > 0:
+        raise UsageError(f"--plant cluster.rails={value}: expected GBPS, a number > 0")
+    return gbps
+
+
+def nic_factor(faults: Mapping[str, str], node: str, rail: int) -> float:
+    """cluster.nic_slow=NODE:RAIL[:FACTOR] -> FACTOR (default 0.5) on that node's rail RAIL, else 1.0."""
+    value = faults.get("cluster.nic_slow")
+    if value is None:
+        return 1.0
+    parts = [p.strip() for p in value.split(":")]
+    try:
+        who, idx, factor = parts[0], int(parts[1]), float(parts[2]) if len(parts) > 2 else SLOW_FACTOR_DEFAULT
+    except (IndexError, ValueError):
+        raise UsageError(f"--plant cluster.nic_slow={value}: expected NODE:RAIL[:FACTOR]") from None
+    if not who or len(parts) > 3 or idx < 0 or not 0 < factor <= 1:
+        raise UsageError(f"--plant cluster.nic_slow={value}: expected NODE:RAIL[:FACTOR], RAIL >= 0, 0 < FACTOR <= 1")
+    return factor if who == node and idx == rail else 1.0

@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 
 from trainready.bundle.layout import Item
 from trainready.cluster.rma.evidence import COUNTERS, Evidence
+from trainready.cluster.rma.fabric import fabric_md
 from trainready.cluster.rma.tools import ToolRun
 from trainready.hardware.xids import CATALOGUE
 
@@ -98,7 +99,8 @@ def _tools(tools: Sequence[ToolRun], cmds: Sequence[str]) -> list[str]:
 
 def index_md(ev: Evidence, tools: Sequence[ToolRun], items: Sequence[Item], cmds: Sequence[str],
              meta: Mapping[str, Any]) -> str:
-    lines = [*_head(ev, meta), *_gpus(ev), *_failures(ev), *_xids(ev), *_history(ev), *_tools(tools, cmds),
+    lines = [*_head(ev, meta), *_gpus(ev), *_failures(ev), *fabric_md(ev.record, _table), *_xids(ev), *_history(ev),
+             *_tools(tools, cmds),
              "", "## Files", "", "Check them with `trainready bundle --verify THIS_FOLDER` (index.json holds every "
              "sha256; secrets are redacted as in every trainready bundle).", "",
              *_table(("file", "sha256", "what it is"), [(f"`{i.path}`", f"`{i.sha256[:16]}…`", i.what) for i in items])]

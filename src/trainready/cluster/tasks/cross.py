@@ -172,6 +172,10 @@ def run(opts: CrossOptions) -> int:
         def keep(storage: dict[str, Any]) -> None:  # the record so far, before the storage wait's minutes
             atomic_write_json(cross_record(opts.results, node), {**doc, "storage": storage})
         doc["storage"] = storage_facts(opts.results, node, peers, spec.fleet.storage_wait_s, nf, keep)
+        keep(doc["storage"])
+        from trainready.cluster.tasks import railcross  # NIC to NIC with the neighbour node (ib_write_bw)
+
+        doc["rails"] = railcross.node_part(opts.results, node, step_nodes(), spec, opts.plants, spec.fleet.storage_wait_s)
         atomic_write_json(cross_record(opts.results, node), doc)  # before the collective: a hang must not lose it
     if not opts.collective:
         return 0

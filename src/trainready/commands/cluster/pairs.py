@@ -5,6 +5,7 @@ Registered on the `cluster` group by commands/cluster/__init__.py; its Slurm opt
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -16,10 +17,14 @@ from trainready.commands.cluster.pairs_search import attach_pairs, search
 from trainready.commands.common import JSON_HELP, check_out_path, parse_plants
 from trainready.errors import UsageError
 
+if TYPE_CHECKING:
+    from trainready.cluster.pairs.search import PairsOptions
+
 # Default pair floors (x the reference busbw): NCCL pairs of healthy nodes vary ~5% (nccl-tests repeats), so 0.9
 # catches a node 10% slow; gloo over a shared host's cores varied 0.19-0.56 GB/s between identical pairs on a
 # 2-core x86 VM.
 GPU_FLOOR, CPU_FLOOR = 0.9, 0.25
+FABRIC_FLOOR = 0.8  # --fabric: x the port's rate per rail (the documents: every pair at >= 80% of the expected bandwidth)
 
 
 @fleet_options(JOB, NODES, TOPOLOGY, time_limit="10:00")  # a pair's step: one all_reduce sweep, not a node's acceptance
@@ -35,6 +40,10 @@ def pairs_cmd(
     confirm: int = typer.Option(2, "--confirm", help="Failures against distinct proven-good partners that name a node."),
     max_rounds: int = typer.Option(8, "--max-rounds", help="Give up after this many rounds (the rest: undecided)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the round-1 random matching (same seed, same pairs)."),
+    fabric: bool = typer.Option(False, "--fabric", help="NIC to NIC instead of the all_reduce: perftest's ib_write_bw "
+                                "rail by rail (NIC i to NIC i), each rail held to --floor-fraction (default 0.8) x the "
+                                "port's rate; names the slow NIC and node. A node without perftest or an RDMA port is "
+                                "'not tested (why)', never a pass."),
     json_path: str = typer.Option(None, "--json", help=JSON_HELP),
     attach: bool = attach_option(),
     controller_wait: float = wait_option(),
@@ -57,7 +66,6 @@ def pairs_cmd(
       trainready cluster pairs -w node[1-3] --results /tmp/acc \\
           --spec example:local-slurm
     """
-    from trainready.cluster.pairs import state as pairs_state
     from trainready.cluster.pairs.pairing import PairingOptions
 
     check_out_path(json_path)
@@ -65,24 +73,42 @@ def pairs_cmd(
     if attach:
         raise typer.Exit(attach_pairs(fleet.results, controller_wait, json_path, console))
     check_pairing(confirm, max_rounds, floor_fraction, expected)
+    if fabric and expected is not None:
+        raise UsageError("--expected-gbps with --fabric: each rail is held to its port's rate (sysfs), not one figure")
     from trainready.cluster.pairs import search as pr
-    from trainready.cluster.steps import select_nodes
     from trainready.spec import load_spec
 
     spec = load_spec(fleet.spec)[0]
     gpus = spec.gpu.count
-    frac = floor_fraction if floor_fraction is not None else (GPU_FLOOR if gpus else CPU_FLOOR)
+    frac = floor_fraction if floor_fraction is not None else (FABRIC_FLOOR if fabric else GPU_FLOOR if gpus else CPU_FLOOR)
     expected = expected if expected is not None else spec.fleet.expected_busbw_gbps.get("all_reduce")
-    opts = pr.PairsOptions(fleet, PairingOptions(frac, expected, confirm, max_rounds, seed), gpus)
+    opts = pr.PairsOptions(fleet, PairingOptions(frac, 1.0 if fabric else expected, confirm, max_rounds, seed), gpus,
+                           fabric)
+    names = started(opts, console)
+    console.print(f"[dim]if this command stops, `trainready cluster pairs --attach --results {fleet.results}` picks "
+                  "the search up at the round it reached[/]", highlight=False)
+    raise typer.Exit(search(opts, names, controller_wait, json_path, console))
+
+
+def started(opts: "PairsOptions", console: Console) -> list[str]:
+    """The nodes selected (those Slurm cannot give: said, never paired), the search's state started; with --fabric
+    the probe step run: the nodes that can test (the others: 'not tested (why)', kept in the state)."""
+    from trainready.cluster.pairs import state as pairs_state
+    from trainready.cluster.steps import select_nodes
+
+    fleet = opts.fleet
     sel = select_nodes(fleet)
     sel.say_not_tested(lambda line: console.print(line, highlight=False))  # no pair, never blamed
     names = list(sel.nodes)
     if len(names) < 2:
         raise UsageError(f"cluster pairs: {len(names)} node(s) selected; a pair needs two")
-    pairs_state.start(fleet, opts.pairing, gpus, names)
-    console.print(f"[dim]if this command stops, `trainready cluster pairs --attach --results {fleet.results}` picks "
-                  "the search up at the round it reached[/]", highlight=False)
-    raise typer.Exit(search(opts, names, controller_wait, json_path, console))
+    pairs_state.start(fleet, opts.pairing, opts.gpus_per_node, names)
+    if opts.fabric:
+        from trainready.cluster.pairs import fabric as fab
+
+        names, not_tested = fab.probe(fleet, names, lambda line: console.print(f"[dim]{line}[/]", highlight=False))
+        pairs_state.save(fleet.results, fabric=True, not_tested=not_tested, nodes=names)
+    return names
 
 
 def check_pairing(confirm: int, max_rounds: int, floor_fraction: float | None, expected: float | None) -> None:
@@ -101,14 +127,33 @@ def pair_task(
     pair: str = typer.Option(..., "--pair"),
     spec: str = typer.Option(None, "--spec"),
     plant: list[str] = typer.Option(None, "--plant"),
+    fabric: bool = typer.Option(False, "--fabric"),
 ) -> None:
     """One task of a pair's srun step (started by `cluster pairs`)."""
-    from trainready.cluster.tasks.pair import run_pair_task
+    from trainready.cluster.tasks.pair import pair_record, run_pair_task
 
-    raise typer.Exit(run_pair_task(Path(results), rnd, pair, spec, parse_plants(plant, "cluster")))
+    plants = parse_plants(plant, "cluster")
+    if fabric:
+        from trainready.cluster.tasks.rails import run_rail_pair
+
+        a, _, b = pair.partition(",")
+        raise typer.Exit(run_rail_pair(Path(results), pair_record(Path(results), rnd, a, b), rnd, a, b, plants))
+    raise typer.Exit(run_pair_task(Path(results), rnd, pair, spec, plants))
+
+
+def rail_probe(
+    results: str = typer.Option(..., "--results"),
+    spec: str = typer.Option(None, "--spec"),
+    plant: list[str] = typer.Option(None, "--plant"),
+) -> None:
+    """One task of `cluster pairs --fabric`'s probe step: this node's RDMA ports and perftest."""
+    from trainready.cluster.tasks.rails import run_probe_task
+
+    raise typer.Exit(run_probe_task(Path(results), parse_plants(plant, "cluster"), spec))
 
 
 def register(app: typer.Typer) -> None:
     """Add pairs and its pair task to the `cluster` group."""
     app.command("pairs")(pairs_cmd)
     app.command("pair-task", hidden=True)(pair_task)
+    app.command("rail-probe", hidden=True)(rail_probe)
