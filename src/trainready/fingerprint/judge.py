@@ -211,7 +211,8 @@ def _key_drift(groups: dict[str, list[Member]], main: str, joined: dict[str, str
     for kid, mem in groups.items():
         if kid == main:
             continue
-        diff = "; ".join(key_diff(compute_key(groups[main][0][1]["key"]), compute_key(mem[0][1]["key"]))[:3])
+        main_key, this_key = (compute_key(next(rec for _, rec in groups[k])["key"]) for k in (main, kid))
+        diff = "; ".join(key_diff(main_key, this_key)[:3])
         how = ("its bits identical to theirs: compared with them" if joined[kid] == joined[main]
                else "not compared with them")
         out.drift += [f"{who}: group key {kid} differs from {len(groups[main]):,} devices' {main} ({diff}): "
