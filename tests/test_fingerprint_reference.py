@@ -70,7 +70,7 @@ def test_spec_init_writes_the_reference_only_from_three_agreeing_distinct_device
     three_hosts = derive({}, [_report(good, host=h) for h in ("a", "b", "c")])
     assert three_hosts.spec.fingerprint.key_id == good["key_id"]
     assert "fingerprint: the reference's bits from 3 distinct device(s) of group key " \
-        f"{good['key_id']} that agree on every entry of the cpu battery" in three_hosts.notes
+        f"{good['key_id']} that agree on every entry of the cpu battery" in three_hosts.said
     eight = derive({}, _report(good, devices=8))
     assert len(eight.spec.fingerprint.entries) == 56
     flipped = _rec(Plants(flip="sum-fp32/ones"))

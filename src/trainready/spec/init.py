@@ -94,6 +94,7 @@ def derive(
     (`report`: several runs give a robust low figure and the spread; spec/floors.py)."""
     reports = _reports(report)
     notes: list[str] = []
+    said: list[str] = []
     host = _section(manifest, "host")
     nvml = _section(_section(manifest, "gpu"), "nvml")
     gpus = nvml.get("gpus", []) or []
@@ -117,9 +118,9 @@ def derive(
         comm=comm,
         resume=dataclasses.replace(ResumeSpec(), ranks=ranks),
         host=_host_spec(manifest, notes),
-        fingerprint=fingerprint_spec(reports, notes),
+        fingerprint=fingerprint_spec(reports, notes, said),
     )
-    return Derived(spec, tuple(floors), tuple(notes), (f"resume.ranks = {ranks}: {why}",))
+    return Derived(spec, tuple(floors), tuple(notes), (f"resume.ranks = {ranks}: {why}", *said))
 
 
 def _host_spec(manifest: Mapping[str, Any], notes: list[str]) -> HostSpec:

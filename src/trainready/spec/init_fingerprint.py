@@ -25,7 +25,7 @@ def _device_id(rep: Mapping[str, Any], d: Mapping[str, Any]) -> str:
     return f"{rep.get('host', '?')}:{d.get('device', '?')}:{d.get('rank', d.get('index', '?'))}"
 
 
-def _devices(reports: Sequence[Mapping[str, Any]], notes: list[str]) -> dict[str, Mapping[str, Any]]:
+def _devices(reports: Sequence[Mapping[str, Any]], said: list[str]) -> dict[str, Mapping[str, Any]]:
     """Every device of every report whose `fingerprint` check passed (or warned): device id -> its record (the
     last report's where a device is in several)."""
     out: dict[str, Mapping[str, Any]] = {}
@@ -41,7 +41,7 @@ def _devices(reports: Sequence[Mapping[str, Any]], notes: list[str]) -> dict[str
             continue
         out.update({_device_id(rep, d): d for d in devices if isinstance(d, Mapping)})
     if failed:
-        notes.append(f"fingerprint: {failed} record(s) whose fingerprint check failed left out of the reference")
+        said.append(f"fingerprint: {failed} record(s) whose fingerprint check failed left out of the reference")
     return out
 
 
@@ -49,12 +49,12 @@ def _signature(d: Mapping[str, Any]) -> tuple[tuple[str, str, str], ...]:
     return tuple(sorted((e["id"], e["digest"], e["chunks"]) for e in d.get("entries", [])))
 
 
-def fingerprint_spec(reports: Sequence[Mapping[str, Any]], notes: list[str]) -> FingerprintSpec:
-    """The reference fingerprint from the largest set of agreeing distinct devices of one key and size, or an
-    empty one with the reason in `notes`."""
+def fingerprint_spec(reports: Sequence[Mapping[str, Any]], notes: list[str], said: list[str]) -> FingerprintSpec:
+    """The reference fingerprint from the largest set of agreeing distinct devices of one key and size (where it
+    came from in `said`), or an empty one with the reason in `notes`."""
     if not reports:
         return FingerprintSpec()
-    devices = _devices(reports, notes)
+    devices = _devices(reports, said)
     if not devices:
         notes.append("fingerprint: not written: no passed fingerprint check in the record(s)")
         return FingerprintSpec()
@@ -70,7 +70,7 @@ def fingerprint_spec(reports: Sequence[Mapping[str, Any]], notes: list[str]) -> 
         notes.append(f"fingerprint: not written: {why}")
         return FingerprintSpec()
     d = next(x for x in devices.values() if (str(x["key_id"]), str(x["size"]), _signature(x)) == (kid, size, sig))
-    notes.append(f"fingerprint: the reference's bits from {n} distinct device(s) of group key {kid} that agree on "
+    said.append(f"fingerprint: the reference's bits from {n} distinct device(s) of group key {kid} that agree on "
                  f"every entry of the {size} battery")
     return FingerprintSpec(key_id=kid, size=size, key=dict(d["key"]),
                            entries={e["id"]: f"{e['digest']}:{e['chunks']}" for e in d["entries"]})
