@@ -103,12 +103,13 @@ def _signature(rec: dict[str, Any]) -> Signature:
     return tuple(e["id"] for e in ents), tuple(e["digest"] for e in ents)
 
 
-def _by_signature(members: list[Member]) -> dict[Signature, list[Member]]:
+def _by_signature(members: list[Member], known: dict[int, Signature] | None = None) -> dict[Signature, list[Member]]:
     """Devices grouped by their whole battery's digests (healthy ones share one): one pass over the records, then
-    work per distinct battery, not per device and entry."""
+    work per distinct battery, not per device and entry.  `known`: signatures already taken, by record id."""
     sigs: dict[Signature, list[Member]] = {}
     for who, rec in members:
-        sigs.setdefault(_signature(rec), []).append((who, rec))
+        sig = known.get(id(rec)) if known is not None else None
+        sigs.setdefault(sig if sig is not None else _signature(rec), []).append((who, rec))
     return sigs
 
 
@@ -120,10 +121,10 @@ def _counts(sigs: dict[Signature, list[Member]]) -> dict[str, Counter[str]]:
     return counts
 
 
-def majority(members: list[Member]) -> tuple[tuple[str, str], ...] | None:
+def majority(members: list[Member], known: dict[int, Signature] | None = None) -> tuple[tuple[str, str], ...] | None:
     """Each entry's strict-majority digest, in entry order; None where any entry has none (a tie)."""
     out = []
-    for eid, c in sorted(_counts(_by_signature(members)).items()):
+    for eid, c in sorted(_counts(_by_signature(members, known)).items()):
         top, n_top = c.most_common(1)[0]
         if 2 * n_top <= sum(c.values()):
             return None
@@ -131,9 +132,10 @@ def majority(members: list[Member]) -> tuple[tuple[str, str], ...] | None:
     return tuple(out)
 
 
-def judge_group(kid: str, members: list[Member], out: Judgment, width: int = 8) -> None:
+def judge_group(kid: str, members: list[Member], out: Judgment, width: int = 8,
+                known: dict[int, Signature] | None = None) -> None:
     """One group's devices: majority per entry, deviations, the majority against float64, intermittent repeats."""
-    sigs = _by_signature(members)
+    sigs = _by_signature(members, known)
     for who, rec in members:
         for e in [e for e in rec.get("entries", ()) if e.get("repeat_mismatches")]:
             out.intermittent.append(Intermittent(who, e["id"], e["repeat_mismatches"], (e["repeat_chunk"] or 0) + 1))
@@ -167,12 +169,14 @@ def _entry(rec: dict[str, Any], eid: str) -> dict[str, Any]:
     return next((e for e in rec.get("entries", ()) if e["id"] == eid), {})
 
 
-def merged(groups: dict[str, list[Member]]) -> dict[str, list[str]]:
+def merged(groups: dict[str, list[Member]], known: dict[int, Signature] | None = None) -> dict[str, list[str]]:
     """Groups whose majorities are identical entry for entry, merged: the largest key of each -> its keys."""
+    if len(groups) < 2:
+        return {k: [k] for k in groups}
     out: dict[str, list[str]] = {}
     by_majority: dict[tuple[tuple[str, str], ...], str] = {}
     for kid in sorted(groups, key=lambda k: (-len(groups[k]), k)):
-        maj = majority(groups[kid])
+        maj = majority(groups[kid], known)
         into = by_majority.get(maj) if maj is not None else None
         if into is None:
             out[kid] = [kid]
@@ -229,13 +233,14 @@ def judge(members: list[Member], width: int = 8) -> Judgment:
         groups.setdefault(group_of(rec), []).append((who, rec))
     out.groups = {k: len(v) for k, v in groups.items()}
     main = max(groups, key=lambda k: (len(groups[k]), k)) if groups else ""
+    known = {id(rec): _signature(rec) for _, rec in members}  # each battery's signature taken once
     joined: dict[str, str] = {}
-    for head, kids in merged(groups).items():
+    for head, kids in merged(groups, known).items():
         out.judged[head] = tuple(kids)
         mem = [m for k in kids for m in groups[k]]
         joined.update({k: head for k in kids})
         out.judged_in.update({who: head for who, _ in mem})
-        judge_group(head, mem, out, width)
+        judge_group(head, mem, out, width, known)
         if len(mem) < MIN_GROUP:
             out.small.append(_small(head, mem))
         _facts_drift(mem, out)

@@ -42,8 +42,12 @@ def compute_key(key: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def group_of(rec: Mapping[str, Any]) -> str:
-    """The group a device's record is judged in: the id of its compute key."""
-    return key_id(compute_key(rec.get("key") or {}))
+    """The group a device's record is judged in: the id of its compute key (a record of a versioned battery
+    carries it as `key_id`, its key holding no fact; an older record's is computed again)."""
+    key = rec.get("key") or {}
+    if "battery" in key and rec.get("key_id") and not any(f in key for f in FACTS):
+        return str(rec["key_id"])
+    return key_id(compute_key(key))
 
 
 def battery_of(key: Mapping[str, Any]) -> str:
