@@ -108,12 +108,14 @@ def failed_for(j: Judgment, ref: RefResult) -> list[str]:
     return [k for k, found in kinds if found]
 
 
-def outcome_of(spec: Any, recs: list[dict[str, Any]], size: str, repeats: int) -> Outcome:
+def outcome_of(spec: Any, recs: list[dict[str, Any]], size: str, repeats: int,
+               extra: dict[str, Any] | None = None) -> Outcome:
     """The verdict on every device's record: judged together (fingerprint/judge.py), then against the spec's
-    reference fingerprint."""
+    reference fingerprint; `extra`: more of the run's details to record beside them."""
     j = judge([(who(r), r) for r in recs])
     ref = against_reference(spec, recs, who)
-    details = {"schema": SCHEMA, "devices": recs, "reference": ref.summary, "failed_for": failed_for(j, ref)}
+    details = {"schema": SCHEMA, "devices": recs, "reference": ref.summary, "failed_for": failed_for(j, ref),
+               **(extra or {})}
     metrics = tuple(metrics_of(recs, j))
     bad = [d.line() for d in j.deviations] + [i.line() for i in j.intermittent] + \
         [s.line() for s in j.shared] + ref.failures
