@@ -1,5 +1,5 @@
 """Fleet aggregation of fingerprints: 640 nodes x 8 GPUs of synthetic records (the battery's 56 entries, 64 chunk
-digests each, one group key, each node's records read back from JSON), three GPUs planted with one differing chunk and one node with a drifted key; the
+digests each, one group key, each node's records read back from JSON), three GPUs planted with one differing chunk, one node with a drifted key (cuBLAS) and one with another driver (a recorded fact); the
 aggregation (`fingerprint/fleet.py` `aggregate`) timed, against the 1 s budget, side by side with building the
 records.
 
@@ -42,20 +42,22 @@ def healthy_entries() -> list[dict]:
 
 
 def fleet(nodes: int, gpus: int) -> dict[str, list[dict]]:
-    key = {"model": "NVIDIA H100 80GB HBM3", "sm_count": 132, "driver": "580.159.04", "cublas": "13.1.0"}
+    key = {"model": "NVIDIA H100 80GB HBM3", "sm_count": 132, "cublas": "13.1.0", "battery": 1}
     base = healthy_entries()
     out = {}
     for n in range(nodes):
         out[f"node{n:03d}"] = [{"rank": g, "device": f"cuda:{g}", "index": str(g), "serial": f"1651{n:04d}{g:02d}",
-                                "key": key, "key_id": key_id(key), "entries": base} for g in range(gpus)]
+                                "key": key, "key_id": key_id(key), "entries": base, "vbios": "96.00.CF.00.01",
+                                "driver": "580.159.04", "ecc_mode": "enabled"} for g in range(gpus)]
     for n, g, c in ((17, 3, 12), (300, 0, 0), (611, 7, 63)):  # a deviating GPU: one chunk differs
         rec = out[f"node{n:03d}"][g] = copy.deepcopy(out[f"node{n:03d}"][g])
         e = rec["entries"][13]
         e["chunks"] = e["chunks"][:8 * c] + "deadbeef" + e["chunks"][8 * c + 8:]
         e["digest"] = _hex(e["chunks"], 64)
-    drift = dict(key, driver="575.57.08")
+    drift = dict(key, cublas="13.0.2")  # another cuBLAS: another group key (a driver is a recorded fact)
     for rec in out["node042"]:
         rec["key"], rec["key_id"] = drift, key_id(drift)
+    out["node043"] = [dict(r, driver="575.57.08") for r in out["node043"]]  # another driver: a recorded fact
     # each node's records as its own JSON document read back: distinct objects per GPU, as a fleet run reads them
     return {n: json.loads(json.dumps(v)) for n, v in out.items()}
 

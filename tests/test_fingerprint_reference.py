@@ -29,8 +29,10 @@ def _rec(plants: Plants = Plants()) -> dict:
             **run_battery("cpu", "cpu", 2, plants)}
 
 
-def _report(rec: dict, status: str = "pass") -> dict:
-    return {"results": [{"name": "fingerprint", "status": status, "details": {"devices": [rec]}}]}
+def _report(rec: dict, status: str = "pass", devices: int = 1, host: str = "ref") -> dict:
+    """A node record's `fingerprint` result with `devices` ranks of `rec`'s bits."""
+    return {"host": host, "results": [{"name": "fingerprint", "status": status, "details": {"devices": [
+        dict(rec, rank=r, index=str(r)) for r in range(devices)]}}]}
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +42,7 @@ def good() -> dict:
 
 @pytest.fixture(scope="module")
 def ref_spec(good) -> NodeSpec:
-    return derive({}, _report(good)).spec
+    return derive({}, _report(good, devices=3)).spec
 
 
 def test_spec_init_keeps_the_reference_fingerprint_and_it_loads_back(good, ref_spec):
@@ -52,9 +54,29 @@ def test_spec_init_keeps_the_reference_fingerprint_and_it_loads_back(good, ref_s
 
     back = load_dataclass(NodeSpec, tomllib.loads(dump_toml(ref_spec)), "spec.toml")
     assert back.fingerprint == fp
-    failed = derive({}, _report(good, "fail"))
+    failed = derive({}, _report(good, "fail", devices=8))
     assert failed.spec.fingerprint == FingerprintSpec()
-    assert any(n.startswith("fingerprint: no passed fingerprint check") for n in failed.notes)
+    assert "fingerprint: not written: no passed fingerprint check in the record(s)" in failed.notes
+
+
+def test_spec_init_writes_the_reference_only_from_three_agreeing_distinct_devices(good):
+    """A lone device's bits would become the standard, a flipped bit in it included: one device is not written,
+    nor one device in three records; three devices of one record, or of three records, are."""
+    one = derive({}, _report(good))
+    assert one.spec.fingerprint == FingerprintSpec()
+    assert any(n.startswith("fingerprint: not written: 1 distinct device(s) of group key") for n in one.notes)
+    again = derive({}, [_report(good), _report(good), _report(good)])  # one GPU run three times: one device
+    assert again.spec.fingerprint == FingerprintSpec()
+    three_hosts = derive({}, [_report(good, host=h) for h in ("a", "b", "c")])
+    assert three_hosts.spec.fingerprint.key_id == good["key_id"]
+    assert "fingerprint: the reference's bits from 3 distinct device(s) of group key " \
+        f"{good['key_id']} that agree on every entry of the cpu battery" in three_hosts.said
+    eight = derive({}, _report(good, devices=8))
+    assert len(eight.spec.fingerprint.entries) == 56
+    flipped = _rec(Plants(flip="sum-fp32/ones"))
+    split = derive({}, [_report(good, devices=3, host="a"), _report(flipped, devices=3, host="b")])
+    assert split.spec.fingerprint == FingerprintSpec()  # 3 against 3: no strict majority says which is right
+    assert any("3 distinct device(s)" in n and "6 of that key" in n for n in split.notes)
 
 
 def test_a_node_differing_from_the_reference_is_named_before_the_same_bits_pass(good, ref_spec):
@@ -65,9 +87,13 @@ def test_a_node_differing_from_the_reference_is_named_before_the_same_bits_pass(
     ok = against_reference(ref_spec, [good], lambda r: f"rank {r['rank']}")
     assert ok.failures == [] and ok.notes[0].startswith("1 device(s) bit for bit against the reference")
     other = copy.deepcopy(flipped)
-    other["key_id"] = "0" * 12  # another key: drift, never compared (so the flip is not this comparison's)
+    other["key"] = dict(other["key"], torch="2.12.0")  # another key: drift, never compared (the flip is not its)
+    other["key_id"] = key_id(other["key"])
     drift = against_reference(ref_spec, [other], lambda r: f"rank {r['rank']}")
-    assert drift.failures == [] and "no device has the reference's key" in drift.notes[0]
+    assert drift.failures == [] and drift.notes == []
+    assert drift.warnings == [f"reference fingerprint not compared on 1 device(s): group key {other['key_id']} differs "
+                              f"from the reference's {good['key_id']} (torch: {good['key']['torch']} vs 2.12.0): "
+                              "configuration drift"]
     none = against_reference(default_spec(), [good], lambda r: "x")
     assert none.failures == [] and none.summary["compared"] is False
 

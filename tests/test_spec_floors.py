@@ -124,7 +124,7 @@ def test_every_floor_is_written_or_said_why_not(tmp_path) -> None:
     assert "no message size in the averaging window" in said and "check 'comm' failed" in said
     assert "software.image_digest: unknown" in said
     assert "host.pins: the reference's manifest has no host_settings" in said  # this manifest has none
-    assert "fingerprint: no passed fingerprint check in the record(s); no reference fingerprint written" in said
+    assert "fingerprint: not written: no passed fingerprint check in the record(s)" in said
     text = d.comment() + dump_toml(d.spec)
     assert text.count("# NOT WRITTEN: ") == len(d.notes) == 7
     p = tmp_path / "fleet.toml"

@@ -51,14 +51,6 @@ class CheckpointWriteError(CheckpointError):
     """Saving a checkpoint failed (disk full, quota, I/O error); names the path; nothing was published."""
 
 
-class RankFailure(TrainreadyError):
-    """One or more distributed ranks failed, hung or died; names them."""
-
-    def __init__(self, message: str, ranks: tuple[int, ...]) -> None:
-        self.ranks = ranks
-        super().__init__(message)
-
-
 # Import name → the distribution pip installs it from (pyproject.toml's dependencies).
 PIP_NAMES = {"typer": "typer", "rich": "rich", "torch": "torch", "numpy": "numpy", "pynvml": "nvidia-ml-py",
              "tomli": "tomli", "click": "typer"}

@@ -16,9 +16,9 @@ from typing import Any
 from trainready.devices.parallel import local_devices
 from trainready.devices.world import local_world, usable_cores
 from trainready.fingerprint.battery import WORKSPACE
-from trainready.fingerprint.judge import Judgment, judge
+from trainready.fingerprint.judge import MIN_GROUP, Judgment, judge
 from trainready.fingerprint.rank import SCHEMA
-from trainready.fingerprint.reference import against_reference
+from trainready.fingerprint.reference import RefResult, against_reference
 from trainready.ranks.launch import launch
 from trainready.records import Level, Metric, Outcome, Status, Threshold
 from trainready.suite.base import Check, CheckContext, register
@@ -98,28 +98,41 @@ class FingerprintCheck(Check):
         recs, why = collect(ctx, size, repeats, self.timeout_for(ctx))
         if not recs:
             return Outcome(Status.FAIL, why, remedy=REMEDY)
-        j = judge([(who(r), r) for r in recs])
-        ref = against_reference(ctx.spec, recs, who)
-        details = {"schema": SCHEMA, "devices": recs, "reference": ref.summary}
-        return self._verdict(recs, j, ref.failures, ref.notes, size, repeats, details)
+        return outcome_of(ctx.spec, recs, size, repeats)
 
-    @staticmethod
-    def _verdict(recs: list[dict[str, Any]], j: Judgment, ref_bad: list[str], ref_notes: list[str], size: str,
-                 repeats: int, details: dict[str, Any]) -> Outcome:
-        metrics = tuple(metrics_of(recs, j))
-        bad = [d.line() for d in j.deviations] + [i.line() for i in j.intermittent] + \
-            [s.line() for s in j.shared] + ref_bad
-        n_entries = len(recs[0]["entries"])
-        left = sorted({k for r in recs for k in r["left_out"]})
-        what = f"{n_entries} entries ({size} battery, {repeats} repeats) on {len(recs)} device(s)" + \
-            (f"; left out: {', '.join(left)}" if left else "")
-        if bad:
-            return Outcome(Status.FAIL, first_of(bad, 4), metrics, remedy=REMEDY, details=details)
-        if j.drift or j.unknown:
-            return Outcome(Status.WARN, first_of(j.drift + j.unknown, 3) + f" ({what})", metrics,
-                           remedy="Configuration drift: make the devices' driver, VBIOS, libraries and settings "
-                                  "the same, then rerun; drifted devices are not compared.", details=details)
-        alone = "; one device of its key: nothing to compare within the node" if max(j.groups.values()) < 2 else ""
-        notes = ("; " + "; ".join(ref_notes)) if ref_notes else ""
-        return Outcome(Status.PASS, f"{what}: identical bits across each key, repeats identical, every answer within "
-                       f"its float64 rounding bound{alone}{notes}", metrics, details=details)
+
+def failed_for(j: Judgment, ref: RefResult) -> list[str]:
+    """What the check failed for, as data the fleet reads (cluster/judge/fingerprints.py `rejudged`)."""
+    kinds = [("deviation", j.deviations), ("intermittent", j.intermittent), ("shared", j.shared),
+             ("reference", ref.failures)]
+    return [k for k, found in kinds if found]
+
+
+def outcome_of(spec: Any, recs: list[dict[str, Any]], size: str, repeats: int,
+               extra: dict[str, Any] | None = None) -> Outcome:
+    """The verdict on every device's record: judged together (fingerprint/judge.py), then against the spec's
+    reference fingerprint; `extra`: more of the run's details to record beside them."""
+    j = judge([(who(r), r) for r in recs])
+    ref = against_reference(spec, recs, who)
+    details = {"schema": SCHEMA, "devices": recs, "reference": ref.summary, "failed_for": failed_for(j, ref),
+               **(extra or {})}
+    metrics = tuple(metrics_of(recs, j))
+    bad = [d.line() for d in j.deviations] + [i.line() for i in j.intermittent] + \
+        [s.line() for s in j.shared] + ref.failures
+    left = sorted({k for r in recs for k in r["left_out"]})
+    what = f"{len(recs[0]['entries'])} entries ({size} battery, {repeats} repeats) on {len(recs)} device(s)" + \
+        (f"; left out: {', '.join(left)}" if left else "")
+    if bad:
+        return Outcome(Status.FAIL, first_of(bad, 4), metrics, remedy=REMEDY, details=details)
+    small = [line for _, line in j.small] if len(j.judged) > 1 else []  # a device alone beside the node's others
+    if j.drift or j.unknown or small or ref.warnings:
+        return Outcome(Status.WARN, first_of(j.drift + j.unknown + small + ref.warnings, 3) + f" ({what})", metrics,
+                       remedy="Configuration drift: make the devices' MIG mode, VBIOS, driver, libraries and settings "
+                              "the same (or the spec's reference fingerprint this battery's), then rerun; devices of "
+                              "another group key are not compared.", details=details)
+    few = len(recs) < MIN_GROUP
+    alone = f"; {len(recs)} device(s) of one key, fewer than {MIN_GROUP}: no majority to compare with within " \
+        "the node" if few else ""
+    notes = ("; " + "; ".join(ref.notes)) if ref.notes else ""
+    return Outcome(Status.PASS, f"{what}: identical bits across each key, repeats identical, every answer within "
+                   f"its float64 rounding bound{alone}{notes}", metrics, details=details)

@@ -19,7 +19,7 @@ import contextlib
 from typing import Any, Iterator
 
 from trainready.devices.parallel import DeviceRun, local_devices, on_each_device
-from trainready.numerics.bounds import FALSE_ALARM, element_bounds, flip_bit, to_tf32_values, top_bit
+from trainready.numerics.bounds import FALSE_ALARM, bits_view, element_bounds, flip_bit, to_tf32_values, top_bit
 from trainready.records import Level, Metric, Outcome, Status, Threshold
 from trainready.suite.base import Check, CheckContext, register
 from trainready.util.listing import first_of
@@ -121,10 +121,8 @@ def matmul_on_device(device: str, dtype: str, inputs: dict[str, Any], corrupt: b
         for c in (c1, c2):
             flip_bit(c, flip_target(ref, a.shape[1]), top_bit(dtype))
     if nondet:
-        iv = c2.view(torch.int16 if tdt == torch.bfloat16 else torch.int32).view(-1)
-        iv[0] ^= 1  # flip the last significand bit of one element: one ulp
-    ity = torch.int16 if tdt == torch.bfloat16 else torch.int32
-    repeat_bad = int((c1.view(ity) != c2.view(ity)).sum())
+        flip_bit(c2, 0, 0)  # the last significand bit of one element: one ulp
+    repeat_bad = int((bits_view(c1) != bits_view(c2)).sum())
 
     m, k = a.shape
     mm, nn, kk = size or (m, b.shape[1], k)

@@ -46,7 +46,7 @@ CHECK_CLASS: dict[str, str] = {
 # The cross-node findings' checks (cluster/tasks/crosschecks.py, collective.py) and other fleet cause keys.
 CAUSE_CLASS: dict[str, str] = {
     "clock": SOFTWARE, "limits": SOFTWARE, "hosts": SOFTWARE, "storage": FABRIC, "collective": FABRIC,
-    "fingerprint": HARDWARE, "image differs": SOFTWARE, "drift": SOFTWARE, "host": SOFTWARE,
+    "fingerprint": HARDWARE, "fingerprint answer": SOFTWARE, "image differs": SOFTWARE, "drift": SOFTWARE, "host": SOFTWARE,
     "no result": SOFTWARE, "rejected": SOFTWARE, "fabric": FABRIC,  # fabric drift (judge/fabricdrift.py)
 }
 

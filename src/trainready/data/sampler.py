@@ -91,11 +91,6 @@ class SequenceSampler:
             position += 1
         return np.concatenate(out) if out else np.empty(0, dtype=np.int64)
 
-    @property
-    def samples_seen(self) -> int:
-        """Sequences this rank has taken since epoch 0 began."""
-        return (self.epoch * self.batches_per_epoch + self.position) * self.batch_size
-
     # -- state ---------------------------------------------------------------------------------
     @property
     def fingerprint(self) -> str:

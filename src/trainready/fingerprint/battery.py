@@ -26,6 +26,11 @@ from trainready.fingerprint import ops as ops_mod
 from trainready.fingerprint.ops import OPS, Op
 from trainready.fingerprint.patterns import BLOCK, PATTERNS
 
+# The battery's version, recorded in the group key: raise it with any change that can change a device's bits or
+# the key's wording (an op, a shape, an input pattern, a setting, the hashing).  Devices and a reference of
+# another version are not compared ("not compared: battery 1 vs 2"); tests/test_fingerprint_key.py pins the
+# key's fields and settings' wording to this number.
+VERSION = 1
 CHUNKS = 64  # hashed regions per output (fewer when it has fewer elements)
 CHUNK_HEX = 8  # hex digits kept of each chunk's SHA-256 (the entry's digest hashes the whole chunk digests)
 # How the inputs are made (patterns.py, ops._operand): a battery whose inputs are made otherwise gives other bits

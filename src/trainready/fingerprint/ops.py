@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from trainready.fingerprint.patterns import MANT_BITS, random_base, walking_bits
+from trainready.fingerprint.patterns import random_base, walking_bits
 from trainready.numerics import opbounds
-from trainready.numerics.bounds import to_tf32_values
+from trainready.numerics.bounds import MANT_BITS, to_tf32_values
 
 LN_EPS = 1e-5  # layer norm's epsilon (torch's default)
 

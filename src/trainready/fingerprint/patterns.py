@@ -18,14 +18,13 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from trainready.numerics.bounds import MANT_BITS  # stored significand bits of each input format
+
 PATTERNS = ("random-7", "ones", "walking-bits", "large-exp")
 SEED = 7
 BLOCK = 2048 * 2048  # elements per independently seeded random block (the quick GEMM's operand: one block)
 BLOCK_SEED_STRIDE = 7919  # block b's seed: SEED + operand + 7919·b (a prime, so no two (operand, block) collide
 #                           for the < 7919 operands and blocks a battery draws)
-
-# Stored significand bits of each input format (IEEE 754 / OCP FP8 e4m3).
-MANT_BITS = {"fp64": 52, "fp32": 23, "tf32": 10, "bf16": 7, "fp16": 10, "fp8": 3}
 
 
 def make(pattern: str, shape: tuple[int, ...], dtype: str, operand: int = 0, scale_exp: int = 0) -> Any:

@@ -33,9 +33,10 @@ U_ACC = 2.0**-23  # fp32 accumulation inside tensor cores may truncate (Fasi, Hi
 #                   "Numerical behavior of NVIDIA tensor cores", PeerJ CS 7:e330): the truncation roundoff
 U_F64 = 2.0**-53  # the float64 reference's own accumulation (K terms): ~1e-13 relative, negligible, still added
 
-# Explicit (stored) significand bits of each format: a flip of stored bit b (0 = last) changes the value
-# by 2^(e - (MANT_BITS - b)) where 2^e <= |x| < 2^(e+1).
-MANT_BITS = {"fp32": 23, "tf32": 10, "bf16": 7}
+# Explicit (stored) significand bits of each format (IEEE 754 binary64/32/16, bfloat16, NVIDIA TF32, OCP FP8
+# e4m3): a flip of stored bit b (0 = last) changes the value by 2^(e - (MANT_BITS - b)) where 2^e <= |x| <
+# 2^(e+1).  The one table: the matmul bounds, the fingerprint's output ulps and its walking-bits inputs read it.
+MANT_BITS = {"fp64": 52, "fp32": 23, "tf32": 10, "bf16": 7, "fp16": 10, "fp8": 3}
 TF32_DROP = 23 - 10  # low fp32 significand bits that tf32 does not keep
 
 
@@ -107,12 +108,16 @@ def to_tf32_values(x: Any) -> Any:
     return bits.view(torch.float32)
 
 
-def flip_bit(c: Any, flat_index: int, bit: int) -> None:
-    """Planted fault: flip stored bit `bit` (0 = last significand bit) of one element, in place."""
+def bits_view(c: Any) -> Any:
+    """The tensor's bits as the signed integer type of its element size (a view: writes go through)."""
     import torch
 
-    iv = c.view(torch.int16 if c.dtype == torch.bfloat16 else torch.int32).view(-1)
-    iv[flat_index] ^= 1 << bit
+    return c.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[c.element_size()])
+
+
+def flip_bit(c: Any, flat_index: int, bit: int) -> None:
+    """Planted fault: flip stored bit `bit` (0 = last significand bit) of one element, in place."""
+    bits_view(c).view(-1)[flat_index] ^= 1 << bit
 
 
 def top_bit(dtype: str) -> int:

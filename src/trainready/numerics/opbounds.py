@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainready.numerics.bounds import U_ACC, U_F64, gamma, gamma_tilde, half_ulp, confidence_lambda
+from trainready.numerics.bounds import MANT_BITS, U_ACC, U_F64, gamma, gamma_tilde, half_ulp, confidence_lambda
 
 U = U_ACC
-# Stored significand bits and smallest normal of each output format (IEEE 754; bf16 shares fp32's exponent).
-OUT_BITS = {"fp64": 52, "fp32": 23, "bf16": 7, "fp16": 10}
+OUT_BITS = MANT_BITS  # stored significand bits of each output format: bounds.MANT_BITS, the one table
+# Smallest normal of each output format (IEEE 754; bf16 shares fp32's exponent).
 FLOOR = {"fp64": 2.0**-1022, "fp32": 2.0**-126, "bf16": 2.0**-126, "fp16": 2.0**-14}
 # Accumulation roundoff of each GEMM input format.  FP8 tensor-core GEMMs on Hopper keep about 14 significand
 # bits in their accumulator (DeepSeek-V3 Technical Report, 2024, §3.3.2): 2^-13 taken as its roundoff.

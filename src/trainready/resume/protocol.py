@@ -205,7 +205,3 @@ def _failed(pc: ProtocolConfig, done: RunDone, plan: dict[str, str], details: di
                        remedy="The filesystem of --dir filled or failed during the save; free space there "
                        "(or give another --dir) and run again.", details=details)
     return None
-
-
-def config_for(train: TrainConfig, **changes: Any) -> TrainConfig:
-    return dataclasses.replace(train, **changes)

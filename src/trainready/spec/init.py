@@ -23,7 +23,8 @@ from trainready.spec.figures import sig as _sig
 from trainready.spec.floors import Floor, compute_floor
 from trainready.spec.init_comm import comm_spec as _comm_spec
 from trainready.spec.init_fabric import fabric_spec
-from trainready.spec.model import ComputeSpec, FingerprintSpec, GpuSpec, HostSpec, NodeSpec, ResumeSpec, SoftwareSpec
+from trainready.spec.init_fingerprint import fingerprint_spec
+from trainready.spec.model import ComputeSpec, GpuSpec, HostSpec, NodeSpec, ResumeSpec, SoftwareSpec
 
 # Metric names written by the checks (checks/throughput.py, checks/comm.py).
 GEMM_METRIC = "gemm_bf16"
@@ -94,6 +95,7 @@ def derive(
     (`report`: several runs give a robust low figure and the spread; spec/floors.py)."""
     reports = _reports(report)
     notes: list[str] = []
+    said: list[str] = []
     host = _section(manifest, "host")
     nvml = _section(_section(manifest, "gpu"), "nvml")
     gpus = nvml.get("gpus", []) or []
@@ -117,10 +119,10 @@ def derive(
         comm=comm,
         resume=dataclasses.replace(ResumeSpec(), ranks=ranks),
         host=_host_spec(manifest, notes),
-        fingerprint=_fingerprint_spec(reports, notes),
+        fingerprint=fingerprint_spec(reports, notes, said),
         fabric=fabric_spec(manifest, notes),
     )
-    return Derived(spec, tuple(floors), tuple(notes), (f"resume.ranks = {ranks}: {why}",))
+    return Derived(spec, tuple(floors), tuple(notes), (f"resume.ranks = {ranks}: {why}", *said))
 
 
 def _host_spec(manifest: Mapping[str, Any], notes: list[str]) -> HostSpec:
@@ -212,19 +214,3 @@ def _compute_spec(reports: list[Mapping[str, Any]], tolerance: float, gpus: int,
             notes.append(f"compute.{key}: no {metric} figure in the record(s) (the throughput check did not run "
                          "or did not pass); not written")
     return ComputeSpec(gemm_tflops_min=out.get("gemm_tflops_min"), hbm_gbps_min=out.get("hbm_gbps_min"))
-
-
-def _fingerprint_spec(reports: list[Mapping[str, Any]], notes: list[str]) -> FingerprintSpec:
-    """The reference's fingerprint: from the last record whose `fingerprint` check passed, its first device (all
-    its devices of that key agreed bit for bit, or the check would not have passed)."""
-    for rep in reversed(reports):
-        res = next((r for r in rep.get("results", []) if r.get("name") == "fingerprint"), None)
-        devices = _section(res or {}, "details").get("devices") or []
-        if res is None or res.get("status") != "pass" or not devices:
-            continue
-        d = devices[0]
-        return FingerprintSpec(key_id=str(d["key_id"]), size=str(d["size"]), key=dict(d["key"]),
-                               entries={e["id"]: f"{e['digest']}:{e['chunks']}" for e in d["entries"]})
-    if reports:
-        notes.append("fingerprint: no passed fingerprint check in the record(s); no reference fingerprint written")
-    return FingerprintSpec()

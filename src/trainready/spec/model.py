@@ -278,7 +278,7 @@ class FingerprintSpec:
     size: str = doc_field("", "Battery size the reference ran (cpu, quick, standard): only a run of the same size "
                           "and key is compared with it.")
     key: dict[str, Any] = doc_field(default_factory=dict, doc="The reference's group key (GPU model, SM count, "
-                                    "compute capability, MIG, ECC, VBIOS, driver, CUDA, cuBLAS, torch, settings).")
+                                    "compute capability, MIG, CUDA, cuBLAS, torch, the battery's version, settings).")
     entries: dict[str, str] = doc_field(default_factory=dict, doc="Battery entry (op/pattern) → the reference's "
                                         "SHA-256 and its chunk digests, 'DIGEST:CHUNKS' (docs/checks-compute.md).")
 

@@ -32,11 +32,6 @@ RECORD_VAR = "TRAINREADY_IMAGE_RECORD"  # the image record's facts as JSON (trai
 PLANT = "cluster.image"  # --plant cluster.image=NODE:PATH: that node is given another squashfs (a test run)
 
 
-def is_file_ref(image: str) -> bool:
-    """A local squashfs path (Pyxis: an absolute or ./ path), not a registry reference."""
-    return image.startswith(("/", "./", "../"))
-
-
 def digest(image: str | None) -> str | None:
     """The digest a reference pins ('...@sha256:HEX'), else None."""
     m = re.search(r"@(sha256:[0-9a-f]{64})$", image or "")

@@ -20,6 +20,7 @@ from typing import Any, Mapping, Sequence
 from trainready.cluster.judge import fabricdrift
 from trainready.cluster.judge.fingerprints import CHECK as FINGERPRINT_CHECK
 from trainready.cluster.judge.fingerprints import judge_fleet as judge_fingerprints
+from trainready.cluster.judge.fingerprints import rejudged
 from trainready.cluster.judge.stats import RobustBound, robust_bound
 from trainready.cluster.tasks.crosschecks import Finding
 from trainready.cluster.tasks.layout import FLEET_SCHEMA
@@ -188,10 +189,11 @@ def record_reasons(ni: NodeInput, ref: tuple[str, dict[str, str], bool]) -> list
     assert ni.record is not None
     ref_name, versions, by_prefix = ref
     # a failed `host` check is judged again from the node's settings (hostdrift), where a pin every node misses
-    # is the fleet's cause and rejects no node
+    # is the fleet's cause and rejects no node; so is a `fingerprint` check failed only for a wrong answer its
+    # devices share, from its devices' records (fingerprints.py: the fleet's, or this node's alone)
     out = [(f"check {r.get('name')}", f"check {r.get('name')}: {str(r.get('status')).upper()}: {r.get('message', '')}")
            for r in (ni.record.get("report") or {}).get("results", []) if r.get("status") in BAD
-           and not (r.get("name") == "host" and r.get("status") == "fail")]
+           and not (r.get("name") == "host" and r.get("status") == "fail") and not rejudged(r)]
     mine = dict(ni.record.get("versions") or {})
     rows = drift.diff_pins(versions, mine) if by_prefix else (drift.diff(versions, mine) if versions else [])
     image = [r for r in rows if r[0] == "image_sha256"]
