@@ -226,9 +226,10 @@ def run_fleet(opts: FleetOptions, say: steps.Progress, kind: str = "run",
                                   fs.switch_causes, opts.topology)
     dp = guard.plan(verdict, opts.max_drain, named, fs.switch_causes)
     impact = sacct.for_run(opts.results, verdict.rejected, str(context["finished"]), fs.coverage_days)
-    verdict = dataclasses.replace(verdict, guard=dp.to_json(), context={**verdict.context, "job_impact": impact})
+    verdict = dataclasses.replace(verdict, guard=dp.to_json(), context={
+        **verdict.context, "job_impact": {n: i.to_json() for n, i in impact.items()}})
     if opts.drain and not runstate.read(here.results).get("drained"):
-        ledger.drain_rejected(opts.results, verdict, say, dp)
+        ledger.drain_rejected(opts.results, verdict, say, dp, impact)  # the RMA folders say the same jobs
         runstate.save(here.results, drained=True)
     return verdict
 

@@ -18,13 +18,14 @@ import getpass
 import json
 import socket
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from trainready.cluster import reasons as vocab
 from trainready.cluster import rma
 from trainready.cluster.control import slurm
 from trainready.cluster.judge.guard import DrainPlan
 from trainready.cluster.judge.verdict import FleetVerdict
+from trainready.cluster.sacct import JobImpact
 from trainready.cluster.tasks.layout import LEDGER
 
 REASON_MAX = 200  # characters of the drain reason (Slurm keeps it as given; sinfo -R shows it)
@@ -77,10 +78,10 @@ def whole(source: str, klass: str, reasons: Sequence[str]) -> dict[str, str]:
 
 
 def drain_rejected(results: Path, verdict: FleetVerdict, say: Callable[[str], None],
-                   guard: DrainPlan | None = None) -> list[str]:
+                   guard: DrainPlan | None = None, jobs: Mapping[str, JobImpact] | None = None) -> list[str]:
     """Drain each rejected node the guard allows (all of them without a guard: resume drains again the nodes
-    it re-validated), never over an administrator's drain; nodes not tested are never touched.  The nodes
-    drained."""
+    it re-validated), never over an administrator's drain; nodes not tested are never touched; `jobs`: the
+    run's job impact per node, handed to each RMA folder.  The nodes drained."""
     rejected = [n for n in verdict.nodes if n.rejected]
     if guard is not None and guard.held:
         say(guard.why)
@@ -107,7 +108,7 @@ def drain_rejected(results: Path, verdict: FleetVerdict, say: Callable[[str], No
         say(f"{nv.node}: NOT drained: {failed}" if failed else f"{nv.node}: drained ({reason})")
         if not failed:
             drained.append(nv.node)
-            rma.after_drain(results, nv.node, nv.record or None, say)  # RESULTS/rma/NODE/: the vendor's evidence
+            rma.after_drain(results, nv.node, nv.record or "", say, jobs=(jobs or {}).get(nv.node))  # RESULTS/rma/NODE/
     return drained
 
 

@@ -12,7 +12,7 @@ import re
 import shlex
 import subprocess
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from trainready.cluster.control import outage
 from trainready.errors import ControllerDown, SlurmError
@@ -38,25 +38,34 @@ STUCK = frozenset({"ReqNodeNotAvail", "PartitionDown", "PartitionInactive", "Nod
                    "InvalidAccount", "InvalidQOS", "ReservationDeleted", "Reservation", "resv_not_found"})
 
 
-def call(argv: Sequence[str], timeout: float = CALL_TIMEOUT_S, stdin: str | None = None) -> str:
-    """Run one Slurm command (`stdin`: the commands it reads, for `scontrol`); its stdout, or one SlurmError
-    line (missing, refused, non-zero exit).  A controller that does not answer is waited for where a fleet
-    command set a Patience (outage.py); an sbatch only when its request surely never arrived."""
-    return outage.through(lambda: _call_once(argv, timeout, stdin), shlex.join(argv[:3]), resend=argv[0] != "sbatch")
+DBD_COMMANDS = frozenset({"sacct", "sacctmgr"})  # they ask slurmdbd, not slurmctld: its silence is no controller outage
 
 
-def _call_once(argv: Sequence[str], timeout: float, stdin: str | None) -> str:
+def call(argv: Sequence[str], timeout: float = CALL_TIMEOUT_S, stdin: str | None = None,
+         env: Mapping[str, str] | None = None) -> str:
+    """Run one Slurm command (`stdin`: what `scontrol` reads; `env`: set for it alone); its stdout, or one SlurmError
+    line.  A silent controller is waited for where a fleet command set a Patience (outage.py), an sbatch only when
+    its request surely never arrived; a silent slurmdbd (sacct, sacctmgr) is a SlurmError at once."""
+    if argv[0] in DBD_COMMANDS:
+        return _call_once(argv, timeout, stdin, env, controller=False)
+    return outage.through(lambda: _call_once(argv, timeout, stdin, env), shlex.join(argv[:3]), resend=argv[0] != "sbatch")
+
+
+def _call_once(argv: Sequence[str], timeout: float, stdin: str | None, env: Mapping[str, str] | None = None,
+               controller: bool = True) -> str:
     try:
-        p = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, input=stdin)
+        p = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, input=stdin,
+                           env={**os.environ, **env} if env else None)
     except FileNotFoundError:
         raise SlurmError(f"{argv[0]}: not found (run on a Slurm login node; for a test cluster on this host: "
                          "scripts/local-slurm.sh up)") from None
     except subprocess.TimeoutExpired:
         words = f"no answer within {timeout:.0f} s"
-        raise ControllerDown(f"{shlex.join(argv[:3])}: {words}", words, unsent=False) from None
+        raise (ControllerDown(f"{shlex.join(argv[:3])}: {words}", words, unsent=False) if controller
+               else SlurmError(f"{shlex.join(argv[:3])}: {words}")) from None
     if p.returncode != 0:
         words = " ".join((p.stderr or p.stdout).split()) or f"exit code {p.returncode}"
-        if (down := outage.silent(shlex.join(argv[:3]), words)) is not None:
+        if controller and (down := outage.silent(shlex.join(argv[:3]), words)) is not None:
             raise down
         raise SlurmError(f"{shlex.join(argv[:3])}: {words[:300]}")
     return p.stdout

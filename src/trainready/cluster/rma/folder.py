@@ -82,9 +82,9 @@ def _free(p: Path) -> Path:
 
 def _fill(stage: Stage, ev: Evidence, tools: Sequence[ToolRun], tool_dir: Path | None) -> None:
     facts = {k: v for k, v in dataclasses.asdict(ev).items() if k not in ("record", "history")}
-    facts["jobs"] = {**dataclasses.asdict(ev.jobs), "text": ev.jobs.text()}
+    facts["jobs"] = ev.jobs.vendor_json()  # counts, ids and states: other users' names stay in the fleet record
     stage.json("facts.json", facts, "hardware", "the node's GPUs (serial, PCI bus, slot, VBIOS), driver, the failed "
-               "checks with their class and reproduce command, the drain, the jobs since the last pass")
+               "checks with their class and reproduce command, the drain, the jobs since the last pass (ids and states)")
     if ev.record is not None:
         (stage.root / "record").mkdir()
         stage.json("record/node.json", dict(ev.record), "launch", "the node's own record of the failing run "
