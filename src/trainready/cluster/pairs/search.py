@@ -172,7 +172,7 @@ def name_switches(out: PairingOutcome, fleet: FleetOptions) -> tuple[Any, ...]:
 
     fs = load_spec(fleet.spec)[0].fleet
     return switches.for_rejected({n: ("link",) for n in out.culprits}, fs.switch_fraction, fs.switch_causes,
-                                 fleet.topology)
+                                 fleet.topology, {v.node for v in out.verdicts if v.status != "untested"})  # those it paired
 
 
 def to_json(out: PairingOutcome, opts: PairsOptions, nodes: list[str], why: Mapping[Pair, str],
