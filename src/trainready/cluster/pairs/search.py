@@ -144,7 +144,7 @@ def run_steps(opts: PairsOptions, addr: Mapping[str, str], rnd: int, pairs: Sequ
             p.kill()
             p.wait()
         rec = pair_record(f.results, rnd, a, b)
-        if p.returncode != 0 and not rec.is_file() and outage.silent("srun", log.read_text(errors="replace")):
+        if p.returncode != 0 and not rec.is_file() and outage.srun_silent(log.read_text(errors="replace")):
             unsent.append((a, b))
         else:
             out[(a, b)] = busbw_of(rec)
