@@ -29,6 +29,7 @@ from trainready.cluster.sacct import JobImpact
 from trainready.cluster.tasks.layout import LEDGER
 
 REASON_MAX = 200  # characters of the drain reason (Slurm keeps it as given; sinfo -R shows it)
+REASON_BYTES = 255  # UTF-8 bytes: slurmdbd keeps a node event's reason in a TINYTEXT column (255 bytes)
 
 
 def who() -> str:
@@ -64,7 +65,18 @@ def reason_text(reasons: Sequence[str], source: str = "run", klass: str = vocab.
     first = " ".join(clean_line(reasons[0], REASON_MAX).split()) if reasons else "rejected"
     more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
     text = vocab.compose(source, klass, first, day)
-    return (text[: REASON_MAX - len(more) - 3] + "..." if len(text) + len(more) > REASON_MAX else text) + more
+    return fit(text, more)
+
+
+def fit(text: str, more: str = "") -> str:
+    """`text` + `more` within REASON_MAX characters and REASON_BYTES bytes of UTF-8 (≥, ×, → take 3 each): cut
+    with '...' before `more` where either is passed."""
+    if len(text) + len(more) <= REASON_MAX and len((text + more).encode()) <= REASON_BYTES:
+        return text + more
+    cut = text[: REASON_MAX - len(more) - 3]
+    while len((cut + "..." + more).encode()) > REASON_BYTES:
+        cut = cut[:-1]
+    return cut + "..." + more
 
 
 def dated_reason(kind: str, reasons: Sequence[str], day: dt.date | None = None, klass: str = vocab.SOFTWARE) -> str:
