@@ -102,8 +102,23 @@ def test_a_slurmdbd_stopped_mid_run_is_not_known_and_the_run_goes_on(cluster, tm
         subprocess.run(DBD, cwd=REPO, check=True, capture_output=True, timeout=120)
     out = second.stdout + second.stderr
     assert "slurmctld not answering" not in out, out[-3000:]
-    assert second.returncode == 1, out[-3000:]
+    assert second.returncode == 3, out[-3000:]  # a planted run's verdict (judge/verdict.py PLANTED_EXIT)
     imp = json.loads((tmp_path / "fleet.json").read_text())["context"]["job_impact"]["acct1"]
     assert imp["known"] is False and imp["why"].startswith("not known (slurmdbd not answering: "), imp
+    assert "Problem talking to the database: Connection refused" in imp["why"]
     assert "acct1: job impact: not known (slurmdbd not answering" in out
     assert took < usual + 30, (took, usual)  # its usual time: no wait for a controller that answers
+
+
+def test_a_reason_ending_in_a_quote_is_kept_whole(cluster):
+    """scontrol drops one leading and one trailing '"' of a reason's value (scontrol/update_node.c): the drain
+    quotes it, so Slurm keeps the text as trainready wrote it."""
+    from trainready.cluster.control import slurm
+
+    reason = 'trainready:run/sw 2026-12-07: versions: FAIL: torch "2.4.0", the spec pins "2.5.1"'
+    try:
+        slurm.drain("acct2", reason)
+        got = slurm.nodes(["acct2"])["acct2"].reason
+    finally:
+        slurm.undrain("acct2")
+    assert got == reason, got

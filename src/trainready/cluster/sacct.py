@@ -175,7 +175,8 @@ def not_known(words: str) -> str:
     if DISABLED in words:
         return NOT_KNOWN
     if "talking to the database" in words or "no answer within" in words:
-        return f"not known (slurmdbd not answering: {words[:200]})"
+        said = words[words.find("Problem talking"):] if "Problem talking" in words else words
+        return f"not known (slurmdbd not answering: {said[:200]})"
     return f"not known ({words[:200]})"
 
 
