@@ -67,3 +67,58 @@ def test_rejected_node_lists_the_jobs_since_its_last_pass(cluster, tmp_path: Pat
     assert cov.returncode == 1, cov.stderr
     assert "acct1: active" not in cov.stdout and "acct2: active" not in cov.stdout
     assert "acct1: passive: never passed" in cov.stdout and "acct2: passive: never passed" in cov.stdout
+
+
+STATE = f"/var/lib/trainready-{CLUSTER}-slurm"
+DBD = ["bash", "scripts/local-slurmdbd.sh", "up", f"/etc/slurm-{CLUSTER}", STATE, f"/var/log/trainready-{CLUSTER}-slurm",
+       "16829"]  # the acct cluster's slurmctld port (scripts/local-slurm.sh): slurmdbd on +100, MariaDB on +101
+
+
+def _stop_slurmdbd() -> None:
+    pid = int(Path(STATE, "slurmdbd.pid").read_text().split()[0])
+    os.kill(pid, 15)
+
+
+def test_a_slurmdbd_stopped_mid_run_is_not_known_and_the_run_goes_on(cluster, tmp_path: Path):
+    """slurmdbd stops while the run's tasks run: the run ends in its usual time, each rejected node's job impact
+    'not known (slurmdbd not answering ...)', no wait for slurmctld (whose words sacct's 'Connection refused'
+    shares).  --controller-wait 60: a run that mistook it for a silent controller would give up (exit 2)."""
+    import threading
+
+    from conftest import REPO
+
+    t0 = time.monotonic()
+    first = run_cli(*RUN, "--results", str(tmp_path))
+    usual = time.monotonic() - t0
+    assert first.returncode == 0, first.stderr[-3000:]
+    stop = threading.Timer(2.0, _stop_slurmdbd)  # mid-run: after the submission, while the tasks run
+    try:
+        stop.start()
+        t0 = time.monotonic()
+        second = run_cli(*RUN, "--results", str(tmp_path), "--plant", "cluster.fail=acct1", "--controller-wait", "60")
+        took = time.monotonic() - t0
+    finally:
+        stop.join()
+        subprocess.run(DBD, cwd=REPO, check=True, capture_output=True, timeout=120)
+    out = second.stdout + second.stderr
+    assert "slurmctld not answering" not in out, out[-3000:]
+    assert second.returncode == 3, out[-3000:]  # a planted run's verdict (judge/verdict.py PLANTED_EXIT)
+    imp = json.loads((tmp_path / "fleet.json").read_text())["context"]["job_impact"]["acct1"]
+    assert imp["known"] is False and imp["why"].startswith("not known (slurmdbd not answering: "), imp
+    assert "Problem talking to the database: Connection refused" in imp["why"]
+    assert "acct1: job impact: not known (slurmdbd not answering" in out
+    assert took < usual + 30, (took, usual)  # its usual time: no wait for a controller that answers
+
+
+def test_a_reason_ending_in_a_quote_is_kept_whole(cluster):
+    """scontrol drops one leading and one trailing '"' of a reason's value (scontrol/update_node.c): the drain
+    quotes it, so Slurm keeps the text as trainready wrote it."""
+    from trainready.cluster.control import slurm
+
+    reason = 'trainready:run/sw 2026-12-07: versions: FAIL: torch "2.4.0", the spec pins "2.5.1"'
+    try:
+        slurm.drain("acct2", reason)
+        got = slurm.nodes(["acct2"])["acct2"].reason
+    finally:
+        slurm.undrain("acct2")
+    assert got == reason, got

@@ -165,7 +165,9 @@ def test_the_rma_folders_on_node_commands_run_as_written_on_a_drained_node(fault
         (fake / name).chmod(0o755)
     index = (res / "rma" / "node2" / "INDEX.md").read_text()
     cmds = index.split("```sh\n", 1)[1].split("```", 1)[0].strip().splitlines()
-    assert len(cmds) == 5 and cmds[3].endswith(reason.replace("'", "'\"'\"'") + "'")  # drained again as it was
+    import shlex
+
+    assert len(cmds) == 5 and cmds[3].endswith(shlex.quote(f'reason="{reason}"'))  # drained again as it was, quoted
     env = {**os.environ, "USER": getpass.getuser(), "PATH": f"{fake}:{os.environ['PATH']}"}
     subprocess.run(["scontrol", "update", "nodename=node2", "state=drain", f"reason={reason}"], check=True)
     try:

@@ -54,11 +54,11 @@ def test_run_names_the_switch_and_drains_only_the_node_failing_for_itself(cluste
     assert set(doc["drain_list"]) == {"topo1", "topo2", "topo5"}, p.stderr[-3000:]  # all three rejected ...
     assert doc["guard"]["drain"] == ["topo5"] and doc["guard"]["held"] == ["topo1", "topo2"]  # ... one drained
     assert [s["switch"] for s in doc["guard"]["switches"]] == ["s1"]
-    assert "switch s1: 2 of its 2 node(s) (topo1, topo2)" in p.stdout + p.stderr
+    assert "switch s1: 2 of its 2 tested node(s) (topo1, topo2)" in p.stdout + p.stderr
     try:
         assert _reason("topo5").startswith("trainready")
         assert _reason("topo1") in ("", "none") and _reason("topo2") in ("", "none")
-        assert doc["context"]["job_impact"]["topo5"]["text"] == "topo5: jobs since its last pass: not known (no accounting)"
+        assert doc["context"]["job_impact"]["topo5"]["text"] == "topo5: job impact: not known (no accounting)"
     finally:
         undrain("topo5")
 

@@ -76,7 +76,9 @@ def test_prometheus_carries_the_last_pass(tmp_path: Path):
     t = (NOW - dt.timedelta(days=1)).timestamp()
     m = re.search(r'^trainready_node_last_pass_timestamp_seconds\{node="n1",kind="active"\} (\S+)$', text, re.M)
     assert m is not None and float(m.group(1)) == t
-    assert 'node="n3",kind="passive"' in text and 'node="n3",kind="active"' not in text  # never passed: no sample
+    assert 'last_pass_timestamp_seconds{node="n3",kind="passive"}' in text
+    assert 'last_pass_timestamp_seconds{node="n3",kind="active"}' not in text  # no time to give: the gauge below
+    assert 'trainready_node_never_passed{node="n3",kind="active"} 1' in text
 
 
 def test_every_dashboard_query_names_a_metric_the_textfile_has(tmp_path: Path):
@@ -100,3 +102,41 @@ def test_a_partition_node_no_record_names_is_named(tmp_path: Path):
     assert "n9: active: never passed (window 7 days)" in with_partition
     assert "n9: passive: never passed (window 7 days)" in with_partition
     assert not any(x.startswith("n1:") for x in with_partition)  # its records still count
+
+
+def _series(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    out: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for m in re.finditer(r"^(trainready_\w+)(?:\{([^}]*)\})? (\S+)$", text, re.M):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2) or ""))
+        out.setdefault(m.group(1), []).append((labels, float(m.group(3))))
+    return out
+
+
+def _not_covered(text: str, now: float) -> set[str]:
+    """The stat panel's PromQL, evaluated over the textfile as Prometheus would (its expr is asserted below):
+    count(count by (node) ((time() - last_pass) > scalar(window)) or count by (node) (never_passed == 1))."""
+    s = _series(text)
+    window = s["trainready_coverage_window_seconds"][0][1]
+    late = {lb["node"] for lb, v in s["trainready_node_last_pass_timestamp_seconds"] if now - v > window}
+    never = {lb["node"] for lb, v in s["trainready_node_never_passed"] if v == 1}
+    return late | never  # `or` on the one label `node`: the union, each node once
+
+
+def test_the_not_covered_panel_counts_nodes_a_never_passed_one_too(tmp_path: Path):
+    """n2 (passed 9 days ago, never passively), n3 (never actively) and n9 (in the partition, in no record):
+    3 nodes not covered, each counted once though both its kinds are; the window is the spec's, carried."""
+    r = _results(tmp_path)
+    out = tmp_path / "trainready.prom"
+    monitor.write(str(out), r, state.load(r), {"n9": NodeInfo("n9", "idle", "n9", "")}, window_days=7.0)
+    text = out.read_text()
+    assert 'trainready_node_never_passed{node="n9",kind="active"} 1' in text  # a node no record names: there
+    assert "trainready_coverage_window_seconds 604800" in text
+    panel = next(p for p in json.loads(DASHBOARD.read_text())["panels"] if "not covered" in p["title"].lower())
+    expr = panel["targets"][0]["expr"]
+    assert "7 * 86400" not in expr and "scalar(trainready_coverage_window_seconds)" in expr
+    assert expr == ("count(count by (node) ((time() - trainready_node_last_pass_timestamp_seconds) > "
+                    "scalar(trainready_coverage_window_seconds)) or count by (node) (trainready_node_never_passed == 1)) "
+                    "or vector(0)")
+    assert _not_covered(text, NOW.timestamp()) == {"n2", "n3", "n9"}
+    monitor.write(str(out), r, state.load(r), {}, window_days=30.0)  # a spec with a 30-day window
+    assert _not_covered(out.read_text(), NOW.timestamp()) == {"n2", "n3"}  # n2 passed actively 9 days ago, never passively

@@ -144,3 +144,34 @@ def test_one_device_alone_is_still_held_to_float64(recs):
     assert two.status == Status.FAIL and "all 2 devices" in two.message
     ok = outcome_of(SPEC, [_gpu(recs["good"], 0)], "cpu", 2)
     assert ok.status == Status.PASS and "1 device(s) of one key, fewer than 3" in ok.message
+
+
+def _off(rec: dict, ids: set[str]) -> dict:
+    """The record with other bits in the first chunk of each entry of `ids` (as a GPU computing them wrongly)."""
+    out = copy.deepcopy(rec)
+    for e in out["entries"]:
+        if e["id"] in ids:
+            e["digest"] = "f" * 64
+            e["chunks"] = "0" * 64 + e["chunks"][64:]
+    return out
+
+
+def test_a_gpu_off_in_many_entries_is_said_once_per_op_with_a_count(recs):
+    """The node's causes, its reasons (Slurm's reason, the drain text, INDEX.md start from them): one line per GPU
+    and op; every entry stays in the fleet check's details."""
+    g = recs["good"]
+    fp32 = sorted(e["id"] for e in g["entries"] if e["id"].startswith("gemm-fp32/"))[:3]
+    bf16 = sorted(e["id"] for e in g["entries"] if e["id"].startswith("gemm-bf16/"))[:2]
+    assert len(fp32) == 3 and len(bf16) == 2
+    per = {f"gpu000{i}": [_gpu(g, 0), _gpu(g, 1)] for i in range(1, 4)}
+    per["gpu0002"][1] = _gpu(_off(g, set(fp32) | set(bf16)), 1)
+    v = decide(_fleet(per), SPEC, [], [])
+    node = next(n for n in v.nodes if n.node == "gpu0002")
+    assert len(node.causes) != 5  # not one cause per battery entry
+    assert node.causes == ("fingerprint", "fingerprint") and len(node.reasons) == 2
+    fp32_line = next(r for r in node.reasons if "fp32 GEMM" in r)
+    assert fp32_line.startswith("fingerprint: gpu0002 GPU 1 (serial SN1): fp32 GEMM")
+    assert fp32_line.endswith("(+2 more fp32 GEMM entries on this GPU)")
+    assert next(r for r in node.reasons if "bf16 GEMM" in r).endswith("(+1 more bf16 GEMM entry on this GPU)")
+    check = next(r for r in v.cross if r.name == "cluster.fingerprint")
+    assert len(check.details["rejected"]["gpu0002"]) == 5  # the full list stays in the record

@@ -55,6 +55,9 @@ def _results(tmp: Path) -> Path:
     ledger.append(res, {"action": "drain", "node": NODE, "why": why, "record": str(rec),
                         "slurm_reason": ledger.reason_text(why, "run", "hardware"), **ledger.whole("run", "hardware", why)})
     serial = "1651424062740"
+    (res / "sweep").mkdir()  # the sweep's state beside its trend: the pass the coverage (and the window) reads
+    (res / "sweep" / "state.json").write_text(json.dumps({"schema": "trainready.sweepstate/1", "nodes": {
+        NODE: {"last_pass": "2026-12-05T03:00:00+00:00", "strikes": 1, "runs": []}}}))
     trend.save(res, NODE, [{"when": "2026-12-05T03:00:00+00:00", "verdict": "pass", "figures": {},
                             "counters": {serial: {"pcie_replays": 0, "xids_this_boot": 0}}, "trend": []},
                            {"when": "2026-12-06T03:00:00+00:00", "verdict": "fail", "figures": {}, "why": why[0],
@@ -74,7 +77,9 @@ def test_a_drained_node_gets_its_folder_with_identity_failure_history_and_checks
     for fact in ("1651424062740", "00000000:00:06.0", "580.159.04", "NVIDIA H100 80GB HBM3",  # serial, bus, driver
                  "| matmul | fail | hardware |", "class **hardware**", "Last pass: 2026-12-05T03:00:00+00:00",
                  f"srun -w {NODE} -N 1 --exclusive --time=30:00 trainready node --only matmul",
-                 "pcie_replays grew 0 -> 40", "jobs on the node since: not known (no accounting)",
+                 "pcie_replays grew 0 -> 40", "jobs on the node from 2026-12-05T03:00:00+00:00 to ",
+                 ": not known (no accounting)", "Evidence: the record of the run that drained it: "
+                 "runs/20261206T030000Z-run, written 20",
                  f"srun --reservation=rma-{NODE} -w {NODE}", f"trainready bundle --rma {NODE} --results {res}"):
         assert fact in index, fact
     assert "| 0 | NVIDIA H100 80GB HBM3 | 1651424062740 | 00000000:00:06.0 | not recorded | not recorded |" in index
@@ -161,3 +166,55 @@ def test_bundle_rma_on_the_command_line(tmp_path: Path) -> None:
     assert f"from the records (this is not {NODE}" in " ".join(p.stderr.split())
     assert (res / "rma" / NODE / "INDEX.md").is_file()
     assert reasons.parse(json.loads((res / "rma" / NODE / "facts.json").read_text())["reason"]["text"]).klass == "hardware"
+
+
+def _second_run_without_a_record(tmp: Path) -> Path:
+    """Run 1 accepted the node (its record and fleet.json, finished 2026-12-05 03:00 UTC); run 2 drained it with no
+    record of its own (its task left none)."""
+    env = json.loads((DATA / "env_h100x1_captured.json").read_text())
+    rep = json.loads((DATA / "node_h100x1_captured.json").read_text())
+    res = tmp / "results"
+    one = res / "runs" / "20261205T020000Z-run"
+    (one / "nodes").mkdir(parents=True)
+    (one / "nodes" / f"{NODE}.json").write_text(json.dumps({"schema": "trainready.fleetnode/1", "node": NODE,
+                                                            "report": rep, "manifest": env}))
+    (one / "fleet.json").write_text(json.dumps({"schema": "trainready.fleet/1", "planted": {},
+        "context": {"finished": "2026-12-05T03:00:00+00:00"}, "nodes": [{"node": NODE, "verdict": "accept"}]}))
+    why = ["no result: its task ended (FAILED, exit 1:0) without writing its record"]
+    ledger.append(res, {"action": "drain", "node": NODE, "why": why, "record": "",
+                        "slurm_reason": ledger.reason_text(why, "run", "software"), **ledger.whole("run", "software", why)})
+    return res
+
+
+def test_a_node_drained_without_a_record_names_the_older_record_and_the_last_pass(tmp_path: Path) -> None:
+    res = _second_run_without_a_record(tmp_path)
+    out = rma.after_drain(res, NODE, None, lambda _s: None)
+    assert out is not None
+    index = (out / "INDEX.md").read_text()
+    assert "Last pass: none recorded" not in index
+    assert "Last pass: 2026-12-05T03:00:00+00:00" in index  # run 1's accept: the fleet record's window start
+    assert ("Evidence: the run that drained it left no record of the node (no result: its task ended (FAILED, "
+            "exit 1:0) without writing its record); the GPU table is from an EARLIER record, "
+            "runs/20261205T020000Z-run, written ") in index
+    assert "No failed check in the record" not in index
+    assert "No record of the node from the run that drained it; the drain's reasons: no result:" in index
+
+
+def test_the_folder_says_the_runs_job_impact_without_names(tmp_path: Path) -> None:
+    """The drain hands over the fleet record's own answer (one source): the folder lists its job ids and states;
+    users and job names stay in the fleet record."""
+    from trainready.cluster import sacct
+
+    res = _second_run_without_a_record(tmp_path)
+    jobs = tuple(j for j in sacct.parse((DATA / "sacct_parsable2_acct1.txt").read_text())
+                 if not j.name.startswith(sacct.OWN_PREFIX))
+    imp = sacct.JobImpact(NODE, "2026-12-05T03:00:00+00:00", "2026-12-06T03:00:00+00:00", True, jobs)
+    out = rma.after_drain(res, NODE, None, lambda _s: None, jobs=imp)
+    assert out is not None
+    facts = json.loads((out / "facts.json").read_text())
+    assert facts["jobs"] == imp.vendor_json() and facts["jobs"]["since"] == "2026-12-05T03:00:00+00:00"
+    index = (out / "INDEX.md").read_text()
+    assert "4 job(s) of 2 user(s): 1 (COMPLETED), 2 (COMPLETED), 3 (FAILED), 6 (COMPLETED)" in index
+    every = "".join(p.read_text() for p in out.rglob("*") if p.is_file())
+    for word in ("pretrain-70b", "llama-7b", "eval-job", "nobody"):
+        assert word not in every, word

@@ -28,34 +28,33 @@ def test_impact_line_and_not_known():
     imp = sacct.JobImpact("acct1", "2026-12-06T23:00:00", "2026-12-06T23:30:00", True, jobs[:2])
     assert "2 job(s) of 1 user(s) ran on it" in imp.line() and "2 (root, train|llama-7b, COMPLETED)" in imp.line()
     off = sacct.JobImpact("n1", "a", "b", False, (), sacct.NOT_KNOWN)
-    assert off.line() == "n1: jobs since its last pass: not known (no accounting)"
+    assert off.line() == "n1: job impact: not known (no accounting)"
     assert off.to_json()["known"] is False
     # sacct's own words on a cluster without slurmdbd (captured, Slurm 22.05): what job_impact recognises
     assert sacct.DISABLED in (DATA / "sacct_disabled.txt").read_text()
 
 
-def test_the_rma_folders_job_impact_is_sacct_s_answer(monkeypatch):
-    """accounting.job_impact (the RMA folder's) runs the one sacct query: the captured jobs listed, trainready's
-    own left out; sacct's 'accounting storage is disabled' is 'not known (no accounting)'."""
+def test_the_rma_folders_job_impact_is_sacct_s_answer(tmp_path: Path, monkeypatch):
+    """accounting.job_impact (the RMA folder's) runs the one sacct query through a stand-in sacct on PATH (the
+    captured lines): trainready's own job left out; sacct's 'accounting storage is disabled' is 'not known (no
+    accounting)'; a failure time that is no ISO 8601 is said."""
+    import stat
+
     from trainready.cluster import accounting
-    from trainready.cluster.control import slurm
-    from trainready.errors import SlurmError
 
-    asked: list[list[str]] = []
-
-    def answer(argv, timeout=0, stdin=None):
-        asked.append(list(argv))
-        return (DATA / "sacct_parsable2_acct1.txt").read_text()
-
-    monkeypatch.setattr(slurm, "call", answer)
-    imp = accounting.job_impact("acct1", "2026-12-06T23:00:00+00:00", "2026-12-06T23:59:00Z")
-    assert imp.known and imp.jobs and not any("trainready-" in j for j in imp.jobs), imp
-    assert asked[0][:5] == ["sacct", "-a", "-X", "-N", "acct1"]
-
-    def disabled(argv, timeout=0, stdin=None):
-        raise SlurmError((DATA / "sacct_disabled.txt").read_text().strip())
-
-    monkeypatch.setattr(slurm, "call", disabled)
-    off = accounting.job_impact("acct1", "", "2026-12-06T23:59:00Z")
-    assert not off.known and off.text() == accounting.NOT_KNOWN
-    assert "not ISO 8601" in accounting.job_impact("acct1", "", "yesterday").text()
+    d = tmp_path / "bin"
+    d.mkdir()
+    (d / "sacct").write_text(f"#!/bin/sh\necho \"$*\" > {tmp_path / 'asked'}\ncat {DATA / 'sacct_parsable2_acct1.txt'}\n")
+    (d / "scontrol").write_text("#!/bin/sh\necho 'PrivateData = none'\n")
+    for f in d.iterdir():
+        f.chmod(f.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{d}:/bin:/usr/bin")
+    imp = accounting.job_impact(tmp_path, "acct1", "2026-12-06T23:59:00Z")
+    assert imp.known and imp.jobs and not any(j.name.startswith("trainready-") for j in imp.jobs), imp
+    asked = (tmp_path / "asked").read_text().split()
+    assert asked[:4] == ["-a", "-X", "-N", "acct1"]
+    assert asked[asked.index("-S") + 1] == "2026-11-29T23:59:00"  # no pass under RESULTS: the 7 days before, UTC
+    (d / "sacct").write_text(f"#!/bin/sh\ncat {DATA / 'sacct_disabled.txt'} >&2\nexit 1\n")
+    off = accounting.job_impact(tmp_path, "acct1", "2026-12-06T23:59:00Z")
+    assert not off.known and off.why == accounting.NOT_KNOWN
+    assert "not ISO 8601" in accounting.job_impact(tmp_path, "acct1", "yesterday").why

@@ -63,7 +63,7 @@ def test_switch_named_drains_none_of_its_nodes_own_cause_still_drains():
     new = guard.plan(v, guard.parse_max_drain("50%"), named, FLEET.switch_causes)
     assert new.drain == ("topo5",)
     assert set(new.held) == {"topo1", "topo2"}
-    assert "switch s1: 2 of its 2 node(s)" in new.why and new.to_json()["switches"][0]["switch"] == "s1"
+    assert "switch s1: 2 of its 2 tested node(s)" in new.why and new.to_json()["switches"][0]["switch"] == "s1"
 
 
 def test_a_node_with_its_own_cause_under_a_named_switch_still_drains():
@@ -108,3 +108,70 @@ def test_a_bad_topology_file_is_one_line_exit_2_before_slurm(tmp_path: Path):
         assert p.returncode == 2, (p.stdout, p.stderr)
         assert p.stderr.strip().count("\n") == 0 and "Traceback" not in p.stderr
         assert ("cannot read it" if cmd == "run" else "line 1: expected SwitchName=NAME") in p.stderr
+
+
+LEAF8 = "SwitchName=s1 Nodes=big[1-8]\nSwitchName=s2 Nodes=big[9-16]\nSwitchName=top Switches=s[1-2]\n"
+
+
+def test_a_partly_tested_leaf_counts_the_nodes_this_run_tested(tmp_path: Path):
+    """A run over 4 of an 8-node leaf (a --nodelist subset, or 4 of its nodes down or drained), all 4 rejected for
+    the collective: the switch is named, counted against the 4 it tested; 1 of 4 tested is no switch."""
+    topo = parse(LEAF8, "t")
+    tested = {f"big{k}" for k in range(1, 5)}
+    rejected = {n: ("collective",) for n in tested}
+    assert switches.blame(rejected, topo, 0.5, FLEET.switch_causes) == []  # against all 8: what it did before
+    hit = switches.blame(rejected, topo, 0.5, FLEET.switch_causes, tested)
+    assert [(s.switch, s.of, s.leaf) for s in hit] == [("s1", 4, 8)]
+    assert "4 of its 4 tested node(s) (of 8 under it)" in hit[0].line()
+    assert switches.blame({"big1": ("collective",)}, topo, 0.5, FLEET.switch_causes, tested) == []
+    f = tmp_path / "topology.conf"
+    f.write_text(LEAF8)
+    got = switches.check(rejected, FLEET.switch_fraction, FLEET.switch_causes, f, tested)
+    assert [s.switch for s in got.named] == ["s1"] and got.unchecked == ""
+
+
+def test_cluster_pairs_counts_the_nodes_it_paired(tmp_path: Path):
+    """`cluster pairs` over 4 nodes of an 8-node leaf, all 4 named: the same rule, the same count."""
+    from trainready.cluster.options import FleetOptions
+    from trainready.cluster.pairs import search
+    from trainready.cluster.pairs.pairing import NodeVerdict as PairVerdict, PairingOutcome
+
+    f = tmp_path / "topology.conf"
+    f.write_text(LEAF8)
+    out = PairingOutcome(3, 10.0, 20.0, (), tuple(PairVerdict(f"big{k}", "bad", 0, 3, 3, "slow") for k in range(1, 5)))
+    fleet = FleetOptions(results=tmp_path, spec="example:local-slurm", topology=f)
+    assert [s.switch for s in search.name_switches(out, fleet)] == ["s1"]
+
+
+def test_hostlists_expand_as_slurm_does():
+    """Every bracket group of a name, as `scontrol show hostnames` printed them (tests/data, Slurm 22.05)."""
+    rows = [ln.split("\t") for ln in (Path(__file__).parent / "data" / "scontrol_hostnames.txt").read_text().splitlines()
+            if not ln.startswith("#")]
+    assert expand("rack[1-2]-n[1-2]") != ["rack1-n[1-2]", "rack2-n[1-2]"]
+    for expr, names in rows:
+        assert expand(expr) == names.split(), expr
+    assert parse("SwitchName=s1 Nodes=rack[1-2]-n[1-2]\n", "t").leaf_of("rack2-n2") == "s1"
+
+
+def test_a_topology_that_cannot_be_read_or_misses_nodes_is_said(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A stand-in `scontrol` on PATH that fails as slurmctld does when it cannot answer the topology: the rule
+    names no switch and says why; a rejected node under no leaf is named too."""
+    import stat
+
+    d = tmp_path / "bin"
+    d.mkdir()
+    (d / "scontrol").write_text("#!/bin/sh\necho 'slurm_load_topo error: Unexpected message received' >&2\nexit 1\n")
+    (d / "scontrol").chmod(0o755 | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{d}:/bin:/usr/bin")
+    rejected = {"topo1": ("collective",), "topo2": ("collective",)}
+    got = switches.check(rejected, FLEET.switch_fraction, FLEET.switch_causes)
+    assert got.named == ()
+    assert got.unchecked.startswith("no switch checked: no topology (scontrol show topology: slurm_load_topo error")
+    assert "(topo1, topo2) are judged each on its own" in got.unchecked
+    f = tmp_path / "topology.conf"
+    f.write_text("SwitchName=s1 Nodes=topo[1-2]\n")
+    got = switches.check({**rejected, "gpu9": ("collective",), "gpu8": ("link",)}, FLEET.switch_fraction,
+                         FLEET.switch_causes, f)
+    assert [s.switch for s in got.named] == ["s1"]
+    assert got.unchecked.startswith("2 node(s) rejected for a cross-node or bandwidth cause stand under no leaf switch")
+    assert "(gpu8, gpu9): their switch not checked" in got.unchecked

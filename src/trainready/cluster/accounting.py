@@ -1,34 +1,20 @@
-"""The jobs that ran on a node between two times, from Slurm accounting (slurmdbd, `sacct`).
+"""The jobs that ran on a drained node since its last pass, for its RMA folder (cluster/rma/).
 
-A drained node's owners learn which runs to re-check: the jobs that ran on it between its last passing check
-and its failure.  Without slurmdbd (AccountingStorageType unset) Slurm keeps no such list, and this says so:
-"not known (no accounting)".  The RMA folder (cluster/rma/) reads it through `job_impact`, the fleet record and
-`cluster history` through cluster/sacct.py, which runs the query.
+One source with the fleet record: the window starts at the node's last active pass under RESULTS
+(`sacct.last_active`, from cluster/coverage.py) and the query is cluster/sacct.py's.  A drain hands its run's
+answer over (the very one in fleet.json); `bundle --rma` and a folder written without one ask here.  Without
+slurmdbd (AccountingStorageType unset) Slurm keeps no such list, and this says so: "not known (no accounting)".
+The folder shows it through `JobImpact.vendor_text`/`vendor_json`: counts, job ids and states, no user or job name.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from pathlib import Path
 
-NOT_KNOWN = "not known (no accounting)"
+from trainready.cluster import sacct
 
-
-@dataclass(frozen=True)
-class JobImpact:
-    """The jobs that ran on `node` in [since, until] (ISO 8601 UTC), or why they are not known."""
-
-    node: str
-    since: str  # "" when the node never passed a check trainready recorded
-    until: str
-    jobs: tuple[str, ...] = ()  # job ids with user and name, as sacct gives them
-    known: bool = False
-    why: str = NOT_KNOWN  # "" when known
-
-    def text(self) -> str:
-        if not self.known:
-            return self.why
-        return ", ".join(self.jobs) if self.jobs else "none"
+NOT_KNOWN = sacct.NOT_KNOWN
 
 
 def _when(text: str) -> dt.datetime | None:
@@ -39,17 +25,10 @@ def _when(text: str) -> dt.datetime | None:
     return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
 
 
-def job_impact(node: str, since: str, until: str) -> JobImpact:
-    """The jobs that ran on `node` between `since` and `until` (ISO 8601; `since` "" when the node never passed:
-    the 7 days before `until`), other than trainready's own: one `sacct` (cluster/sacct.py); without slurmdbd,
-    or a time that does not parse, why not."""
-    from trainready.cluster import sacct
-
+def job_impact(results: Path, node: str, until: str, fallback_days: float = 7.0) -> sacct.JobImpact:
+    """The jobs that ran on `node` between its last active pass under `results` (none: the `fallback_days`
+    before `until`) and `until` (ISO 8601), other than trainready's own; why not where they are not known."""
     end = _when(until)
     if end is None:
-        return JobImpact(node, since, until, why=f"not known (the failure's time {until!r} is not ISO 8601)")
-    imp = sacct.job_impact(node, _when(since) if since else None, end)
-    if not imp.known:
-        return JobImpact(node, since, until, why=imp.why)
-    return JobImpact(node, since, until, tuple(f"{j.job_id} ({j.user}, {j.name}, {j.state})" for j in imp.jobs),
-                     True, "")
+        return sacct.JobImpact(node, "", until, False, (), f"not known (the failure's time {until!r} is not ISO 8601)")
+    return sacct.impacts([node], sacct.last_active(results, [node]), end, fallback_days)[node]

@@ -123,3 +123,11 @@ def samples(results: Path) -> Iterable[tuple[str, str, float]]:
         for k, t in kinds.items():
             if t is not None:
                 yield n, k, t.timestamp()
+
+
+def never(results: Path, nodes: Iterable[str] = ()) -> Iterable[tuple[str, str, bool]]:
+    """(node, kind, never passed) for every node a record names and every node of `nodes` (the partition's, from
+    sinfo): the textfile's never-passed gauge, so a node with no pass at all is counted, not absent."""
+    for n, kinds in sorted(with_nodes(last_passes(results), nodes).items()):
+        for k, t in kinds.items():
+            yield n, k, t is None

@@ -222,13 +222,15 @@ def run_fleet(opts: FleetOptions, say: steps.Progress, kind: str = "run",
     verdict = decide(inputs, spec, cross_results, findings, reference, opts.plants, context,
                      peers=base.peers if base else ())
     fs = spec.fleet
-    named = switches.for_rejected({n.node: n.causes for n in verdict.nodes if n.rejected}, fs.switch_fraction,
-                                  fs.switch_causes, opts.topology)
-    dp = guard.plan(verdict, opts.max_drain, named, fs.switch_causes)
+    sw = switches.check({n.node: n.causes for n in verdict.nodes if n.rejected}, fs.switch_fraction,
+                        fs.switch_causes, opts.topology, {n.node for n in verdict.nodes if not n.not_tested})
+    dp = guard.plan(verdict, opts.max_drain, sw.named, fs.switch_causes)
     impact = sacct.for_run(opts.results, verdict.rejected, str(context["finished"]), fs.coverage_days)
-    verdict = dataclasses.replace(verdict, guard=dp.to_json(), context={**verdict.context, "job_impact": impact})
+    said = {"switches_unchecked": sw.unchecked} if sw.unchecked else {}  # the switch rule not run, and why
+    verdict = dataclasses.replace(verdict, guard={**dp.to_json(), **said}, context={
+        **verdict.context, "job_impact": {n: i.to_json() for n, i in impact.items()}})
     if opts.drain and not runstate.read(here.results).get("drained"):
-        ledger.drain_rejected(opts.results, verdict, say, dp)
+        ledger.drain_rejected(opts.results, verdict, say, dp, impact)  # the RMA folders say the same jobs
         runstate.save(here.results, drained=True)
     return verdict
 

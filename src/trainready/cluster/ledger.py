@@ -18,16 +18,18 @@ import getpass
 import json
 import socket
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from trainready.cluster import reasons as vocab
 from trainready.cluster import rma
 from trainready.cluster.control import slurm
 from trainready.cluster.judge.guard import DrainPlan
 from trainready.cluster.judge.verdict import FleetVerdict
+from trainready.cluster.sacct import JobImpact
 from trainready.cluster.tasks.layout import LEDGER
 
 REASON_MAX = 200  # characters of the drain reason (Slurm keeps it as given; sinfo -R shows it)
+REASON_BYTES = 255  # UTF-8 bytes: slurmdbd keeps a node event's reason in a TINYTEXT column (255 bytes)
 
 
 def who() -> str:
@@ -63,7 +65,18 @@ def reason_text(reasons: Sequence[str], source: str = "run", klass: str = vocab.
     first = " ".join(clean_line(reasons[0], REASON_MAX).split()) if reasons else "rejected"
     more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
     text = vocab.compose(source, klass, first, day)
-    return (text[: REASON_MAX - len(more) - 3] + "..." if len(text) + len(more) > REASON_MAX else text) + more
+    return fit(text, more)
+
+
+def fit(text: str, more: str = "") -> str:
+    """`text` + `more` within REASON_MAX characters and REASON_BYTES bytes of UTF-8 (≥, ×, → take 3 each): cut
+    with '...' before `more` where either is passed."""
+    if len(text) + len(more) <= REASON_MAX and len((text + more).encode()) <= REASON_BYTES:
+        return text + more
+    cut = text[: REASON_MAX - len(more) - 3]
+    while len((cut + "..." + more).encode()) > REASON_BYTES:
+        cut = cut[:-1]
+    return cut + "..." + more
 
 
 def dated_reason(kind: str, reasons: Sequence[str], day: dt.date | None = None, klass: str = vocab.SOFTWARE) -> str:
@@ -77,10 +90,10 @@ def whole(source: str, klass: str, reasons: Sequence[str]) -> dict[str, str]:
 
 
 def drain_rejected(results: Path, verdict: FleetVerdict, say: Callable[[str], None],
-                   guard: DrainPlan | None = None) -> list[str]:
+                   guard: DrainPlan | None = None, jobs: Mapping[str, JobImpact] | None = None) -> list[str]:
     """Drain each rejected node the guard allows (all of them without a guard: resume drains again the nodes
-    it re-validated), never over an administrator's drain; nodes not tested are never touched.  The nodes
-    drained."""
+    it re-validated), never over an administrator's drain; nodes not tested are never touched; `jobs`: the
+    run's job impact per node, handed to each RMA folder.  The nodes drained."""
     rejected = [n for n in verdict.nodes if n.rejected]
     if guard is not None and guard.held:
         say(guard.why)
@@ -107,7 +120,7 @@ def drain_rejected(results: Path, verdict: FleetVerdict, say: Callable[[str], No
         say(f"{nv.node}: NOT drained: {failed}" if failed else f"{nv.node}: drained ({reason})")
         if not failed:
             drained.append(nv.node)
-            rma.after_drain(results, nv.node, nv.record or None, say)  # RESULTS/rma/NODE/: the vendor's evidence
+            rma.after_drain(results, nv.node, nv.record or "", say, jobs=(jobs or {}).get(nv.node))  # RESULTS/rma/NODE/
     return drained
 
 

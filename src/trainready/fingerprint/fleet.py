@@ -29,6 +29,7 @@ class FleetFingerprint:
     unknown: list[str] = field(default_factory=list)  # entries no strict majority could judge
     groups: dict[str, int] = field(default_factory=dict)  # key id -> GPUs
     mismatches: dict[str, dict[str, int]] = field(default_factory=dict)  # node -> GPU index -> entries off
+    found: dict[str, list[tuple[str, str, str]]] = field(default_factory=dict)  # node -> (GPU, op, line), as rejected
 
     @property
     def drains(self) -> list[str]:
@@ -81,8 +82,10 @@ def aggregate(nodes: Mapping[str, list[dict[str, Any]]]) -> FleetFingerprint:
                                "not judged")
             continue
         out.rejected.setdefault(owner[d.who], []).append(d.line())
+        out.found.setdefault(owner[d.who], []).append((d.who, d.op, d.line()))
     for i in j.intermittent:
         out.rejected.setdefault(owner[i.who], []).append(i.line())
+        out.found.setdefault(owner[i.who], []).append((i.who, "intermittent", i.line()))
     for who, line in zip(j.drifted, j.drift):
         out.drift.setdefault(owner[who], []).append(line)
     for whos, line in j.small:

@@ -46,6 +46,16 @@ def silent(command: str, words: str) -> ControllerDown | None:
     return ControllerDown(f"{command}: {detail}", detail, bool(UNSENT.search(words)))
 
 
+SRUN_OWN = re.compile(r"^srun: (?:error|fatal): .*$", re.M)  # srun's own lines; its tasks' output has no prefix
+
+
+def srun_silent(log: str) -> ControllerDown | None:
+    """`silent` over srun's own lines of a step's log (`srun: error: ...`) and nothing else: a task's words, a
+    gloo or NCCL 'Connection reset by peer' between its ranks, are the step's failure, not the controller's."""
+    own = "\n".join(m.group(0) for m in SRUN_OWN.finditer(log))
+    return silent("srun", own) if own else None
+
+
 def default_bound(ctld_timeout_s: float | None) -> float:
     """Seconds to wait for a silent controller: 2 x SlurmctldTimeout, at least WAIT_FLOOR_S."""
     return max(WAIT_FLOOR_S, 2.0 * (ctld_timeout_s if ctld_timeout_s is not None else CTLD_TIMEOUT_DEFAULT_S))

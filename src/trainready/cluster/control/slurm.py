@@ -1,8 +1,7 @@
 """Slurm's own commands, and nothing else: every sbatch/srun/squeue/scontrol/sacct/scancel call goes through here.
 
-No home-made remote launcher, no ssh: Slurm places the work and reports what became of it.  The
-command lines are built by pure functions (`sbatch_argv`, `srun_argv`) so tests can assert them
-exactly; `call` runs one and turns every failure into one `SlurmError` line.
+No home-made remote launcher, no ssh: Slurm places the work and reports what became of it.  The command lines
+are built by pure functions (`sbatch_argv`, `srun_argv`) so tests can assert them exactly; `call` runs one.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ import re
 import shlex
 import subprocess
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from trainready.cluster.control import outage
 from trainready.errors import ControllerDown, SlurmError
@@ -38,27 +37,29 @@ STUCK = frozenset({"ReqNodeNotAvail", "PartitionDown", "PartitionInactive", "Nod
                    "InvalidAccount", "InvalidQOS", "ReservationDeleted", "Reservation", "resv_not_found"})
 
 
-def call(argv: Sequence[str], timeout: float = CALL_TIMEOUT_S, stdin: str | None = None) -> str:
-    """Run one Slurm command (`stdin`: the commands it reads, for `scontrol`); its stdout, or one SlurmError
-    line (missing, refused, non-zero exit).  A controller that does not answer is waited for where a fleet
-    command set a Patience (outage.py); an sbatch only when its request surely never arrived."""
-    return outage.through(lambda: _call_once(argv, timeout, stdin), shlex.join(argv[:3]), resend=argv[0] != "sbatch")
+def call(argv: Sequence[str], timeout: float = CALL_TIMEOUT_S, stdin: str | None = None,
+         env: Mapping[str, str] | None = None) -> str:
+    """One Slurm command (`stdin`: what scontrol reads; `env`: for it alone): its stdout, or one SlurmError line; a silent
+    slurmctld waited for where a Patience is in force (outage.py; an sbatch only if surely unsent), never slurmdbd."""
+    return outage.through(lambda: _call_once(argv, timeout, stdin, env), shlex.join(argv[:3]), resend=argv[0] != "sbatch")
 
 
-def _call_once(argv: Sequence[str], timeout: float, stdin: str | None) -> str:
+def _call_once(argv: Sequence[str], timeout: float, stdin: str | None, env: Mapping[str, str] | None) -> str:
+    ctld, cmd = argv[0] not in ("sacct", "sacctmgr"), shlex.join(argv[:3])  # slurmdbd's silence: no ControllerDown
     try:
-        p = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, input=stdin)
+        p = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, input=stdin,
+                           env={**os.environ, **env} if env else None)
     except FileNotFoundError:
         raise SlurmError(f"{argv[0]}: not found (run on a Slurm login node; for a test cluster on this host: "
                          "scripts/local-slurm.sh up)") from None
     except subprocess.TimeoutExpired:
-        words = f"no answer within {timeout:.0f} s"
-        raise ControllerDown(f"{shlex.join(argv[:3])}: {words}", words, unsent=False) from None
+        words = f"no answer within {timeout:.0f} s"  # below: a silent slurmctld, or slurmdbd's plain error
+        raise (ControllerDown(f"{cmd}: {words}", words, unsent=False) if ctld else SlurmError(f"{cmd}: {words}")) from None
     if p.returncode != 0:
         words = " ".join((p.stderr or p.stdout).split()) or f"exit code {p.returncode}"
-        if (down := outage.silent(shlex.join(argv[:3]), words)) is not None:
+        if ctld and (down := outage.silent(cmd, words)) is not None:
             raise down
-        raise SlurmError(f"{shlex.join(argv[:3])}: {words[:300]}")
+        raise SlurmError(f"{cmd}: {words[:300]}")
     return p.stdout
 
 
@@ -291,8 +292,8 @@ def cancel(*jobs: str) -> None:
 
 
 def drain(node: str, reason: str) -> None:
-    """Take `node` out of service with `reason` (which callers prefix with PREFIX)."""
-    call(["scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}"])
+    """Take `node` out of service with `reason` (callers prefix it with PREFIX), inside '"' (update_node.c)."""
+    call(["scontrol", "update", f"nodename={node}", "state=drain", f'reason="{reason}"'])  # scontrol strips 1 '"' each end
 
 
 def undrain(node: str) -> None:

@@ -27,22 +27,28 @@ class Topology:
 
 
 def expand(expr: str) -> list[str]:
-    """A Slurm hostlist expression's names, in order: 'node[1-3,05],gpu7' -> node1 node2 node3 node05 gpu7."""
+    """A Slurm hostlist expression's names, in Slurm's order (`scontrol show hostnames`): every bracket group of a
+    name, the first outermost: 'rack[1-2]-n[1-2],gpu7' -> rack1-n1 rack1-n2 rack2-n1 rack2-n2 gpu7."""
     out: list[str] = []
     for part in re.split(r",(?![^\[]*\])", expr.strip()):  # commas outside brackets
-        if not part:
-            continue
-        m = re.fullmatch(r"([^\[]*)\[([^\]]*)\](.*)", part)
-        if m is None:
-            out.append(part)
-            continue
-        head, ranges, tail = m.groups()
-        for r in ranges.split(","):
-            lo, _, hi = r.partition("-")
-            if not lo.isdigit() or (hi and not hi.isdigit()):
-                raise UsageError(f"hostlist '{expr}': '{r}' is not a number or a range N-M")
-            width = len(lo) if lo.startswith("0") else 0
-            out += [f"{head}{k:0{width}d}{tail}" for k in range(int(lo), int(hi or lo) + 1)]
+        if part:
+            out += _names(part, expr)
+    return out
+
+
+def _names(part: str, expr: str) -> list[str]:
+    m = re.fullmatch(r"([^\[]*)\[([^\]]*)\](.*)", part)
+    if m is None:
+        return [part]
+    head, ranges, tail = m.groups()
+    rest = _names(tail, expr) if "[" in tail else [tail]
+    out: list[str] = []
+    for r in ranges.split(","):
+        lo, _, hi = r.partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            raise UsageError(f"hostlist '{expr}': '{r}' is not a number or a range N-M")
+        width = len(lo) if lo.startswith("0") else 0
+        out += [f"{head}{k:0{width}d}{t}" for k in range(int(lo), int(hi or lo) + 1) for t in rest]
     return out
 
 

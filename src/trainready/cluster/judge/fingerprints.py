@@ -43,13 +43,23 @@ def rejudged(result: Mapping[str, Any]) -> bool:
             and details.get("failed_for") == SHARED_ONLY and bool(details.get("devices")))
 
 
+def grouped(found: list[tuple[str, str, str]]) -> list[str]:
+    """One line per GPU and op, in the order first found: the first entry's line, and how many more of the battery's
+    entries of that op differ on that GPU (the full list stays in the check's details: `rejected`)."""
+    by: dict[tuple[str, str], list[str]] = {}
+    for who, op, line in found:
+        by.setdefault((who, op), []).append(line)
+    return [lines[0] + (f" (+{len(lines) - 1} more {op} entr{'y' if len(lines) == 2 else 'ies'} on this GPU)"
+                        if len(lines) > 1 else "") for (_, op), lines in by.items()]
+
+
 def judge_fleet(records: Mapping[str, Mapping[str, Any] | None]) -> FleetPrints:
     """node -> its fleetnode record (or None): reasons, warnings, the fleet's result."""
     prints = {n: p for n, rec in records.items() if (p := records_of(rec))}
     if not prints:
         return FleetPrints()
     res = aggregate(prints)
-    reasons = {n: [(CAUSE, f"fingerprint: {ln}") for ln in lines] for n, lines in res.rejected.items()}
+    reasons = {n: [(CAUSE, f"fingerprint: {ln}") for ln in grouped(res.found.get(n, []))] for n in res.rejected}
     for n, lines in res.answer.items():
         reasons.setdefault(n, []).extend((ANSWER, f"fingerprint: {ln}") for ln in lines)
     warnings: dict[str, list[str]] = {}
@@ -72,7 +82,8 @@ def judge_fleet(records: Mapping[str, Mapping[str, Any] | None]) -> FleetPrints:
     else:
         status, msg = Status.PASS, f"{gpus} device(s) in {len(res.groups)} key group(s): every entry bit for bit " \
             "identical within its group, every majority within its float64 bound"
-    detail = {"groups": res.groups, "fleet_wide": res.fleet_wide, "unknown": res.unknown[:50],
+    detail = {"groups": res.groups, "fleet_wide": res.fleet_wide,
+              "rejected": {n: v for n, v in sorted(res.rejected.items())}, "unknown": res.unknown[:50],
               "drift": {n: v for n, v in sorted(res.drift.items())}, "alone": {n: v for n, v in sorted(res.alone.items())}}
     cr = CheckResult(CHECK, "Every GPU's fingerprint against its identical peers across the fleet", Level.QUICK,
                      status, msg, "Drain the named GPU's node for the vendor's field diagnostic; a fleet-wide wrong "

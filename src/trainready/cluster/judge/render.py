@@ -47,6 +47,8 @@ def print_verdict(v: FleetVerdict, console: Console) -> None:
         console.print(imp.get("text", ""), highlight=False, markup=False)
     for s in v.guard.get("switches") or []:  # a leaf switch named as the cause (switches.py)
         console.print(f"[bold yellow]{s['why']}[/]", highlight=False)
+    if v.guard.get("switches_unchecked"):  # the switch rule could not run: said, so a drain is read knowing it
+        console.print(v.guard["switches_unchecked"], style="yellow", highlight=False, markup=False)
     if v.guard.get("fleet_wide"):  # with or without --drain: the one line that says the cause is not the nodes'
         console.print(f"[bold yellow]{v.guard['why']}[/]")
     drain = ", ".join(v.rejected) or "none"

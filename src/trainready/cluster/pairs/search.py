@@ -151,7 +151,7 @@ def run_steps(opts: PairsOptions, addr: Mapping[str, str], rnd: int, pairs: Sequ
             p.kill()
             p.wait()
         rec = pair_record(f.results, rnd, a, b)
-        if p.returncode != 0 and not rec.is_file() and outage.silent("srun", log.read_text(errors="replace")):
+        if p.returncode != 0 and not rec.is_file() and outage.srun_silent(log.read_text(errors="replace")):
             unsent.append((a, b))
         else:
             out[(a, b)] = busbw_of(rec)
@@ -180,7 +180,7 @@ def name_switches(out: PairingOutcome, fleet: FleetOptions) -> tuple[Any, ...]:
 
     fs = load_spec(fleet.spec)[0].fleet
     return switches.for_rejected({n: ("link",) for n in out.culprits}, fs.switch_fraction, fs.switch_causes,
-                                 fleet.topology)
+                                 fleet.topology, {v.node for v in out.verdicts if v.status != "untested"})  # those it paired
 
 
 def to_json(out: PairingOutcome, opts: PairsOptions, nodes: list[str], why: Mapping[Pair, str],

@@ -6,18 +6,22 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
+
+if TYPE_CHECKING:
+    from trainready.cluster.sacct import JobImpact
 
 
 def after_drain(results: Path, node: str, record: str | None, say: Callable[[str], None],
-                here: bool = False) -> Path | None:
+                here: bool = False, jobs: JobImpact | None = None) -> Path | None:
     """The folder of a node just drained, from the records under RESULTS (on the login node: the node's tools are
-    said with the commands that collect them; `here`, on the node: its kernel log's XIDs too).  A folder that
-    cannot be written is said, never stops a drain."""
+    said with the commands that collect them; `here`, on the node: its kernel log's XIDs too); `jobs`: the job
+    impact the draining run found (its fleet record's: one answer for both).  A folder that cannot be written is
+    said, never stops a drain."""
     from trainready.cluster.rma import evidence, folder, tools
 
     try:
-        ev = evidence.gather(results, node, Path(record) if record else None, here=here)
+        ev = evidence.gather(results, node, Path(record) if record else None, here=here, jobs=jobs)
         runs = tools.not_here(node, f"trainready bundle --rma {node} --results {results} (run on {node}: see INDEX.md)")
         argv = [Path(sys.argv[0]).name if sys.argv else "trainready", *sys.argv[1:]]  # the command that drained it
         out = folder.write(ev, runs, folder.folder(results, node), argv)

@@ -8,7 +8,10 @@
 * the XID timeline: the kernel log's XIDs (manifest/kmsg.py) with NVIDIA's meaning (hardware/xids.py), read only
   on the node itself; elsewhere each GPU's count since boot from its record;
 * the history: per sweep the counters (ECC, remapped rows, PCIe replays, XIDs) and the trend WARNs
-  (cluster/sweep/trend.py), the last pass, and the jobs that ran since (cluster/accounting.py).
+  (cluster/sweep/trend.py), the last pass, and the jobs that ran since (cluster/accounting.py: the fleet
+  record's own answer where a run drained it);
+* which record it read: the draining run's own, named with its run and time; where that run left none, why, and
+  the newest earlier one only for the GPUs' identity, said to be older and from another run.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from trainready.cluster import accounting, reasons
+from trainready.cluster import accounting, reasons, sacct
 from trainready.cluster.tasks.layout import LEDGER, NODE_SCHEMA, read_json
 from trainready.hardware.xids import CATALOGUE, explain
 from trainready.manifest.kmsg import Xid
@@ -36,6 +39,8 @@ class Evidence:
     results: str
     record_path: str  # "" when the node has no record under RESULTS
     record: Mapping[str, Any] | None
+    record_note: str  # which run's record and when, or why there is none (said beside the drain)
+    record_own: bool  # the record is the draining run's (or, with no drain, the newest): its failures are listed
     driver: str
     gpus: tuple[dict[str, Any], ...]  # IDENTITY + COUNTERS of each GPU, as recorded
     failures: tuple[dict[str, Any], ...]  # check, status, message, remedy, class
@@ -45,7 +50,7 @@ class Evidence:
     xids: tuple[dict[str, Any], ...] | str  # the timeline, or why it was not read
     history: tuple[dict[str, Any], ...]  # per sweep: when, verdict, counters, trend WARNs
     last_pass: str
-    jobs: accounting.JobImpact
+    jobs: sacct.JobImpact
     planted: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -151,42 +156,73 @@ def _trend_runs(results: Path, node: str) -> list[dict[str, Any]]:
     return [e for e in doc.get("runs") or [] if isinstance(e, dict)] if doc.get("schema") == TREND_SCHEMA else []
 
 
-def history(results: Path, node: str) -> tuple[list[dict[str, Any]], str]:
-    """(per sweep: when, verdict, counters, WARNs; the last pass) from the node's trend and the sweep's state."""
-    runs = _trend_runs(results, node)
-    rows = [{"when": e.get("when"), "verdict": e.get("verdict"), "counters": e.get("counters", {}),
-             "trend": e.get("trend", []), "why": e.get("why", ""), "strikes": e.get("strikes")} for e in runs]
-    passes = [e["when"] for e in runs if e.get("verdict") == "pass"]
-    st = results / "sweep" / "state.json"
-    if st.is_file():
-        try:
-            mine = (json.loads(st.read_text(encoding="utf-8")).get("nodes") or {}).get(node) or {}
-            passes.append(str(mine.get("last_pass") or ""))
-        except ValueError:
-            pass
-    return rows, max((p for p in passes if p), default="")
+def history(results: Path, node: str) -> list[dict[str, Any]]:
+    """Per sweep: when, verdict, counters, WARNs, from the node's trend."""
+    return [{"when": e.get("when"), "verdict": e.get("verdict"), "counters": e.get("counters", {}),
+             "trend": e.get("trend", []), "why": e.get("why", ""), "strikes": e.get("strikes")}
+            for e in _trend_runs(results, node)]
+
+
+def _stamp(path: Path) -> str:
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(path.stat().st_mtime, dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _run_of(results: Path, path: Path) -> str:
+    try:
+        rel = path.relative_to(results)
+    except ValueError:
+        return str(path)
+    return f"runs/{rel.parts[1]}" if rel.parts[:1] == ("runs",) and len(rel.parts) > 2 else str(rel)
+
+
+def pick_record(results: Path, node: str, given: Path | None, drain: Mapping[str, Any]) -> tuple[Path | None, bool, str]:
+    """(the record to read, whether its failed checks are the drain's, what to say of it: its run and time).
+    A run's drain names its record (`given`, or the ledger entry's `record`); where that run left none, the
+    newest earlier record serves for the GPUs' identity only, said to be older and from another run.  A sweep's
+    drain reads the newest record (its own last run's); the health check's drain is its own, on the node."""
+    own = given or (Path(str(drain["record"])) if drain.get("record") else None)
+    if own is not None and own.is_file():
+        return own, True, f"the record of the run that drained it: {_run_of(results, own)}, written {_stamp(own)}"
+    why = "; ".join(map(str, drain.get("why") or [])) or "no reason recorded"
+    none = (f"the run that drained it left no record of the node ({why})" if "record" in drain
+            else f"the {drain.get('by')} check drained it ({why})" if drain.get("by") == "health" else "")
+    older = latest_record(results, node)
+    if older is None:
+        return None, False, f"{none or 'no drain of the node in the ledger'}; no record of the node under RESULTS"
+    if not none:
+        return older, True, f"the node's newest record: {_run_of(results, older)}, written {_stamp(older)}"
+    return older, False, (f"{none}; the GPU table is from an EARLIER record, {_run_of(results, older)}, written "
+                          f"{_stamp(older)}: not the check that drained it")
 
 
 def gather(results: Path, node: str, record_path: Path | None = None, here: bool = False,
-           now: str = "") -> Evidence:
-    """Everything the folder says about `node`; `here`: this process runs on the node (reads its kernel log)."""
+           now: str = "", jobs: sacct.JobImpact | None = None) -> Evidence:
+    """Everything the folder says about `node`; `here`: this process runs on the node (reads its kernel log);
+    `jobs`: the job impact the draining run found (its fleet record's), else asked for here."""
     import datetime as dt
 
-    path = record_path or latest_record(results, node)
-    record, _why = read_json(path, NODE_SCHEMA) if path is not None else (None, "")
-    driver, gpus = _gpus(record)
-    failed = failures(record)
+    from trainready.cluster import coverage
+
     drains = ledger_entries(results, node)
     last = next((e for e in reversed(drains) if e.get("action") == "drain"), {})
+    path, own, note = pick_record(results, node, record_path, last)
+    record, why = read_json(path, NODE_SCHEMA) if path is not None else (None, "")
+    if path is not None and record is None:
+        note += f"; it cannot be read ({why})"
+    driver, gpus = _gpus(record)
+    failed = failures(record) if own else []
     parsed = reasons.parse(str(last.get("reason") or last.get("slurm_reason", "")))  # the whole text where kept
-    rows, last_pass = history(results, node)
+    passed = (coverage.last_passes(results).get(node) or {}).get(coverage.ACTIVE)
     until = now or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     planted = dict(((record or {}).get("report") or {}).get("context", {}).get("planted") or last.get("planted") or {})
-    return Evidence(node, str(results), str(path or ""), record, driver, tuple(gpus), tuple(failed),
+    return Evidence(node, str(results), str(path or ""), record, note, own, driver, tuple(gpus), tuple(failed),
                     reproduce(node, record, failed), tuple(drains),
                     {"text": last.get("reason") or last.get("slurm_reason", ""), "slurm": last.get("slurm_reason", ""),
                      "source": parsed.source,
                      "class": last.get("class") or parsed.klass, "date": str(parsed.date or ""),
                      "cause": parsed.cause, "why": last.get("why", [])},
-                    read_kernel_xids(here, node), tuple(rows), last_pass,
-                    accounting.job_impact(node, last_pass, until), planted)
+                    read_kernel_xids(here, node), tuple(history(results, node)),
+                    passed.isoformat(timespec="seconds") if passed else "",
+                    jobs or accounting.job_impact(results, node, until), planted)

@@ -16,11 +16,12 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import os
+import re
 import shlex
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Iterable, Sequence
 
 from trainready import __version__
 from trainready.bundle.gather import Stage
@@ -49,7 +50,8 @@ def collect_commands(node: str, results: str, reason: str) -> list[str]:
             f"scontrol update nodename={node} state=resume",
             shlex.join(["srun", f"--reservation={resv}", "-w", node, "-N", "1", "--exclusive", "--time=45:00",
                         "trainready", "bundle", "--rma", node, "--results", results]),
-            shlex.join(["scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason or 'trainready: rma'}"]),
+            shlex.join(["scontrol", "update", f"nodename={node}", "state=drain",
+                        'reason="' + (reason or "trainready: rma") + '"']),  # quoted as slurm.drain quotes it
             f"scontrol delete ReservationName={resv}"]
 
 
@@ -82,9 +84,9 @@ def _free(p: Path) -> Path:
 
 def _fill(stage: Stage, ev: Evidence, tools: Sequence[ToolRun], tool_dir: Path | None) -> None:
     facts = {k: v for k, v in dataclasses.asdict(ev).items() if k not in ("record", "history")}
-    facts["jobs"] = {**dataclasses.asdict(ev.jobs), "text": ev.jobs.text()}
+    facts["jobs"] = ev.jobs.vendor_json()  # counts, ids and states: other users' names stay in the fleet record
     stage.json("facts.json", facts, "hardware", "the node's GPUs (serial, PCI bus, slot, VBIOS), driver, the failed "
-               "checks with their class and reproduce command, the drain, the jobs since the last pass")
+               "checks with their class and reproduce command, the drain, the jobs since the last pass (ids and states)")
     if ev.record is not None:
         (stage.root / "record").mkdir()
         stage.json("record/node.json", dict(ev.record), "launch", "the node's own record of the failing run "
@@ -107,20 +109,48 @@ def _fill(stage: Stage, ev: Evidence, tools: Sequence[ToolRun], tool_dir: Path |
                 _tool_file(stage, f"tools/{rel}", tool_dir / rel, f"{t.name}'s output")
 
 
+GZ_LINE_MAX = 1 << 20  # characters of one line (or one private-key block) redacted at a time: memory stays bounded
+PEM_BEGIN, PEM_END = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"), re.compile(r"-----END [A-Z ]*PRIVATE KEY-----")
+
+
 def _tool_file(stage: Stage, rel: str, src: Path, what: str) -> None:
-    """A tool's output: text redacted (Stage.copy); nvidia-bug-report's .gz unpacked, redacted and packed again."""
+    """A tool's output: text redacted (Stage.copy); nvidia-bug-report's .gz unpacked, redacted and packed again,
+    streamed (a line at a time: a 300 MB report never sits in memory whole)."""
     import gzip
 
     if not rel.endswith(".gz"):
         stage.copy(rel, src, "services", what)
         return
+    dst = stage.root / rel
+    dst.parent.mkdir(parents=True, exist_ok=True)
     try:
-        text = gzip.decompress(src.read_bytes()).decode("utf-8", "replace")
+        with gzip.open(src, "rt", encoding="utf-8", errors="replace", newline="") as fin, \
+                gzip.open(dst, "wt", encoding="utf-8", newline="") as fout:
+            changed = redact_stream(fin, fout.write)
     except (OSError, EOFError):  # not gzip after all: kept as it is
+        dst.unlink(missing_ok=True)
         stage.copy(rel, src, "services", what)
         return
-    clean = redact_value(text)
-    (stage.root / rel).parent.mkdir(parents=True, exist_ok=True)
-    (stage.root / rel).write_bytes(gzip.compress(clean.encode("utf-8"), mtime=0))
-    stage._item(rel, "services", what, str(src), "secrets redacted: differs from the tool's own file"
-                if clean != text else "")
+    stage._item(rel, "services", what, str(src), "secrets redacted: differs from the tool's own file" if changed else "")
+
+
+def redact_stream(lines: Iterable[str], write: Callable[[str], object]) -> bool:
+    """`redact_value` over a text a line at a time; a private key's PEM block, which spans lines, is gathered from
+    its BEGIN line to its END line (at most GZ_LINE_MAX characters) and redacted whole.  Whether anything changed."""
+    changed, block = False, ""
+    for line in lines:
+        if block or (PEM_BEGIN.search(line) and not PEM_END.search(line)):
+            block += line
+            if not PEM_END.search(line) and len(block) < GZ_LINE_MAX:
+                continue
+            line, block = block, ""
+        for k in range(0, len(line), GZ_LINE_MAX):
+            part = line[k:k + GZ_LINE_MAX]
+            clean = redact_value(part)
+            changed |= clean != part
+            write(clean)
+    if block:
+        clean = redact_value(block)
+        changed |= clean != block
+        write(clean)
+    return changed

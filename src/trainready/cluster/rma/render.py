@@ -39,13 +39,17 @@ def _head(ev: Evidence, meta: Mapping[str, Any]) -> list[str]:
                 f"Slurm's reason: `{_cell(r.get('slurm') or r.get('text'))}`"]
     else:
         out += ["", "No drain of this node is in RESULTS/drain-ledger.jsonl: the folder was asked for by hand."]
-    out += [f"Last pass: {ev.last_pass or 'none recorded'} · jobs on the node since: {ev.jobs.text()}"]
+    out += [f"Evidence: {_cell(ev.record_note)}",
+            f"Last pass: {ev.last_pass or 'none recorded'} · jobs on the node from {ev.jobs.since} to {ev.jobs.until}: "
+            f"{_cell(ev.jobs.vendor_text())}"]
     return out
 
 
 def _gpus(ev: Evidence) -> list[str]:
     out = ["", "## GPUs", "", f"Driver: {ev.driver} · from the node's record `{ev.record_path or 'none under RESULTS'}`",
            ""]
+    if ev.record is None:
+        return out + [f"No record to read the GPUs from: {_cell(ev.record_note)}."]
     if not ev.gpus:
         return out + ["No GPU in the record (NVML read none on the node: the driver line says why)."]
     return out + _table(("GPU", "name", "board serial", "PCI bus", "slot (module)", "VBIOS", *COUNTERS),
@@ -59,8 +63,9 @@ def _failures(ev: Evidence) -> list[str]:
         out += _table(("check", "status", "class", "what it measured"),
                       [(f["check"], f["status"], f["class"], f["message"]) for f in ev.failures])
     else:
-        out += ["No failed check in the record" + (f"; the drain's reasons: {'; '.join(map(str, ev.reason['why']))}"
-                                                   if ev.reason.get("why") else ".")]
+        whose = "No failed check in the record" if ev.record is not None and ev.record_own else \
+            "No record of the node from the run that drained it"
+        out += [whose + (f"; the drain's reasons: {'; '.join(map(str, ev.reason['why']))}" if ev.reason.get("why") else ".")]
     return out + ["", f"Reproduce on the node: `{ev.reproduce}`"]
 
 

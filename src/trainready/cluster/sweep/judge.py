@@ -120,7 +120,7 @@ def by_switch(outs: Sequence[Outcome], nodes: Sequence[NodeVerdict], fraction: f
 
     failing = {o.node for o in outs if o.verdict == FAIL}
     rejected = {nv.node: nv.causes for nv in nodes if nv.node in failing}
-    named = switches.for_rejected(rejected, fraction, prefixes, topology)
+    named = switches.for_rejected(rejected, fraction, prefixes, topology, {nv.node for nv in nodes if not nv.not_tested})  # swept ones
     held = switches.held_by_switch(rejected, named, prefixes)
     return ([dataclasses.replace(o, action="switch") if o.node in held else o for o in outs],
             [s.line() for s in named])

@@ -58,7 +58,10 @@ def _node(name: str, mine: Mapping[str, Any], runs: list[dict[str, Any]], info: 
                          (("node", name), ("device", dev)), value * UNITS.get(unit, ("", 1.0))[1])
 
 
-def write(path: str, results: Path, doc: Mapping[str, Any], info: Mapping[str, NodeInfo], limit: int = 0) -> None:
+def write(path: str, results: Path, doc: Mapping[str, Any], info: Mapping[str, NodeInfo], limit: int = 0,
+          window_days: float = 7.0) -> None:
+    """The textfile; `limit`: the spec's fleet.unjudged_sweeps (a node unjudged that many sweeps in a row: 'cannot
+    be judged'); `window_days`: the spec's fleet.coverage_days, carried so the dashboard's window is the spec's."""
     from trainready.util.atomic import atomic_write_text
 
     samples = [Sample(P + "last_sweep_timestamp_seconds", "when the last sweep finished (Unix time)", (),
@@ -69,4 +72,10 @@ def write(path: str, results: Path, doc: Mapping[str, Any], info: Mapping[str, N
     samples += [Sample(PREFIX + "node_last_pass_timestamp_seconds", "when the node last passed an active check "
                        "(run, sweep, --health-check --active) or a passive one (--health-check), Unix time",
                        (("node", n), ("kind", k)), t) for n, k, t in coverage.samples(results)]
+    samples += [Sample(PREFIX + "node_never_passed", "1 when the node never passed a check of this kind (active, "
+                       "passive) in any record; every node swept or in the partition has one",
+                       (("node", n), ("kind", k)), 1.0 if none else 0.0)
+                for n, k, none in coverage.never(results, set(doc.get("nodes", {})) | set(info))]
+    samples.append(Sample(PREFIX + "coverage_window_seconds", "the spec's fleet.coverage_days: a node whose last "
+                          "pass is older is not covered", (), window_days * 86400.0))
     atomic_write_text(path, render(samples))

@@ -82,7 +82,7 @@ def _sweep(fleet: FleetOptions, opts: SweepOptions, say: Callable[[str], None]) 
         from trainready.cluster.sweep import monitor
 
         monitor.write(opts.prometheus, fleet.results, doc, slurm.nodes(list(info)) if info else {},
-                      spec_of(fleet).fleet.unjudged_sweeps)
+                      spec_of(fleet).fleet.unjudged_sweeps, spec_of(fleet).fleet.coverage_days)
     for o in outs:
         say(line(o, opts.strikes))
     planted = bool(verdict and verdict.planted)
