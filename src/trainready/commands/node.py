@@ -190,6 +190,8 @@ def _accept(checks: list[type[Check]], ctx: CheckContext, source: str, json_path
         from trainready.ranks.launch import warm_up
 
         warm_up((RESUME_RANKS,) if any(c.name == "resume" for c in checks) else ())
+    if any(c.name == "train_step" for c in checks):
+        _import_behind(IN_PROCESS_LATER)
     limits = {c.name: c().timeout_for(ctx) for c in checks}  # recorded: every check's limit, flags applied
     report = _run(checks, ctx, {"spec_source": source, "workdir": str(ctx.workdir), "timeouts_s": limits,
                                 **({"timeouts_given": timeouts} if timeouts else {})})
@@ -198,6 +200,28 @@ def _accept(checks: list[type[Check]], ctx: CheckContext, source: str, json_path
     except Interrupted as exc:  # every check had run: the interrupt came while reporting
         exc.during, exc.partial = exc.during or "the report", exc.partial or report
         raise
+
+
+# Imported by a check of this process only at its first use, and costly: the first optimizer step imports
+# torch._dynamo (torch/_compile.py wraps Optimizer.step): measured on a 1x H200 VM below (docs/measurements.md).
+IN_PROCESS_LATER = ("torch._dynamo",)
+
+
+def _import_behind(modules: tuple[str, ...]) -> None:
+    """Import `modules` on a daemon thread while the checks before their user run (mostly waiting on GPUs and
+    rank processes); torch is already imported here (the checks' registry), so the thread only adds to it.  An
+    import that fails here fails again, and is reported, where the check imports it."""
+    import importlib
+    import threading
+
+    def work() -> None:
+        for m in modules:
+            try:
+                importlib.import_module(m)
+            except Exception:  # noqa: BLE001 - the check's own import reports it
+                return
+
+    threading.Thread(target=work, name="trainready-import", daemon=True).start()
 
 
 def _run(checks: list[type[Check]], ctx: CheckContext, context: dict[str, Any]) -> Report:

@@ -140,14 +140,16 @@ def resume_rank(ctx: RankContext, job: RankJob) -> dict[str, Any]:
     source = open_tokens(job.data, job.dtype)
     sampler = SequenceSampler(source, tr.model_config.seq_len, cfg.batch_size, cfg.seed, r, ws)
     losses: dict[int, float] = {}
-    result: dict[str, Any] = {"role": role, "rank": r}
+    result: dict[str, Any] = {"role": role, "rank": r, "build_s": time.perf_counter() - t0, "steps_s": 0.0}
 
     def run(first: int, last: int, hook: Callable[[int], None] | None = None) -> None:
+        ts = time.perf_counter()
         for s in range(first, last):
             x, y = sampler.next_batch()
             losses[s + 1] = tr.step(x, y, source.path)
             if hook:
                 hook(s + 1)
+        result["steps_s"] += time.perf_counter() - ts
 
     ctx.stage(f"{role}: training")
     if role == "A":
