@@ -133,8 +133,32 @@ def _list(only: list[str] | None, skip: list[str] | None, level: Level) -> int:
     return 0
 
 
+# The checks that run in rank processes (Check.launches_ranks) and their levels, known before the checks'
+# registry is imported (it imports torch); tests/test_node_startup.py holds this table to the registry.
+RANK_CHECKS = {"fingerprint": Level.QUICK, "allreduce": Level.QUICK, "comm": Level.STANDARD,
+               "resume": Level.STANDARD, "burnin": Level.BURN_IN}
+
+
+def rank_checks(only: list[str] | None, skip: list[str] | None, level: Level) -> list[str]:
+    """The RANK_CHECKS that `select(only, skip, level)` will choose."""
+    return [n for n, lv in RANK_CHECKS.items()
+            if (n in only if only else lv.depth <= level.depth) and not (skip and n in skip)]
+
+
+def _start_forkserver(run: NodeRun) -> None:
+    """Start the rank processes' forkserver now, when checks will launch ranks: it imports torch (and the resume
+    ranks' modules) while this process imports torch for the checks' registry and runs the in-process checks, so
+    the first launch forks at once instead of waiting for those imports (measured: 6.4 s on a 1x H100 VM)."""
+    names = rank_checks(run.only, run.skip, run.level)
+    if names:
+        from trainready.ranks.forkserver import RESUME_RANKS, warm_up
+
+        warm_up((RESUME_RANKS,) if "resume" in names else ())
+
+
 def _node(run: NodeRun) -> int:
     """The checks in a scratch folder (our own is removed on any error exit), the report: the exit code."""
+    _start_forkserver(run)
     from trainready.checks import REGISTRY, CheckContext, select  # imports torch: now the input is known good
     from trainready.suite.options import CheckOptions
 
@@ -190,8 +214,6 @@ def _accept(checks: list[type[Check]], ctx: CheckContext, source: str, json_path
         from trainready.ranks.launch import warm_up
 
         warm_up((RESUME_RANKS,) if any(c.name == "resume" for c in checks) else ())
-    if any(c.name == "train_step" for c in checks):
-        _import_behind(IN_PROCESS_LATER)
     limits = {c.name: c().timeout_for(ctx) for c in checks}  # recorded: every check's limit, flags applied
     report = _run(checks, ctx, {"spec_source": source, "workdir": str(ctx.workdir), "timeouts_s": limits,
                                 **({"timeouts_given": timeouts} if timeouts else {})})
@@ -202,15 +224,17 @@ def _accept(checks: list[type[Check]], ctx: CheckContext, source: str, json_path
         raise
 
 
-# Imported by a check of this process only at its first use, and costly: the first optimizer step imports
-# torch._dynamo (torch/_compile.py wraps Optimizer.step): measured on a 1x H200 VM below (docs/measurements.md).
+# Imported by train_step (in this process) only at its first use, and costly: the first optimizer step imports
+# torch._dynamo (torch/_compile.py wraps Optimizer.step): train_step took 9.3 s cold, 1.9 s with it imported
+# before (1x H100 VM, docs/measurements.md).
 IN_PROCESS_LATER = ("torch._dynamo",)
 
 
 def _import_behind(modules: tuple[str, ...]) -> None:
-    """Import `modules` on a daemon thread while the checks before their user run (mostly waiting on GPUs and
-    rank processes); torch is already imported here (the checks' registry), so the thread only adds to it.  An
-    import that fails here fails again, and is reported, where the check imports it."""
+    """Import `modules` on a daemon thread while a check runs in rank processes (this process waits on them:
+    imported beside the in-process checks instead, it slowed them by 4.6 s); torch is already imported here
+    (the checks' registry), so the thread only adds to it.  An import that fails here fails again, and is
+    reported, where the check imports it."""
     import importlib
     import threading
 
@@ -241,11 +265,18 @@ def _run(checks: list[type[Check]], ctx: CheckContext, context: dict[str, Any]) 
     ) as progress:
         task = progress.add_task("starting", total=len(checks))
         ctx.progress = _progress(console, lambda text: progress.update(task, description=text))
+        later = [IN_PROCESS_LATER] if any(c.name == "train_step" for c in checks) else []
+
+        def start(c: type[Check]) -> None:
+            progress.update(task, description=c.title or c.name)
+            if later and c.launches_ranks:  # this process mostly waits on the ranks now
+                _import_behind(later.pop())
+
         return run_checks(
             "node",
             checks,
             ctx,
-            on_start=lambda c: progress.update(task, description=c.title or c.name),
+            on_start=start,
             on_done=lambda r: progress.advance(task),
             context=context,
         )

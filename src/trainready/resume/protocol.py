@@ -100,7 +100,8 @@ def phases(done: dict[str, RunDone]) -> dict[str, dict[str, float]]:
     for role, d in done.items():
         mine = d.result.values[0] if d.result.values and isinstance(d.result.values[0], dict) else {}
         out[role] = {**d.result.timing_s, **{k: round(float(mine[k]), 3) for k in ("build_s", "steps_s", "save_s",
-                                                                                   "load_s") if k in mine}}
+                                                                                   "load_s", "wait_b_s", "wait_a_s",
+                                                                                   "compare_s") if k in mine}}
     return out
 
 
