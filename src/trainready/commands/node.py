@@ -13,6 +13,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from trainready.commands.common import (JSON_HELP, SPEC_HELP, TIMEOUT_HELP, check_out_path, drop_scratch, emit,
                                         finish_workdir, on_interrupt, parse_plants, parse_timeouts, split_names,
                                         workdir)
+from trainready.commands._node_start import IN_PROCESS_LATER, import_behind, start_forkserver
 from trainready.errors import Interrupted
 from trainready.records import Level, Report
 
@@ -133,32 +134,9 @@ def _list(only: list[str] | None, skip: list[str] | None, level: Level) -> int:
     return 0
 
 
-# The checks that run in rank processes (Check.launches_ranks) and their levels, known before the checks'
-# registry is imported (it imports torch); tests/test_node_startup.py holds this table to the registry.
-RANK_CHECKS = {"fingerprint": Level.QUICK, "allreduce": Level.QUICK, "comm": Level.STANDARD,
-               "resume": Level.STANDARD, "burnin": Level.BURN_IN}
-
-
-def rank_checks(only: list[str] | None, skip: list[str] | None, level: Level) -> list[str]:
-    """The RANK_CHECKS that `select(only, skip, level)` will choose."""
-    return [n for n, lv in RANK_CHECKS.items()
-            if (n in only if only else lv.depth <= level.depth) and not (skip and n in skip)]
-
-
-def _start_forkserver(run: NodeRun) -> None:
-    """Start the rank processes' forkserver now, when checks will launch ranks: it imports torch (and the resume
-    ranks' modules) while this process imports torch for the checks' registry and runs the in-process checks, so
-    the first launch forks at once instead of waiting for those imports (measured: 6.4 s on a 1x H100 VM)."""
-    names = rank_checks(run.only, run.skip, run.level)
-    if names:
-        from trainready.ranks.forkserver import RESUME_RANKS, warm_up
-
-        warm_up((RESUME_RANKS,) if "resume" in names else ())
-
-
 def _node(run: NodeRun) -> int:
     """The checks in a scratch folder (our own is removed on any error exit), the report: the exit code."""
-    _start_forkserver(run)
+    start_forkserver(run.only, run.skip, run.level)
     from trainready.checks import REGISTRY, CheckContext, select  # imports torch: now the input is known good
     from trainready.suite.options import CheckOptions
 
@@ -224,30 +202,6 @@ def _accept(checks: list[type[Check]], ctx: CheckContext, source: str, json_path
         raise
 
 
-# Imported by train_step (in this process) only at its first use, and costly: the first optimizer step imports
-# torch._dynamo (torch/_compile.py wraps Optimizer.step): train_step took 9.3 s cold, 1.9 s with it imported
-# before (1x H100 VM, docs/measurements.md).
-IN_PROCESS_LATER = ("torch._dynamo",)
-
-
-def _import_behind(modules: tuple[str, ...]) -> None:
-    """Import `modules` on a daemon thread while a check runs in rank processes (this process waits on them:
-    imported beside the in-process checks instead, it slowed them by 4.6 s); torch is already imported here
-    (the checks' registry), so the thread only adds to it.  An import that fails here fails again, and is
-    reported, where the check imports it."""
-    import importlib
-    import threading
-
-    def work() -> None:
-        for m in modules:
-            try:
-                importlib.import_module(m)
-            except Exception:  # noqa: BLE001 - the check's own import reports it
-                return
-
-    threading.Thread(target=work, name="trainready-import", daemon=True).start()
-
-
 def _run(checks: list[type[Check]], ctx: CheckContext, context: dict[str, Any]) -> Report:
     """The checks in order, with a transient progress bar on stderr."""
     from trainready.suite.runner import run_checks
@@ -270,7 +224,7 @@ def _run(checks: list[type[Check]], ctx: CheckContext, context: dict[str, Any]) 
         def start(c: type[Check]) -> None:
             progress.update(task, description=c.title or c.name)
             if later and c.launches_ranks:  # this process mostly waits on the ranks now
-                _import_behind(later.pop())
+                import_behind(later.pop())
 
         return run_checks(
             "node",
