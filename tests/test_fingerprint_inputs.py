@@ -29,12 +29,31 @@ def test_one_block_is_the_plain_seeded_draw_and_more_blocks_are_seeded_apart(mon
 
 def test_the_draw_is_the_same_on_one_core_and_on_many(monkeypatch):
     monkeypatch.setattr(patterns, "BLOCK", 1000)
-    many = patterns.random_base((100, 97), operand=0)  # 10 blocks, drawn on every core this host gives
+    monkeypatch.setattr(patterns, "_BASES", {})
+    many = patterns.random_base((100, 97), operand=0).clone()  # 10 blocks, drawn on every core this host gives
+    monkeypatch.setattr(patterns, "_BASES", {})  # drawn again, not the process's kept copy
     monkeypatch.setattr(patterns.os, "sched_getaffinity", lambda _pid: {0})
     one = patterns.random_base((100, 97), operand=0)
     other = patterns.random_base((100, 97), operand=2)
     assert not torch.equal(one, other)
     assert torch.equal(one, many)
+
+
+def test_a_base_is_drawn_once_per_process_and_never_handed_out_to_be_written(monkeypatch):
+    monkeypatch.setattr(patterns, "BLOCK", 64)
+    monkeypatch.setattr(patterns, "_BASES", {})
+    drawn: list[int] = []
+    real = patterns._draw_block
+    monkeypatch.setattr(patterns, "_draw_block", lambda out, operand, block: (drawn.append(block), real(out, operand, block)))
+    first = patterns.random_base((16, 12), operand=3).clone()
+    assert drawn == [0, 1, 2]  # 192 elements: 3 blocks
+    again = patterns.random_base((16, 12), operand=3)
+    assert drawn == [0, 1, 2] and torch.equal(again, first)  # the same values, not drawn again
+    made = patterns.make("random-7", (16, 12), "fp32", operand=3)
+    made.add_(1.0)  # a caller's copy: the kept base is unchanged
+    assert not torch.equal(made, first) and torch.equal(patterns.random_base((16, 12), operand=3), first)
+    monkeypatch.setattr(patterns, "BLOCK", 32)  # another block size: other bits, drawn anew
+    assert not torch.equal(patterns.random_base((16, 12), operand=3), first) and len(drawn) == 3 + 6
 
 
 @pytest.mark.parametrize("op", [o for o in OPS if o.kind == "gemm" and o.dtype != "fp8"] + [OPS[-1]],

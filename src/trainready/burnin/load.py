@@ -186,7 +186,7 @@ def _battery(plan: LoadPlan, ctx: Any, window: int) -> dict[str, Any]:
     if ctx.device.type == "cpu":
         torch.set_num_threads(1)  # as the fingerprint check: one reduction order on every rank
     try:
-        res = run_battery(ctx.device, plan.fingerprint_size, 1, Plants(flip=flip))
+        res = run_battery(ctx.device, plan.fingerprint_size, 1, Plants(flip=flip), ratios=False)  # digests only
     finally:
         torch.set_num_threads(threads)
     return {"t": time.time(), "window": window, "fp": {e["id"]: e["digest"] for e in res["entries"]}}

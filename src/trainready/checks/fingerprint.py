@@ -52,8 +52,10 @@ def who(rec: dict[str, Any]) -> str:
     return f"GPU {rec['index']} (PCI {rec['pci_bus_id']}, serial {rec['serial']})"
 
 
-def collect(ctx: CheckContext, size: str, repeats: int, timeout_s: float) -> tuple[list[dict[str, Any]], str]:
-    """Every device's fingerprint record (one rank each), or ([], why the launch failed)."""
+def collect(ctx: CheckContext, size: str, repeats: int, timeout_s: float) -> tuple[list[dict[str, Any]], str,
+                                                                                 dict[str, float]]:
+    """Every device's fingerprint record (one rank each), or ([], why the launch failed); the launch's phases
+    (LaunchResult.timing_s)."""
     on_gpu = local_devices(ctx.spec)[0].startswith("cuda")
     world = len(local_devices(ctx.spec)) if on_gpu else local_world(ctx.spec, backend="gloo")[0]
     kwargs = {"size": size, "repeats": repeats, "gpus": on_gpu, "plants": plants_of(ctx), "left_out": {},
@@ -61,8 +63,8 @@ def collect(ctx: CheckContext, size: str, repeats: int, timeout_s: float) -> tup
     res = launch("trainready.fingerprint.rank:fingerprint_rank", world, "gloo", kwargs, timeout_s=timeout_s,
                  env={"CUBLAS_WORKSPACE_CONFIG": WORKSPACE}, threads_per_rank=None if on_gpu else 1)
     if not res.ok:
-        return [], f"the battery did not finish on every device: {res.describe()}"
-    return list(res.values), ""
+        return [], f"the battery did not finish on every device: {res.describe()}", res.timing_s
+    return list(res.values), "", res.timing_s
 
 
 def size_of(ctx: CheckContext, on_gpu: bool) -> str:
@@ -95,10 +97,10 @@ class FingerprintCheck(Check):
         on_gpu = local_devices(ctx.spec)[0].startswith("cuda")
         size = size_of(ctx, on_gpu)
         repeats = REPEATS["quick" if ctx.options.level.depth <= Level.QUICK.depth else "standard"]
-        recs, why = collect(ctx, size, repeats, self.timeout_for(ctx))
+        recs, why, launch_s = collect(ctx, size, repeats, self.timeout_for(ctx))
         if not recs:
             return Outcome(Status.FAIL, why, remedy=REMEDY)
-        return outcome_of(ctx.spec, recs, size, repeats)
+        return outcome_of(ctx.spec, recs, size, repeats, {"launch_s": launch_s})
 
 
 def failed_for(j: Judgment, ref: RefResult) -> list[str]:

@@ -13,6 +13,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from trainready.commands.common import (JSON_HELP, SPEC_HELP, TIMEOUT_HELP, check_out_path, drop_scratch, emit,
                                         finish_workdir, on_interrupt, parse_plants, parse_timeouts, split_names,
                                         workdir)
+from trainready.commands._node_start import IN_PROCESS_LATER, import_behind, start_forkserver
 from trainready.errors import Interrupted
 from trainready.records import Level, Report
 
@@ -135,6 +136,7 @@ def _list(only: list[str] | None, skip: list[str] | None, level: Level) -> int:
 
 def _node(run: NodeRun) -> int:
     """The checks in a scratch folder (our own is removed on any error exit), the report: the exit code."""
+    start_forkserver(run.only, run.skip, run.level)
     from trainready.checks import REGISTRY, CheckContext, select  # imports torch: now the input is known good
     from trainready.suite.options import CheckOptions
 
@@ -217,11 +219,18 @@ def _run(checks: list[type[Check]], ctx: CheckContext, context: dict[str, Any]) 
     ) as progress:
         task = progress.add_task("starting", total=len(checks))
         ctx.progress = _progress(console, lambda text: progress.update(task, description=text))
+        later = [IN_PROCESS_LATER] if any(c.name == "train_step" for c in checks) else []
+
+        def start(c: type[Check]) -> None:
+            progress.update(task, description=c.title or c.name)
+            if later and c.launches_ranks:  # this process mostly waits on the ranks now
+                import_behind(later.pop())
+
         return run_checks(
             "node",
             checks,
             ctx,
-            on_start=lambda c: progress.update(task, description=c.title or c.name),
+            on_start=start,
             on_done=lambda r: progress.advance(task),
             context=context,
         )

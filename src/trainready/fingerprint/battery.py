@@ -18,13 +18,13 @@ import contextlib
 import hashlib
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Iterator
 
 from trainready.fingerprint import ops as ops_mod
 from trainready.fingerprint.ops import OPS, Op
-from trainready.fingerprint.patterns import BLOCK, PATTERNS
+from trainready.fingerprint.patterns import BLOCK, PATTERNS, draw_bases
 
 # The battery's version, recorded in the group key: raise it with any change that can change a device's bits or
 # the key's wording (an op, a shape, an input pattern, a setting, the hashing).  Devices and a reference of
@@ -90,18 +90,73 @@ def _bounds(numel: int) -> list[int]:
 
 def digest(out: Any, workers: int = 1) -> tuple[str, str]:
     """(SHA-256 of the chunk digests in order, the chunks' first CHUNK_HEX hex digits concatenated)."""
-    host = out.detach().contiguous().cpu()
+    if workers > 1:
+        with ThreadPoolExecutor(workers) as pool:
+            return host_digest(out.detach().contiguous().cpu(), pool)
+    return host_digest(out.detach().contiguous().cpu(), None)
+
+
+def host_digest(host: Any, pool: ThreadPoolExecutor | None) -> tuple[str, str]:
+    """`digest` of a host tensor; its chunks hashed on `pool`'s threads when it is large (hashlib releases the
+    GIL on large buffers)."""
     buf = host.view(-1).view(__import__("torch").uint8).numpy()
     per = host.element_size()
     edges = _bounds(host.numel())
     parts = [(edges[i] * per, edges[i + 1] * per) for i in range(len(edges) - 1)]
-    if workers > 1 and host.numel() * per >= 1 << 22:
-        with ThreadPoolExecutor(workers) as pool:  # hashlib releases the GIL on large buffers
-            full = list(pool.map(lambda p: hashlib.sha256(buf[p[0]:p[1]]).digest(), parts))
+    if pool is not None and host.numel() * per >= 1 << 22:
+        full = list(pool.map(lambda p: hashlib.sha256(buf[p[0]:p[1]]).digest(), parts))
     else:
         full = [hashlib.sha256(buf[a:b]).digest() for a, b in parts]
     head = f"{host.dtype}:{tuple(host.shape)}".encode()
     return hashlib.sha256(head + b"".join(full)).hexdigest(), "".join(d.hex()[:CHUNK_HEX] for d in full)
+
+
+class Hasher:
+    """Hashes the battery's outputs off the device's critical path: on a GPU each output is copied to the host on
+    a side stream (after the default stream's work that made it: `wait_stream` at submission) and hashed on
+    host threads while the default stream computes the next entries; the ops themselves stay on the default
+    stream (cuBLAS's reproducibility is per stream).  At most PENDING outputs wait, so their device memory is
+    bounded.  On a CPU (gloo ranks sharing few cores) each output is hashed at once, in the caller's thread."""
+
+    PENDING = 3
+
+    def __init__(self, device: Any, workers: int) -> None:
+        import torch
+
+        self.on_gpu = str(device).startswith("cuda")
+        self.device = torch.device(device)
+        self.hash_pool = ThreadPoolExecutor(workers) if workers > 1 else None
+        self.copier = ThreadPoolExecutor(1) if self.on_gpu else None
+        self.stream = torch.cuda.Stream(self.device) if self.on_gpu else None
+        self.waiting: list[Future[tuple[str, str]]] = []
+
+    def submit(self, out: Any) -> Future[tuple[str, str]]:
+        if self.copier is None:
+            done: Future[tuple[str, str]] = Future()
+            done.set_result(host_digest(out.detach().contiguous(), self.hash_pool))
+            return done
+        import torch
+
+        assert self.stream is not None
+        self.stream.wait_stream(torch.cuda.current_stream(self.device))  # after the work that made `out`
+        fut = self.copier.submit(self._copy_and_hash, out)
+        self.waiting = [f for f in self.waiting if not f.done()] + [fut]
+        if len(self.waiting) > self.PENDING:
+            self.waiting.pop(0).result()
+        return fut
+
+    def _copy_and_hash(self, out: Any) -> tuple[str, str]:
+        import torch
+
+        torch.cuda.set_device(self.device)  # the current device is per host thread
+        with torch.cuda.stream(self.stream):
+            host = out.detach().contiguous().cpu()
+        return host_digest(host, self.hash_pool)
+
+    def close(self) -> None:
+        for pool in (self.copier, self.hash_pool):
+            if pool is not None:
+                pool.shutdown(wait=True)
 
 
 def flip(out: Any, index: int, bit: int) -> None:
@@ -141,14 +196,16 @@ def _planted(op: Op, pattern: str, out: Any, plants: Plants, repeat: int) -> Non
 
 
 def run_entry(op: Op, pattern: str, size: str, device: Any, repeats: int, plants: Plants,
-              workers: int = 1, bases: dict[Any, Any] | None = None) -> dict[str, Any]:
-    """One op on one pattern: digest, chunks, float64 error ratio, repeats that differ and the first such chunk."""
+              hasher: Hasher, bases: dict[Any, Any] | None = None, ratio: bool = True) -> dict[str, Any]:
+    """One op on one pattern: float64 error ratio (`ratio`: else None), repeats that differ and the first such
+    chunk; "digest" is a future of (digest, chunks) from `hasher` (`run_battery` resolves it)."""
     on_gpu = str(device).startswith("cuda")
     t0 = time.perf_counter()
     x = ops_mod.inputs(op, pattern, size, device, bases)
     with settings(op, on_gpu):
         first = ops_mod.compute(op, x)
         _planted(op, pattern, first, plants, 0)
+        hashed = hasher.submit(first)
         bad, where = 0, None
         for r in range(1, repeats):
             again = ops_mod.compute(op, x)
@@ -156,9 +213,9 @@ def run_entry(op: Op, pattern: str, size: str, device: Any, repeats: int, plants
             c = first_diff_chunk(first, again)
             if c is not None:
                 bad, where = bad + 1, where if where is not None else c
-    dig, chunks = digest(first, workers)
     return {"id": f"{op_key(op)}/{pattern}", "op": op.name, "shape": ops_mod.shape_label(op, size),
-            "pattern": pattern, "digest": dig, "chunks": chunks, "ratio": ops_mod.error_ratio(op, x, first),
+            "pattern": pattern, "digest": hashed, "chunks": "",
+            "ratio": ops_mod.error_ratio(op, x, first) if ratio else None,
             "repeat_mismatches": bad, "repeat_chunk": where, "seconds": round(time.perf_counter() - t0, 4)}
 
 
@@ -174,27 +231,48 @@ def supported(op: Op, device: Any) -> str | None:
     return None
 
 
+def base_keys(size: str) -> list[tuple[tuple[int, ...], int]]:
+    """(shape, operand) of every random base the battery of `size` uses (ops.inputs)."""
+    keys: list[tuple[tuple[int, ...], int]] = []
+    for op in OPS:
+        shape = ops_mod.shape_of(op, size)
+        if op.kind == "gemm":
+            keys += [((shape[0], shape[2]), 0), ((shape[1], shape[2]), 1)]
+        else:
+            keys += [(shape, i) for i in range(3 if op.kind == "sdpa" else 1)]
+    return list(dict.fromkeys(keys))
+
+
 def run_battery(device: Any, size: str, repeats: int, plants: Plants = Plants(), workers: int = 1,
-                left_out: dict[str, str] | None = None) -> dict[str, Any]:
+                left_out: dict[str, str] | None = None, ratios: bool = True) -> dict[str, Any]:
     """Every op on every pattern; ops in `left_out` (op key -> why) and those the device cannot run are left out
-    and named."""
+    and named.  `ratios`: each entry's float64 error ratio (the burn-in, which keeps only digests, leaves them
+    out: None).  The random bases are drawn on host threads (once per process) while the device starts up in
+    `supported`; outputs are hashed while the device computes the next entries (`Hasher`)."""
     import torch
 
     t0 = time.perf_counter()
     skipped = dict(left_out or {})
     entries: list[dict[str, Any]] = []
-    bases: dict[Any, Any] = {}  # the host's random bases, drawn once per run
+    bases: dict[Any, Any] = {}  # this run's device copies of the process's random bases
     # The C flag behind torch.use_deterministic_algorithms, whose Python wrapper imports torch._inductor
     # (~2 s per process here, ~25 s on a loaded 2-core host); warn_only: an op without a deterministic variant warns
     torch._C._set_deterministic_algorithms(True, warn_only=True)
-    for op in OPS:
-        if op_key(op) in skipped:
-            continue
-        why = supported(op, device)
-        if why:
-            skipped[op_key(op)] = why
-            continue
-        entries += [run_entry(op, p, size, device, repeats, plants, workers, bases) for p in PATTERNS]
+    with ThreadPoolExecutor(1) as bg:
+        drawn = bg.submit(draw_bases, base_keys(size))
+        for op in OPS:
+            if op_key(op) not in skipped and (why := supported(op, device)):
+                skipped[op_key(op)] = why
+        drawn.result()
+    hasher = Hasher(device, workers)
+    try:
+        for op in OPS:
+            if op_key(op) not in skipped:
+                entries += [run_entry(op, p, size, device, repeats, plants, hasher, bases, ratios) for p in PATTERNS]
+        for e in entries:
+            e["digest"], e["chunks"] = e["digest"].result()
+    finally:
+        hasher.close()
     if str(device).startswith("cuda"):
         torch.cuda.synchronize(device)
     return {"entries": entries, "left_out": skipped, "battery_s": time.perf_counter() - t0}

@@ -4,6 +4,7 @@ its own cuBLAS handle and the workspace setting of the launch's environment."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from trainready.fingerprint.battery import Plants, run_battery, settings_record
@@ -31,9 +32,10 @@ def fingerprint_rank(ctx: RankContext, size: str, repeats: int, gpus: bool, plan
     ctx.stage("battery")
     res = run_battery(device, size, repeats, mine, hash_threads, left_out)
     ctx.stage("key")
+    t_key = time.perf_counter()
     rec = settings_record(gpus, threads)
     key, ident = gpu_key(ctx.rank, rec) if gpus else cpu_key(ctx.rank, rec)
     if plants.get("drift_rank") in (ctx.rank, -2):  # -2: every rank of the node
         key["torch"] = f"{key['torch']}{DRIFT_PLANT}"
     return {"rank": ctx.rank, "device": device, **ident, "key": key, "key_id": key_id(key), "size": size,
-            "repeats": repeats, **res}
+            "repeats": repeats, **res, "key_s": round(time.perf_counter() - t_key, 4)}

@@ -111,9 +111,10 @@ def _worker(
 
 
 def _supervise(procs: list[Any], q: Any, stages: dict[int, tuple[int, str]], deadline: float, timeout_s: float,
-               stall_s: float | None) -> tuple[dict[int, tuple[str, Any]], dict[int, int], bool]:
+               stall_s: float | None, marks: dict[str, float]) -> tuple[dict[int, tuple[str, Any]], dict[int, int], bool]:
     """Wait for every rank's result, a death (plus `DEAD_RANK_GRACE_S`), the deadline or a stall.
-    `deadline` covers start-up until every rank is "running", then `timeout_s` from that moment."""
+    `deadline` covers start-up until every rank is "running", then `timeout_s` from that moment.  `marks`: the
+    monotonic times every rank was running and every result was in."""
     world_size = len(procs)
     all_started = False
     done: dict[int, tuple[str, Any]] = {}
@@ -141,9 +142,12 @@ def _supervise(procs: list[Any], q: Any, stages: dict[int, tuple[int, str]], dea
             stages[rank] = payload
             if not all_started and all(st[0] >= RUNNING_STAGE_NO for st in stages.values()):
                 all_started = True
+                marks["running"] = last_news
                 deadline = min(deadline, last_news + timeout_s)
         else:
             done[rank] = (kind, payload)
+    if len(done) == world_size:
+        marks["results"] = time.monotonic()
     for p in procs:
         p.join(timeout=0.2 if (timed_out or died) else 5.0)
     return done, died, timed_out
@@ -229,6 +233,7 @@ def _launch_once(
     group = live.Group(fn, live.current(), stages)
     live.register(group)  # Cancelled if this check was already stopped (deadline, signal)
     t0 = time.monotonic()
+    marks: dict[str, float] = {}
     try:
         with live.quiet_starts():  # the forkserver and every rank inherit it: signals reach the parent (see there)
             q = ctx.Queue()
@@ -236,7 +241,8 @@ def _launch_once(
             for r in range(world_size):
                 live.start(group, ctx.Process(target=_worker, args=(r, *args), name=f"trainready-rank{r}",
                                               daemon=True))
-        done, died, timed_out = _supervise(group.procs, q, stages, t0 + startup_s + timeout_s, timeout_s, stall_s)
+        done, died, timed_out = _supervise(group.procs, q, stages, t0 + startup_s + timeout_s, timeout_s, stall_s,
+                                           marks)
         _drain(q, stages, done)
     except Interrupted as exc:  # a command running ranks in its own (main) thread: say where they were
         where = live.describe([live.Stopped(r, None, st[1], "") for r, st in sorted(stages.items())])
@@ -246,7 +252,9 @@ def _launch_once(
         _end(group)
     q.close()
     outcomes = _outcomes(world_size, done, died, stages, [p.exitcode for p in group.procs])
-    return LaunchResult(world_size, backend, outcomes, time.monotonic() - t0, timed_out)
+    end = time.monotonic()
+    timing = {k: round(v - t0, 3) for k, v in marks.items()} | {"ended": round(end - t0, 3)}
+    return LaunchResult(world_size, backend, outcomes, end - t0, timed_out, timing)
 
 
 def _outcomes(world_size: int, done: dict[int, tuple[str, Any]], died: dict[int, int | None],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, field
 from typing import Any
 
 
@@ -43,6 +43,9 @@ class LaunchResult:
     outcomes: tuple[RankOutcome, ...]
     elapsed_s: float
     timed_out: bool
+    # Seconds from the launch: "running" every rank in its process group (fork, CUDA, rendezvous), "results"
+    # every rank's answer in, "ended" every process gone (its teardown); a phase not reached is absent.
+    timing_s: dict[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

@@ -89,7 +89,20 @@ def run_protocol(pc: ProtocolConfig, progress: Callable[[str], None] | None = No
         if failed is not None:
             return failed
     walls["total"] = time.perf_counter() - t_all
-    return judge({role: d.result.values for role, d in done.items()}, declared, walls, pc, str(run_dir))
+    out = judge({role: d.result.values for role, d in done.items()}, declared, walls, pc, str(run_dir))
+    return dataclasses.replace(out, details={**(out.details or {}), "phases_s": phases(done)})
+
+
+def phases(done: dict[str, RunDone]) -> dict[str, dict[str, float]]:
+    """Where each run's seconds went: its launch's phases (LaunchResult.timing_s: ranks running, results in,
+    processes ended) and rank 0's own (building the trainer and data, the steps, the save or the load)."""
+    out: dict[str, dict[str, float]] = {}
+    for role, d in done.items():
+        mine = d.result.values[0] if d.result.values and isinstance(d.result.values[0], dict) else {}
+        out[role] = {**d.result.timing_s, **{k: round(float(mine[k]), 3) for k in ("build_s", "steps_s", "save_s",
+                                                                                   "load_s", "wait_b_s", "wait_a_s",
+                                                                                   "compare_s") if k in mine}}
+    return out
 
 
 GO_FILE = "go-C"  # written by the parent once B ended ("run": load and go on, or "stop"); "go-C-A" once A ended

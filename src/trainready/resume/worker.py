@@ -98,9 +98,11 @@ def _resume_c(ctx: RankContext, tr: Trainer, sampler: SequenceSampler, run: Call
     """Run C: wait for B (`go`), keep its fresh state, load K, note what was restored, train K→N; then wait for
     A (`go`-A) and compare all three with A's files.  False when it stopped early (result says why)."""
     r, ws = ctx.rank, ctx.world_size
+    tw = time.perf_counter()
     if go is not None and not wait_for_go(ctx, go, "B"):
         result["stopped"] = True
         return False
+    result["wait_b_s"] = time.perf_counter() - tw
     fresh = snapshot(tr, sampler)  # before the load: must differ from A's final state (compared below)
     ctx.stage("C: loading")
     tl = time.perf_counter()
@@ -121,13 +123,16 @@ def _resume_c(ctx: RankContext, tr: Trainer, sampler: SequenceSampler, run: Call
     ctx.stage("C: training")
     run(k, tr.cfg.steps)
     final = snapshot(tr, sampler)
+    tw = time.perf_counter()
     if go is not None and not wait_for_go(ctx, go.with_name(go.name + "-A"), "A"):
         result["stopped"] = True
         return False
+    result["wait_a_s"] = time.perf_counter() - tw
     a_final = torch.load(out / f"A-final-rank{r}.pt", weights_only=True)
     result["differs_before_load"] = compare.differs_before_load(fresh, a_final, tol)
     result["restored"] = compare.restored(at_k, torch.load(out / f"A-at-{k}-rank{r}.pt", weights_only=True))
     result["final"] = compare.compare_states(final, a_final, tol)
+    result["compare_s"] = time.perf_counter() - tw - result["wait_a_s"]
     return True
 
 
@@ -140,14 +145,16 @@ def resume_rank(ctx: RankContext, job: RankJob) -> dict[str, Any]:
     source = open_tokens(job.data, job.dtype)
     sampler = SequenceSampler(source, tr.model_config.seq_len, cfg.batch_size, cfg.seed, r, ws)
     losses: dict[int, float] = {}
-    result: dict[str, Any] = {"role": role, "rank": r}
+    result: dict[str, Any] = {"role": role, "rank": r, "build_s": time.perf_counter() - t0, "steps_s": 0.0}
 
     def run(first: int, last: int, hook: Callable[[int], None] | None = None) -> None:
+        ts = time.perf_counter()
         for s in range(first, last):
             x, y = sampler.next_batch()
             losses[s + 1] = tr.step(x, y, source.path)
             if hook:
                 hook(s + 1)
+        result["steps_s"] += time.perf_counter() - ts
 
     ctx.stage(f"{role}: training")
     if role == "A":

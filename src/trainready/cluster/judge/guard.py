@@ -17,11 +17,13 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from trainready.cluster.judge import switches as sw
-from trainready.cluster.judge.verdict import FleetVerdict
 from trainready.errors import UsageError
+
+if TYPE_CHECKING:  # annotations only: `trainready node` parses FleetOptions' --max-drain without the fleet's judges
+    from trainready.cluster.judge import switches as sw
+    from trainready.cluster.judge.verdict import FleetVerdict
 
 DEFAULT_MAX_DRAIN = "10%"
 
@@ -101,6 +103,8 @@ def plan(verdict: FleetVerdict, max_drain: MaxDrain, switches: tuple[sw.SwitchCa
     all when they are at most --max-drain; none when more (then, if most share one cause, that cause is named
     as fleet-wide)."""
     causes = {n.node: n.causes for n in verdict.nodes if n.rejected}
+    from trainready.cluster.judge import switches as sw
+
     by_switch = sw.held_by_switch(causes, switches, prefixes)
     rejected = [n for n in verdict.rejected if n not in by_switch]
     tested = len(verdict.nodes) - len(verdict.not_tested)
