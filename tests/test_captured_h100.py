@@ -8,7 +8,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from trainready.cluster import passive
+from trainready.cluster.health import passive
 from trainready.cluster.sweep import trend
 from trainready.manifest.gpu import NvmlFacts
 from trainready.manifest.gpuhealth import HealthReading

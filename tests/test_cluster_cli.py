@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from trainready.cluster import ledger, steps as run
+from trainready.cluster import steps as run
+from trainready.cluster.repair import ledger
 from trainready.cluster.control import slurm, watch
 from trainready.cluster.options import Container, FleetOptions, parse_mounts, time_seconds
 from trainready.errors import UsageError

@@ -117,7 +117,7 @@ def test_faulty_nodes_rejected_with_their_reasons_healthy_accepted(faulty):
 
 
 def test_drain_only_rejected_then_resume_restores_ours_and_leaves_admin_drain(faulty):
-    from trainready.cluster import reasons
+    from trainready.cluster.repair import reasons
 
     two, three = (reasons.parse(faulty.drained[n][1]) for n in ("node2", "node3"))
     assert not faulty.drained["node2"][1].startswith("trainready: check matmul")  # no longer the unclassed reason
@@ -172,7 +172,7 @@ def test_the_rma_folders_on_node_commands_run_as_written_on_a_drained_node(fault
     subprocess.run(["scontrol", "update", "nodename=node2", "state=drain", f"reason={reason}"], check=True)
     try:
         assert "drain" in sinfo_reason("node2")[0]  # Slurm starts no job here now: hence the reservation
-        from trainready.cluster import reasons
+        from trainready.cluster.repair import reasons
 
         shown = subprocess.run(["sinfo", "-R", "-h", "-n", "node2"], capture_output=True, text=True).stdout
         got = reasons.parse(shown[:20])  # sinfo -R's default reason column: 20 characters
@@ -213,7 +213,7 @@ def test_healthy_fleet_accepts_every_node(healthy):
 
 
 def test_health_check_drains_its_own_node_never_an_admin_drain(local_slurm, monkeypatch, tmp_path):
-    from trainready.cluster.health import run_health
+    from trainready.cluster.health.active import run_health
 
     try:
         p = run_cli("node", "--health-check", "--active", "--plant", "matmul.corrupt=0",

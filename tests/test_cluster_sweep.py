@@ -230,7 +230,7 @@ def test_a_drain_slurm_refuses_is_said_for_that_node_and_the_others_are_drained_
                                                                                          tmp_path: Path) -> None:
     """The first node's drain fails (a name Slurm does not know): it is said for that node, the next is drained,
     and the state and ledger keep both.  Before, the first SlurmError ended the sweep there."""
-    from trainready.cluster import ledger
+    from trainready.cluster.repair import ledger
     from trainready.cluster.judge.guard import parse_max_drain
     from trainready.cluster.judge.verdict import FleetVerdict, NodeVerdict
     from trainready.cluster.options import FleetOptions

@@ -1,4 +1,4 @@
-"""Coverage (cluster/coverage.py): each node's last active and passive pass, the nodes past the window named by
+"""Coverage (cluster/repair/coverage.py): each node's last active and passive pass, the nodes past the window named by
 `cluster history --coverage`, carried in the sweep's Prometheus textfile; and the shipped Grafana dashboard
 (docs/grafana/trainready.json), whose every query must name a metric that textfile really has."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from conftest import REPO, run_cli
 
-from trainready.cluster import coverage
+from trainready.cluster.repair import coverage
 from trainready.cluster.control.slurm import NodeInfo
 from trainready.cluster.sweep import monitor, state, trend
 

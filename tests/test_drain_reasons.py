@@ -1,4 +1,4 @@
-"""Drain reasons a program can sort (cluster/reasons.py): 'trainready:SOURCE/CLASS DATE: CAUSE', whose first 20
+"""Drain reasons a program can sort (cluster/repair/reasons.py): 'trainready:SOURCE/CLASS DATE: CAUSE', whose first 20
 characters (what `sinfo -R` shows: sinfo(1) "%20E") tell what drained the node and the class of its fault; the
 class comes from the failing check's name or the fleet verdict's cause key, never from the message; reasons of
 earlier versions stay trainready's own."""
@@ -9,7 +9,9 @@ import datetime as dt
 
 import pytest
 
-from trainready.cluster import ledger, reasons
+from trainready.cluster.repair import ledger
+
+from trainready.cluster.repair import reasons
 from trainready.cluster.control import slurm
 from trainready.cluster.judge.verdict import NodeVerdict
 

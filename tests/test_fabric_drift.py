@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from trainready.cluster import reasons
+from trainready.cluster.repair import reasons
 from trainready.cluster.judge import fabricdrift, synthetic
 from trainready.cluster.judge.verdict import decide
 from trainready.spec import load_spec

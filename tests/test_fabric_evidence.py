@@ -54,8 +54,8 @@ def test_ports_and_nvlinks_are_gauges_with_a_port_down_and_errors_shown(tmp_path
 
 
 def test_the_rma_folder_lists_each_port_and_nvlink_with_its_counters(tmp_path: Path):
-    from trainready.cluster.rma.fabric import fabric_md
-    from trainready.cluster.rma.render import _table
+    from trainready.cluster.repair.rma.fabric import fabric_md
+    from trainready.cluster.repair.rma.render import _table
 
     nv = FabricNvml()
     nv.down.add((2, 7))

@@ -16,7 +16,7 @@ from trainready.checks import REGISTRY
 from trainready.checks.fingerprint import outcome_of
 from trainready.cluster.judge import synthetic
 from trainready.cluster.judge.verdict import decide
-from trainready.cluster.reasons import SOFTWARE, class_of
+from trainready.cluster.repair.reasons import SOFTWARE, class_of
 from trainready.fingerprint.battery import Plants, run_battery, settings_record
 from trainready.fingerprint.key import cpu_key, key_id
 from trainready.records import CheckResult, Status

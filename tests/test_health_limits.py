@@ -9,7 +9,7 @@ import pytest
 @pytest.mark.slow
 def test_each_health_check_runs_under_its_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     import trainready.suite.runner as runner
-    from trainready.cluster.health import CHECK_TIMEOUT_S, CHECKS, run_health
+    from trainready.cluster.health.active import CHECK_TIMEOUT_S, CHECKS, run_health
 
     seen: dict[str, float] = {}
     real = runner.run_checks

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from trainready.cluster.passive import judge, run_passive
+from trainready.cluster.health.passive import judge, run_passive
 from trainready.manifest.gpuhealth import HealthReading, read_health, spare
 from trainready.manifest.kmsg import Xid, parse_record, read_xids
 

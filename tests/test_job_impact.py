@@ -1,4 +1,4 @@
-"""The job impact's query at its edges (cluster/sacct.py), through stand-in `sacct`, `scontrol` and `sacctmgr`
+"""The job impact's query at its edges (cluster/repair/jobs.py), through stand-in `sacct`, `scontrol` and `sacctmgr`
 commands on PATH that answer as Slurm 22.05 did on `scripts/local-slurm.sh up --cluster acct --accounting`
 (tests/data: a healthy slurmdbd's lines; sacct's words with slurmdbd stopped).  The stand-ins record their argv
 and the TZ and SLURM_TIME_FORMAT they ran under: the window sacct is given, its zone, and how often it is asked.
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from trainready.cluster import sacct
+from trainready.cluster.repair import jobs as sacct
 from trainready.cluster.control import outage, slurm
 
 DATA = Path(__file__).parent / "data"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from trainready.cluster import ledger
+from trainready.cluster.repair import ledger
 from trainready.cluster.tasks.layout import NODE_SCHEMA, read_json
 from trainready.cluster.tasks.progress import read as read_progress
 from trainready.report.prometheus import Sample, render

@@ -1,6 +1,6 @@
 """A drain reason kept whole by Slurm: within slurmdbd's 255 bytes (its node event's reason is a TINYTEXT column)
-as well as REASON_MAX characters, where ≥, × and → take 3 bytes each (cluster/ledger.py); and nvidia-bug-report's
-.gz redacted as a stream, its memory bounded (cluster/rma/folder.py).  scontrol's quotes: on the real cluster,
+as well as REASON_MAX characters, where ≥, × and → take 3 bytes each (cluster/repair/ledger.py); and nvidia-bug-report's
+.gz redacted as a stream, its memory bounded (cluster/repair/rma/folder.py).  scontrol's quotes: on the real cluster,
 tests/test_cluster_accounting.py."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import tracemalloc
 from pathlib import Path
 
 from trainready.bundle.gather import Stage
-from trainready.cluster import ledger
-from trainready.cluster.rma import folder
+from trainready.cluster.repair import ledger
+from trainready.cluster.repair.rma import folder
 
 SECRET = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 

@@ -1,4 +1,4 @@
-"""The RMA folder of a drained node (cluster/rma/): RESULTS/rma/NODE/ after a drain, `bundle --rma NODE` on demand.
+"""The RMA folder of a drained node (cluster/repair/rma/): RESULTS/rma/NODE/ after a drain, `bundle --rma NODE` on demand.
 
 Built from a real H100 node's captured record (tests/data: NVML's serial, PCI bus, driver) with one check failed
 in it, a drain in the ledger and a sweep history; the XID timeline from /dev/kmsg records as the kernel writes
@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from trainready.cluster import ledger, reasons, rma
-from trainready.cluster.rma import evidence, folder, tools
+from trainready.cluster.repair import ledger
+from trainready.cluster.repair import reasons
+from trainready.cluster.repair import rma
+from trainready.cluster.repair.rma import evidence, folder, tools
 from trainready.cluster.sweep import trend
 from trainready.hardware.xids import CATALOGUE, XIDS, explain
 from trainready.manifest.kmsg import parse_record
@@ -203,7 +205,7 @@ def test_a_node_drained_without_a_record_names_the_older_record_and_the_last_pas
 def test_the_folder_says_the_runs_job_impact_without_names(tmp_path: Path) -> None:
     """The drain hands over the fleet record's own answer (one source): the folder lists its job ids and states;
     users and job names stay in the fleet record."""
-    from trainready.cluster import sacct
+    from trainready.cluster.repair import jobs as sacct
 
     res = _second_run_without_a_record(tmp_path)
     jobs = tuple(j for j in sacct.parse((DATA / "sacct_parsable2_acct1.txt").read_text())

@@ -1,11 +1,11 @@
-"""sacct's output parsed (cluster/sacct.py), on output captured from a real slurmdbd: `scripts/local-slurm.sh up
+"""sacct's output parsed (cluster/repair/jobs.py), on output captured from a real slurmdbd: `scripts/local-slurm.sh up
 --cluster acct --accounting` (Slurm 22.05, MariaDB 10.11), jobs of root and of `nobody`, one named with a '|'."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from trainready.cluster import sacct
+from trainready.cluster.repair import jobs as sacct
 
 DATA = Path(__file__).parent / "data"
 
@@ -40,7 +40,7 @@ def test_the_rma_folders_job_impact_is_sacct_s_answer(tmp_path: Path, monkeypatc
     accounting)'; a failure time that is no ISO 8601 is said."""
     import stat
 
-    from trainready.cluster import accounting
+    from trainready.cluster.repair import jobs as accounting
 
     d = tmp_path / "bin"
     d.mkdir()
@@ -49,12 +49,12 @@ def test_the_rma_folders_job_impact_is_sacct_s_answer(tmp_path: Path, monkeypatc
     for f in d.iterdir():
         f.chmod(f.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{d}:/bin:/usr/bin")
-    imp = accounting.job_impact(tmp_path, "acct1", "2026-12-06T23:59:00Z")
+    imp = accounting.for_node(tmp_path, "acct1", "2026-12-06T23:59:00Z")
     assert imp.known and imp.jobs and not any(j.name.startswith("trainready-") for j in imp.jobs), imp
     asked = (tmp_path / "asked").read_text().split()
     assert asked[:4] == ["-a", "-X", "-N", "acct1"]
     assert asked[asked.index("-S") + 1] == "2026-11-29T23:59:00"  # no pass under RESULTS: the 7 days before, UTC
     (d / "sacct").write_text(f"#!/bin/sh\ncat {DATA / 'sacct_disabled.txt'} >&2\nexit 1\n")
-    off = accounting.job_impact(tmp_path, "acct1", "2026-12-06T23:59:00Z")
+    off = accounting.for_node(tmp_path, "acct1", "2026-12-06T23:59:00Z")
     assert not off.known and off.why == accounting.NOT_KNOWN
-    assert "not ISO 8601" in accounting.job_impact(tmp_path, "acct1", "yesterday").why
+    assert "not ISO 8601" in accounting.for_node(tmp_path, "acct1", "yesterday").why

@@ -57,7 +57,7 @@ def test_the_scrontab_entry_keeps_every_argument_and_refuses_a_line_feed(tmp_pat
 
 
 def test_the_sbcast_wrapper_passes_the_node_step_as_arguments_never_as_text(tmp_path: Path) -> None:
-    from trainready.cluster import distribute
+    from trainready.distribute import nodes as distribute
     from trainready.image.record import ImageRecord
 
     name = "x$(touch P3)`touch P4`'\" \nb.sqsh"

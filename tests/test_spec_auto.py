@@ -45,7 +45,7 @@ def test_spec_show_auto_prints_what_node_uses_here() -> None:
     assert 'name = "cpu-default"' in p.stdout if "no GPU seen" in first else 'name = "auto"' in p.stdout
 
 
-HEALTH_MODULES = ("import sys; from trainready.cluster.health import run_health; run_health(None, {}, print); "
+HEALTH_MODULES = ("import sys; from trainready.cluster.health.active import run_health; run_health(None, {}, print); "
                   "print('MODULES', ' '.join(sorted(sys.modules)))")
 
 

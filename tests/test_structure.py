@@ -135,8 +135,9 @@ def cycles(graph: dict[str, set[str]], allowed: set[tuple[str, str]] = frozenset
 
 # The layers, lowest first.  A package (or a module of the root: errors, records, cli ...) imports only itself
 # and those listed before it.  The root `trainready` (its __version__) is below everything.  cluster's rooms are
-# layers of their own: the control plane, the plants the tasks read, the tasks, the verdict, the drivers on top
-# (modules directly in cluster/), and the pairs search above them.  docs/architecture.md draws this table.
+# layers of their own: the control plane, the plants the tasks read, the tasks, the verdict, the repair loop, the
+# node's health check, the drivers on top (modules directly in cluster/), and the pairs search above them;
+# `image distribute` (distribute/) stands on the control plane.  docs/architecture.md draws this table.
 LAYERS = (
     "trainready", "trainready.errors", "trainready.util", "trainready.records", "trainready.fabric",
     "trainready.manifest", "trainready.hostsettings", "trainready.hardware", "trainready.spec",
@@ -145,7 +146,8 @@ LAYERS = (
     "trainready.fingerprint",
     "trainready.comm", "trainready.resume", "trainready.burnin", "trainready.compare", "trainready.report",
     "trainready.bundle", "trainready.image", "trainready.suite", "trainready.checks",
-    "trainready.cluster.control", "trainready.cluster.plants", "trainready.cluster.tasks", "trainready.cluster.judge",
+    "trainready.cluster.control", "trainready.distribute", "trainready.cluster.plants", "trainready.cluster.tasks",
+    "trainready.cluster.judge", "trainready.cluster.repair", "trainready.cluster.health",
     "trainready.cluster", "trainready.cluster.pairs", "trainready.cluster.sweep",
     "trainready.selftest", "trainready.commands", "trainready.cli", "trainready.healthfast", "trainready.entry",
     "trainready.__main__",

@@ -9,7 +9,7 @@ import datetime as dt
 import json
 from pathlib import Path
 
-from trainready.cluster import coverage
+from trainready.cluster.repair import coverage
 from trainready.cluster.judge.verdict import NodeVerdict
 from trainready.cluster.sweep import judge, monitor, state, trend
 from trainready.records import TIMING_ONLY, Outcome, Status

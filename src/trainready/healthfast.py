@@ -40,7 +40,7 @@ def run(argv: Sequence[str]) -> int | None:
     args = plain_args(argv)
     if args is None:
         return None
-    from trainready.cluster.passive import run_passive
+    from trainready.cluster.health.passive import run_passive
     from trainready.errors import TrainreadyError
 
     def say(line: str) -> None:

@@ -5,7 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from trainready.cluster import history, ledger, runstate, sacct, steps
+from trainready.cluster import history, runstate, steps
+
+from trainready.cluster.repair import ledger
+
+from trainready.cluster.repair import jobs as sacct
 from trainready.cluster.control import avail, outage, slurm, watch
 from trainready.cluster.judge import guard, switches
 from trainready.cluster.judge.verdict import FleetVerdict, NodeInput, decide

@@ -16,7 +16,9 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from trainready.cluster import history, ledger, runstate, steps
+from trainready.cluster import history, runstate, steps
+
+from trainready.cluster.repair import ledger
 from trainready.cluster.control import outage, slurm
 from trainready.cluster.fleet import attach_command, run_fleet, settle
 from trainready.cluster.judge.verdict import FleetVerdict

@@ -115,7 +115,7 @@ def canary_drift(verdict: Any, canary: str, canary_versions: dict[str, str]) -> 
 
 
 def run_wave(opts: RolloutOptions, wave: dict[str, Any], canary: tuple[str, dict[str, str]] | None, say: Say) -> Any:
-    from trainready.cluster import ledger
+    from trainready.cluster.repair import ledger
     from trainready.cluster.fleet import run_fleet, write_verdict
 
     root = opts.fleet.results
@@ -166,7 +166,7 @@ def canary_of(results: Path, doc: dict[str, Any]) -> tuple[str, dict[str, str]] 
 
 def revalidate(opts: RolloutOptions, doc: dict[str, Any], say: Say) -> None:
     from trainready.cluster.fleet import write_verdict
-    from trainready.cluster.ledger import plan_resume
+    from trainready.cluster.repair.ledger import plan_resume
     from trainready.cluster.revalidate import resume_fleet
 
     ours = list(plan_resume(doc["plan"]["nodes"], opts.fleet.partition).revalidate)

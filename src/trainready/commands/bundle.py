@@ -97,7 +97,7 @@ def _check_paths(given) -> None:  # type: ignore[no-untyped-def]
 def _rma(node, results, out, extra, limits, console) -> int:  # type: ignore[no-untyped-def]
     from pathlib import Path
 
-    from trainready.cluster.rma import on_demand
+    from trainready.cluster.repair.rma import on_demand
     from trainready.cluster.tasks.layout import node_name
     from trainready.commands.common import invocation
     from trainready.errors import UsageError

@@ -89,7 +89,7 @@ def distribute_cmd(
     from trainready.cluster.options import FleetOptions
     from trainready.cluster.steps import select_nodes
     from trainready.commands.common import write_json_doc
-    from trainready.cluster import distribute as dist
+    from trainready.distribute import nodes as dist
     from trainready.image.record import for_file
 
     src = Path(sqsh).expanduser().resolve()

@@ -111,10 +111,10 @@ class NodeRun:
 
 def _health(spec: str | None, active: bool, state: str | None, plants: dict[str, str], json_path: str | None) -> int:
     if active:
-        from trainready.cluster.health import run_health
+        from trainready.cluster.health.active import run_health
 
         return run_health(spec, plants, typer.echo)
-    from trainready.cluster.passive import run_passive
+    from trainready.cluster.health.passive import run_passive
 
     want = None
     if spec:

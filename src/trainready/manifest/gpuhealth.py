@@ -3,7 +3,7 @@
 Per GPU: the facts of `manifest/gpu.py` (`GpuFacts`: ECC, row remapping, PCIe link and replays, clock-event
 reasons, name, UUID, board serial); per node: the XIDs the driver logged since the last reading
 (`manifest/kmsg.py`).  The JSON form is the `reading` of `trainready.healthstate/1`
-(cluster/passive.py) and what `--plant health.reading=PATH` replays.
+(cluster/health/passive.py) and what `--plant health.reading=PATH` replays.
 """
 
 from __future__ import annotations

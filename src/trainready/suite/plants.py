@@ -57,7 +57,7 @@ CHECK_PLANTS: dict[str, str] = {
     "allreduce.die_rank": "RANK: this rank's process exits mid-run",
 }
 
-# Read by `trainready node --health-check` (cluster/passive.py).
+# Read by `trainready node --health-check` (cluster/health/passive.py).
 HEALTH_PLANTS: dict[str, str] = {
     "health.reading": "PATH: judge this passive reading (the `reading` of a trainready.healthstate/1 file) instead "
                       "of NVML and the kernel log",

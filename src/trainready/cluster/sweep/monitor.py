@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from trainready.cluster import reasons
-from trainready.cluster import coverage
+from trainready.cluster.repair import reasons
+from trainready.cluster.repair import coverage
 from trainready.cluster.control.slurm import NodeInfo
 from trainready.cluster.sweep import judge, state, trend
 from trainready.cluster.tasks.node import THROUGHPUT

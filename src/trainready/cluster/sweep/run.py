@@ -178,7 +178,9 @@ def stopped_tasks(verdict: FleetVerdict) -> dict[str, str]:
 def act(fleet: FleetOptions, doc: dict[str, Any], outs: list[judge.Outcome], fleet_size: int, opts: SweepOptions,
         t: Any, say: Callable[[str], None]) -> list[judge.Outcome]:
     """Drain the confirmed failures (with --drain), within the bound, never over an administrator's drain."""
-    from trainready.cluster import ledger, reasons, rma
+    from trainready.cluster.repair import ledger
+    from trainready.cluster.repair import reasons
+    from trainready.cluster.repair import rma
 
     wanted = [o.node for o in outs if o.action == "drain"]
     if not wanted or not fleet.drain:

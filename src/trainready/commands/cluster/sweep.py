@@ -143,11 +143,11 @@ def history_cmd(
     says ran on it between its last pass and its latest rejection.
 
     Read from RESULTS/sweep/trend/NODE.json (`trainready.sweeptrend/1`) and RESULTS/runs/*/fleet.json.
-    `--coverage`: the nodes past the coverage window (cluster/coverage.py).  Exit 0; 1 when --coverage names a
+    `--coverage`: the nodes past the coverage window (cluster/repair/coverage.py).  Exit 0; 1 when --coverage names a
     node; 2 when the node has no history there."""
     from pathlib import Path
 
-    from trainready.cluster import coverage as cov
+    from trainready.cluster.repair import coverage as cov
     from trainready.cluster.sweep import trend
 
     if coverage:

@@ -1,7 +1,7 @@
 """Drain and resume, NHC-style, with a ledger: RESULTS/drain-ledger.jsonl, one JSON object per action.
 
 * drain: `scontrol update nodename=X state=drain reason="trainready:run/CLASS DATE: <first reason>"` (reasons.py)
-  for rejected nodes only, each with its RMA folder (RESULTS/rma/NODE/, cluster/rma/).  A node an administrator
+  for rejected nodes only, each with its RMA folder (RESULTS/rma/NODE/, cluster/repair/rma/).  A node an administrator
   drained (a reason without the `trainready:` prefix) is left alone: its reason is never overwritten.
 * resume: a node is returned to service only if its current reason starts with `trainready:` AND it passes
   acceptance again.  So that no other job lands on it while it is re-validated, it is first reserved
@@ -20,12 +20,12 @@ import socket
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from trainready.cluster import reasons as vocab
-from trainready.cluster import rma
+from trainready.cluster.repair import reasons as vocab
+from trainready.cluster.repair import rma
 from trainready.cluster.control import slurm
 from trainready.cluster.judge.guard import DrainPlan
 from trainready.cluster.judge.verdict import FleetVerdict
-from trainready.cluster.sacct import JobImpact
+from trainready.cluster.repair.jobs import JobImpact
 from trainready.cluster.tasks.layout import LEDGER
 
 REASON_MAX = 200  # characters of the drain reason (Slurm keeps it as given; sinfo -R shows it)
@@ -59,7 +59,7 @@ def read(results: Path) -> list[dict[str, Any]]:
 
 def reason_text(reasons: Sequence[str], source: str = "run", klass: str = vocab.SOFTWARE,
                 day: dt.date | None = None) -> str:
-    """'trainready:SOURCE/CLASS YYYY-MM-DD: first reason (+n more)' (cluster/reasons.py), cut to REASON_MAX."""
+    """'trainready:SOURCE/CLASS YYYY-MM-DD: first reason (+n more)' (cluster/repair/reasons.py), cut to REASON_MAX."""
     from trainready.util.nodetext import clean_line
 
     first = " ".join(clean_line(reasons[0], REASON_MAX).split()) if reasons else "rejected"

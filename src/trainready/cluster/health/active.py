@@ -1,5 +1,5 @@
 """`trainready node --health-check --active`: the seconds-long compute checks, NHC-style (the default
-`--health-check` is passive: cluster/passive.py; both drain through `drain_self` here).
+`--health-check` is passive: cluster/health/passive.py; both drain through `drain_self` here).
 
 Slurm runs the program on every node each HealthCheckInterval seconds and kills it after 60 s (before
 Slurm 26.05, slurm.conf(5)); this mode runs only seconds-long checks, each bounded by CHECK_TIMEOUT_S, and
@@ -42,7 +42,7 @@ def run_health(spec_arg: str | None, plants: Mapping[str, str], say: Callable[[s
         say(f"trainready health check: {node}: OK ({', '.join(r.name for r in report.results)}; "
             f"{report.duration_s:.1f} s)")
         return 0
-    from trainready.cluster.reasons import CHECK_CLASS, SOFTWARE
+    from trainready.cluster.repair.reasons import CHECK_CLASS, SOFTWARE
 
     klass = CHECK_CLASS.get(bad[0].name, SOFTWARE)  # the first failing check's class, as its reason comes first
     return drain_self(node, [f"{r.name}: {r.message}" for r in bad], "health", plants, say, klass)
@@ -51,8 +51,8 @@ def run_health(spec_arg: str | None, plants: Mapping[str, str], say: Callable[[s
 def drain_self(node: str, why: Sequence[str], kind: str, plants: Mapping[str, str], say: Callable[[str], None],
                klass: str = "hardware") -> int:
     """Say FAIL and drain `node` with a classed, dated reason ('trainready:health/hw YYYY-MM-DD: ...':
-    cluster/reasons.py), never over an administrator's drain.  The exit code: 1, or 3 for a planted run."""
-    from trainready.cluster import ledger
+    cluster/repair/reasons.py), never over an administrator's drain.  The exit code: 1, or 3 for a planted run."""
+    from trainready.cluster.repair import ledger
     from trainready.cluster.control import slurm
     from trainready.errors import SlurmError
     from trainready.records import PLANTED_EXIT
@@ -82,7 +82,9 @@ def evidence(node: str, reason: str, why: Sequence[str], klass: str, plants: Map
     check at 60 s)."""
     import os
 
-    from trainready.cluster import ledger, rma
+    from trainready.cluster.repair import ledger
+
+    from trainready.cluster.repair import rma
 
     results = os.environ.get(RESULTS_ENV)
     if not results or not Path(results).is_dir():

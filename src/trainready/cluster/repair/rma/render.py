@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from trainready.bundle.layout import Item
-from trainready.cluster.rma.evidence import COUNTERS, Evidence
-from trainready.cluster.rma.fabric import fabric_md
-from trainready.cluster.rma.tools import ToolRun
+from trainready.cluster.repair.rma.evidence import COUNTERS, Evidence
+from trainready.cluster.repair.rma.fabric import fabric_md
+from trainready.cluster.repair.rma.tools import ToolRun
 from trainready.hardware.xids import CATALOGUE
 
 

@@ -1,4 +1,4 @@
-"""Job impact from Slurm accounting: the jobs that ran on a node between its last passing check and its
+"""Job impact from Slurm accounting, for the fleet record and the RMA folder alike: the jobs that ran on a node between its last passing check and its
 failure, so their owners learn which runs to re-check.
 
 One `sacct` call per failed node (sacct(1): `-a -X -N NODE -S SINCE -E UNTIL --parsable2 --noheader
@@ -206,9 +206,9 @@ def _window(since: dt.datetime | None, until: dt.datetime, fallback_days: float)
 
 
 def last_active(results: Any, nodes: Sequence[str]) -> dict[str, dt.datetime]:
-    """Each node's last active pass under `results` (cluster/coverage.py): the one source of the window's start,
+    """Each node's last active pass under `results` (cluster/repair/coverage.py): the one source of the window's start,
     for the fleet record and the RMA folder alike."""
-    from trainready.cluster import coverage
+    from trainready.cluster.repair import coverage
 
     passes = coverage.last_passes(results)
     return {n: t for n in nodes if (t := (passes.get(n) or {}).get(coverage.ACTIVE)) is not None}
@@ -221,3 +221,21 @@ def for_run(results: Any, nodes: Sequence[str], until_iso: str, fallback_days: f
         return {}
     until = dt.datetime.fromisoformat(until_iso) if until_iso else dt.datetime.now(dt.timezone.utc)
     return impacts(list(nodes), last_active(results, nodes), until, fallback_days)
+
+
+def _when(text: str) -> dt.datetime | None:
+    try:
+        t = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
+
+
+def for_node(results: Any, node: str, until: str, fallback_days: float = 7.0) -> JobImpact:
+    """One drained node's job impact for its RMA folder (a drain hands its run's own over instead): the jobs that
+    ran on `node` between its last active pass under `results` (none: the `fallback_days` before `until`) and
+    `until` (ISO 8601), other than trainready's own; why not where they are not known."""
+    end = _when(until)
+    if end is None:
+        return JobImpact(node, "", until, False, (), f"not known (the failure's time {until!r} is not ISO 8601)")
+    return impacts([node], last_active(results, [node]), end, fallback_days)[node]

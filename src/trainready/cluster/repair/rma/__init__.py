@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 if TYPE_CHECKING:
-    from trainready.cluster.sacct import JobImpact
+    from trainready.cluster.repair.jobs import JobImpact
 
 
 def after_drain(results: Path, node: str, record: str | None, say: Callable[[str], None],
@@ -18,7 +18,7 @@ def after_drain(results: Path, node: str, record: str | None, say: Callable[[str
     said with the commands that collect them; `here`, on the node: its kernel log's XIDs too); `jobs`: the job
     impact the draining run found (its fleet record's: one answer for both).  A folder that cannot be written is
     said, never stops a drain."""
-    from trainready.cluster.rma import evidence, folder, tools
+    from trainready.cluster.repair.rma import evidence, folder, tools
 
     try:
         ev = evidence.gather(results, node, Path(record) if record else None, here=here, jobs=jobs)
@@ -36,7 +36,7 @@ def on_demand(results: Path, node: str, out: Path | None, argv: Sequence[str], h
               bug_report_s: float, dcgm_s: float) -> Path:
     """`trainready bundle --rma NODE --results RESULTS [OUT]`: on the node itself (`here`), with its kernel log's
     XIDs and the vendor's tools under their time limits; elsewhere from the records alone."""
-    from trainready.cluster.rma import evidence, folder, tools
+    from trainready.cluster.repair.rma import evidence, folder, tools
 
     ev = evidence.gather(results, node, here=here)
     work = Path(tempfile.mkdtemp(prefix=f"trainready-rma-{node}-"))

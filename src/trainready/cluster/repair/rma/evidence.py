@@ -2,13 +2,13 @@
 
 * identity: per GPU its board serial (nvmlDeviceGetSerial), PCI bus id, slot (nvmlDeviceGetModuleId: the position
   on an HGX baseboard), VBIOS, and the node's driver, as the node's own record holds them (manifest/gpu.py);
-* the failure: each failed check's record line, its class (cluster/reasons.py) and the exact command that runs it
+* the failure: each failed check's record line, its class (cluster/repair/reasons.py) and the exact command that runs it
   again on that node;
 * the drain: the ledger's entries for the node and Slurm's reason, parsed;
 * the XID timeline: the kernel log's XIDs (manifest/kmsg.py) with NVIDIA's meaning (hardware/xids.py), read only
   on the node itself; elsewhere each GPU's count since boot from its record;
 * the history: per sweep the counters (ECC, remapped rows, PCIe replays, XIDs) and the trend WARNs
-  (cluster/sweep/trend.py), the last pass, and the jobs that ran since (cluster/accounting.py: the fleet
+  (cluster/sweep/trend.py), the last pass, and the jobs that ran since (cluster/repair/jobs.py: the fleet
   record's own answer where a run drained it);
 * which record it read: the draining run's own, named with its run and time; where that run left none, why, and
   the newest earlier one only for the GPUs' identity, said to be older and from another run.
@@ -22,7 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from trainready.cluster import accounting, reasons, sacct
+from trainready.cluster.repair import jobs as accounting
+
+from trainready.cluster.repair import reasons
+
+from trainready.cluster.repair import jobs as sacct
 from trainready.cluster.tasks.layout import LEDGER, NODE_SCHEMA, read_json
 from trainready.hardware.xids import CATALOGUE, explain
 from trainready.manifest.kmsg import Xid
@@ -203,7 +207,7 @@ def gather(results: Path, node: str, record_path: Path | None = None, here: bool
     `jobs`: the job impact the draining run found (its fleet record's), else asked for here."""
     import datetime as dt
 
-    from trainready.cluster import coverage
+    from trainready.cluster.repair import coverage
 
     drains = ledger_entries(results, node)
     last = next((e for e in reversed(drains) if e.get("action") == "drain"), {})
@@ -225,4 +229,4 @@ def gather(results: Path, node: str, record_path: Path | None = None, here: bool
                      "cause": parsed.cause, "why": last.get("why", [])},
                     read_kernel_xids(here, node), tuple(history(results, node)),
                     passed.isoformat(timespec="seconds") if passed else "",
-                    jobs or accounting.job_impact(results, node, until), planted)
+                    jobs or accounting.for_node(results, node, until), planted)

@@ -162,7 +162,7 @@ def run_passive(want: int | None, state: str | None, plants: Mapping[str, str], 
     reading is a test: it is judged and recorded, and never drains the node it runs on."""
     import time
 
-    from trainready.cluster.health import drain_self
+    from trainready.cluster.health.active import drain_self
     from trainready.cluster.tasks.layout import node_name
     from trainready.records import PLANTED_EXIT
 

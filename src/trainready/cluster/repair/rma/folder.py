@@ -27,9 +27,9 @@ from trainready import __version__
 from trainready.bundle.gather import Stage
 from trainready.bundle.index import index_doc
 from trainready.bundle.layout import INDEX_JSON, INDEX_MD
-from trainready.cluster.rma.evidence import Evidence
-from trainready.cluster.rma.render import index_md
-from trainready.cluster.rma.tools import ToolRun
+from trainready.cluster.repair.rma.evidence import Evidence
+from trainready.cluster.repair.rma.render import index_md
+from trainready.cluster.repair.rma.tools import ToolRun
 from trainready.manifest.redact import redact_value
 from trainready.util.atomic import _umask, atomic_write_json, atomic_write_text, fsync_dir
 
