@@ -25,8 +25,9 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "evidence.md"
 NEEDS_PYXIS = {"cluster.image"}
 # A slow link on every node of one leaf switch: judged only where Slurm has a topology (topology/tree), which the
 # self-test's 3 nodes of a site's default partition need not have; tests/test_cluster_topology.py plants it on a
-# local cluster with 4 leaf switches.
-NEEDS_TOPOLOGY = {"cluster.slow_link"}
+# local cluster with 4 leaf switches; a switch down (its nodes' set-up fails): tests/test_switch_down.py and the
+# accuracy campaign (benchmarks/accuracy.py).
+NEEDS_TOPOLOGY = {"cluster.slow_link", "cluster.switch_down"}
 
 
 def test_every_plant_has_a_selftest_case() -> None:
@@ -36,6 +37,7 @@ def test_every_plant_has_a_selftest_case() -> None:
     assert not (NEEDS_PYXIS | NEEDS_TOPOLOGY) & covered and NEEDS_PYXIS | NEEDS_TOPOLOGY <= set(PLANTS)
     assert "cluster.image" in (Path(__file__).parent / "test_cluster_pyxis.py").read_text()
     assert "cluster.slow_link" in (Path(__file__).parent / "test_cluster_topology.py").read_text()
+    assert "cluster.switch_down" in (Path(__file__).parent / "test_switch_down.py").read_text()
     assert covered - set(PLANTS) == set(), f"cases covering unknown plants: {sorted(covered - set(PLANTS))}"
     assert len({c.name for c in CASES}) == len(CASES)
 

@@ -96,6 +96,9 @@ CLUSTER_PLANTS: dict[str, str] = {
     "cluster.slow_link": "NODE[+NODE...]: those nodes' network link is slow: their ranks sleep before every "
                          "collective of a `cluster pairs` step, as cluster.slow's do there (a bad leaf switch: plant "
                          "it on every node of one)",
+    "cluster.switch_down": "NODE[+NODE...]: those nodes' leaf switch is down: their ranks of the cross-node all_reduce "
+                           "fail at process-group set-up (gloo/NCCL told to use a network interface that does not "
+                           "exist: GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME), the other ranks wait on them",
     "cluster.hang": "NODE: that node's acceptance task stops in its first check (sleeps until Slurm's time limit or the collector ends it)",
     "cluster.kill": "NODE: that node's acceptance task kills itself with SIGKILL",
     "cluster.clock": "NODE:SECONDS: that node's clock readings in the clock exchange are SECONDS ahead",

@@ -50,6 +50,7 @@ class NodeFaults:
     text: bool = False  # its matmul fails and its record's messages start with NUL, a lone surrogate, ESC and BEL
     forge: str | None = None  # the node whose record this node's task overwrites with a failing one (a rogue node)
     slow_link: bool = False  # its network link is slow: its ranks in a pair's all_reduce sleep (as cluster.slow there)
+    switch_down: bool = False  # its leaf switch is down: its ranks' process-group set-up fails (no interface to reach)
 
     @property
     def any(self) -> bool:
@@ -143,14 +144,16 @@ def for_node(faults: Mapping[str, str], node: str) -> NodeFaults:
         text=bool(on("cluster.text", faults.get("cluster.text"))),
         forge=forged(faults.get("cluster.forge"), node),
         slow_link=node in linked(faults.get("cluster.slow_link")),
+        switch_down=node in linked(faults.get("cluster.switch_down"), "cluster.switch_down"),
     )
 
 
-def linked(value: str | None) -> list[str]:
-    """cluster.slow_link=NODE[+NODE...] -> the nodes (every node of one leaf switch, for the switch rule)."""
+def linked(value: str | None, name: str = "cluster.slow_link") -> list[str]:
+    """cluster.slow_link=NODE[+NODE...] (or cluster.switch_down) -> the nodes (every node of one leaf switch, for
+    the switch rule)."""
     if value is None:
         return []
     nodes = [n.strip() for n in value.split("+")]
     if not all(nodes) or ":" in value:
-        raise UsageError(f"--plant cluster.slow_link={value}: expected NODE[+NODE...]")
+        raise UsageError(f"--plant {name}={value}: expected NODE[+NODE...]")
     return nodes

@@ -24,6 +24,9 @@ from trainready.util.atomic import atomic_write_json, atomic_write_text
 
 CLOCK_ENV = "TRAINREADY_CLOCK_SERVER"  # host:port of the submitting host's clock server
 POLL_S = 0.2
+# cluster.switch_down: an interface name no host has (Linux names are at most 15 bytes), so gloo's device creation
+# fails ("Unable to find address for: ...", gloo/transport/tcp/device.cc) as on a node whose switch is down
+DOWN_IFNAME = "trdown-planted"
 
 
 @dataclass(frozen=True)
@@ -185,6 +188,8 @@ def run(opts: CrossOptions) -> int:
         if first_on_node:
             atomic_write_json(cross_record(opts.results, node), {**doc, "collective": rec})
 
+    if nf.switch_down:  # planted: no interface reaches a peer, so gloo's (NCCL's) set-up fails for real
+        os.environ["GLOO_SOCKET_IFNAME"] = os.environ["NCCL_SOCKET_IFNAME"] = DOWN_IFNAME
     rc, summary = run_collective(spec, source, opts.results, silent=nf.silent, on_fail=on_fail)
     if first_on_node:
         doc["collective"] = summary
