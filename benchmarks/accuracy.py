@@ -380,21 +380,24 @@ def run_round(c: Campaign, i: int) -> None:
     undrain(c.nodes)
 
 
-def occupy(node: str, after_task: bool, partition: str) -> tuple[str, Any]:
-    """A real job on `node` in the high tier: at once (a busy node), or once the sweep's task runs there (it
-    preempts that task).  (job id or "", the watcher thread)."""
+def occupy(node: str, after_task: bool, partition: str, results: Path) -> tuple[Any, dict[str, str], Any]:
+    """A real job on `node` in the high tier: at once (a busy node), or once the sweep's task there has started (its
+    progress file under RESULTS/runs/*-sweep/nodes/: it preempts that task).  (the watcher thread, {"job": id}, the
+    event that ends the watch: set once the sweep is over, so a job is never submitted after it)."""
     import threading
 
     box: dict[str, str] = {}
+    done = threading.Event()
+    before = set(results.glob(f"runs/*-sweep/nodes/{node}.progress.json"))
 
     def submit() -> None:
-        if after_task:
-            for _ in range(600):
-                out = slurm("squeue", "--local", "-h", "-w", node, "-t", "RUNNING", "-o", "%j")
-                if "trainready-accept" in out:
-                    break
-                time.sleep(0.5)
-            time.sleep(2.0)  # inside its checks, not at its first line
+        while after_task and not done.is_set():
+            if set(results.glob(f"runs/*-sweep/nodes/{node}.progress.json")) - before:
+                done.wait(2.0)  # inside its checks, not at its first line
+                break
+            done.wait(0.5)
+        if after_task and done.is_set():
+            return
         box["job"] = slurm("sbatch", "--parsable", "-p", partition, "-w", node, "-J", "accuracy-job",
                            "-o", "/dev/null", "--wrap", "sleep 900").strip().split(";")[0]
 
@@ -406,7 +409,7 @@ def occupy(node: str, after_task: bool, partition: str) -> tuple[str, Any]:
             if slurm("squeue", "--local", "-h", "-j", box.get("job", "0"), "-t", "RUNNING", "-o", "%i").strip():
                 break
             time.sleep(0.5)
-    return box.get("job", ""), (t, box)
+    return t, box, done
 
 
 def sweep_round(c: Campaign, s: int, active: list[Planted]) -> None:
@@ -421,7 +424,7 @@ def sweep_round(c: Campaign, s: int, active: list[Planted]) -> None:
     jobs: list[Any] = []
     for p in active:
         if p.kind.name in ("busy node", "preempted") and p.where == s:
-            jobs.append(occupy(p.nodes[0], p.kind.name == "preempted", c.ns.batch))
+            jobs.append(occupy(p.nodes[0], p.kind.name == "preempted", c.ns.batch, c.out / "sweep"))
     checks = set(c.ns.sweep_checks.split(","))
     res = c.out / "sweep"
     args = ["cluster", "sweep", "-p", c.ns.sweep_partition, *c.common(checks), "--results", str(res), "--max-fraction",
@@ -431,7 +434,8 @@ def sweep_round(c: Campaign, s: int, active: list[Planted]) -> None:
                                                          f"{p.where + 1})" for p in active), flush=True)
     rc, wall = under(c.background(s), c.out, lambda: cli(args, c.out / f"sweep-{s}.log"))
     c.walls.setdefault("sweep", []).append(wall)
-    for job, (t, box) in jobs:
+    for t, box, done in jobs:
+        done.set()
         t.join(30)
         if box.get("job"):
             subprocess.run(["scancel", box["job"]], capture_output=True)
