@@ -585,23 +585,28 @@ def print_tables(c: Campaign) -> dict[str, Any]:
         healthy[phase] = {"n": n, "false_fail": ff, "false_drain": fd, "not_judged": nj}
         unit = {"run": "node-runs", "sweep": "node-sweeps", "pairs": "node-searches"}[phase]
         print(f"| {phase} | {n} {unit} | {rate(ff, n)} | {rate(fd, n)} | {rate(nj, n)} |")
+    if len(healthy) > 1:
+        n, ff, fd, nj = (sum(h[k] for h in healthy.values()) for k in ("n", "false_fail", "false_drain", "not_judged"))
+        print(f"| all | {n} | {rate(ff, n)} | {rate(fd, n)} | {rate(nj, n)} |")
     misses = [m for r in rows for m in (f"{r['phase']} {r['kind']}: {x}" for x in r["misses"])]
     if misses:
         print("\nmisses:\n" + "\n".join("  " + m for m in misses))
     return {"kinds": rows, "healthy": healthy, "misses": misses}
 
 
-def rescore(path: Path) -> int:
-    """The tables of an earlier campaign's --json, judged again by this file's rules (every round is in it)."""
-    doc = json.loads(path.read_text())
-    c = Campaign(argparse.Namespace(), random.Random(0), doc["nodes"], doc["leaves"], path.parent)
-    c.planted = [Planted(BY_NAME[p["kind"]], tuple(p["nodes"]), p["where"], tuple(p["extra"]), p["seen"], p["phase"])
-                 for p in doc["planted"] if p["kind"] in BY_NAME]
-    gone = sorted({p["kind"] for p in doc["planted"] if p["kind"] not in BY_NAME})
-    if gone:
-        print(f"accuracy: kinds no longer in the catalogue, left out: {', '.join(gone)}")
-    c.healthy = doc["rounds"]
-    print(f"accuracy: seed {doc['seed']} ({path}), {doc['wall_s'] / 60:.1f} min")
+def rescore(paths: list[Path]) -> int:
+    """The tables of earlier campaigns' --json (one or several, pooled), judged again by this file's rules."""
+    c = Campaign(argparse.Namespace(), random.Random(0), [], {}, paths[0].parent)
+    for path in paths:
+        doc = json.loads(path.read_text())
+        c.planted += [Planted(BY_NAME[p["kind"]], tuple(p["nodes"]), p["where"], tuple(p["extra"]), p["seen"],
+                              p["phase"]) for p in doc["planted"] if p["kind"] in BY_NAME]
+        gone = sorted({p["kind"] for p in doc["planted"] if p["kind"] not in BY_NAME})
+        if gone:
+            print(f"accuracy: kinds no longer in the catalogue, left out: {', '.join(gone)}")
+        for phase, rounds in doc["rounds"].items():
+            c.healthy.setdefault(phase, []).extend(rounds)
+        print(f"accuracy: seed {doc['seed']} ({path}), {doc['wall_s'] / 60:.1f} min, {len(doc['nodes'])} nodes")
     print_tables(c)
     return 0
 
@@ -626,7 +631,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--max-drain", default="25%", help="cluster run --max-drain (a delivery: raised from 10%%)")
     ap.add_argument("--sweep-max-drain", default="50%", help="cluster sweep --max-drain: weeks of sweeps in an hour")
     ap.add_argument("--drain-window", default="24h", help="cluster sweep --drain-window")
-    ap.add_argument("--rescore", default=None, help="print the tables of an earlier --json, judged again")
+    ap.add_argument("--rescore", default=None, help="print the tables of earlier --json files "
+                    "(comma-separated: pooled), judged again")
     ap.add_argument("--partition", default="debug")
     ap.add_argument("--sweep-partition", default="sweep")
     ap.add_argument("--batch", default="batch", help="the partition whose jobs preempt the sweep's")
@@ -635,7 +641,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--keep", default=None, help="keep the records here (default: a temporary folder)")
     ns = ap.parse_args(argv)
     if ns.rescore:
-        return rescore(Path(ns.rescore))
+        return rescore([Path(x) for x in ns.rescore.split(",")])
     seed = ns.seed if ns.seed is not None else int(time.time())
     print(f"accuracy: seed {seed}", flush=True)
     os.environ["SLURM_CONF"] = f"/etc/slurm-{ns.cluster}/slurm.conf"
