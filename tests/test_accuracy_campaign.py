@@ -64,7 +64,7 @@ def test_every_hard_fault_is_caught_on_its_node_for_its_cause_and_drained(campai
 
 def test_no_healthy_node_fails_or_is_drained(campaign) -> None:  # type: ignore[no-untyped-def]
     healthy = campaign["healthy"]
-    assert healthy["run"]["n"] >= 3 * 3 and healthy["sweep"]["n"] >= 3 * 3
+    assert healthy["run"]["n"] >= 6 and healthy["sweep"]["n"] >= 6, healthy  # node-runs, node-sweeps judged healthy
     assert all(h["false_fail"] == 0 and h["false_drain"] == 0 for h in healthy.values()), healthy
 
 
