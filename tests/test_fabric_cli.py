@@ -48,3 +48,22 @@ def test_an_unknown_fabric_key_is_refused(tmp_path: Path) -> None:
     assert p.stderr.strip().endswith("key 'fabric.nic_speed': unknown key (expected one of: counter_rise_max, fw_ver, "
                                      "gpudirect, link_layer, nics, nvlink_per_gpu, nvlink_version, nvswitch, rails, "
                                      "services)"), p.stderr
+
+
+def test_spec_init_on_the_healthy_tree_holds_the_others_to_it(tmp_path: Path) -> None:
+    from fabric_tree import HDR
+
+    good = hgx_tree(tmp_path / "good")
+    spec = tmp_path / "fleet.toml"
+    p = run_cli("spec", "init", "-o", str(spec), env={"TRAINREADY_SYSFS_ROOT": str(good)})
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "mlx5_7 = 400.0" in spec.read_text() and 'link_layer = "InfiniBand"' in spec.read_text()
+    hdr = hgx_tree(tmp_path / "hdr", nics={i: {"rate": HDR} for i in range(8)})  # alike, all at HDR: the spec sees it
+    p = run_cli("node", "--only", "fabric", "--spec", str(spec), "--json", str(tmp_path / "h.json"),
+                env={"TRAINREADY_SYSFS_ROOT": str(hdr)})
+    r = _result(tmp_path / "h.json")
+    assert p.returncode == 1 and r["message"].startswith(
+        "NIC mlx5_0:1 at 200 Gb/sec (4X HDR), expected 400 Gb/s (fabric.nics.mlx5_0); NIC mlx5_1:1 at 200"), r["message"]
+    p = run_cli("node", "--only", "fabric", "--spec", str(spec), "--json", str(tmp_path / "g.json"),
+                env={"TRAINREADY_SYSFS_ROOT": str(good)})
+    assert p.returncode == 0 and _result(tmp_path / "g.json")["status"] == "pass"
