@@ -41,7 +41,7 @@ CHECK_CLASS: dict[str, str] = {
     "gpus": HARDWARE, "matmul": HARDWARE, "fingerprint": HARDWARE, "throughput": HARDWARE, "pcie": HARDWARE,
     "burnin": HARDWARE, "train_step": HARDWARE, "ckpt_throughput": HARDWARE,
     "versions": SOFTWARE, "host": SOFTWARE, "resume": SOFTWARE, "ckpt_compat": SOFTWARE, "ckpt_compat_save": SOFTWARE,
-    "allreduce": FABRIC, "comm": FABRIC,
+    "allreduce": FABRIC, "comm": FABRIC, "fabric": FABRIC,
 }
 # The cross-node findings' checks (cluster/tasks/crosschecks.py, collective.py) and other fleet cause keys.
 CAUSE_CLASS: dict[str, str] = {
