@@ -92,6 +92,8 @@ instance() {  # every name and port of cluster $1 ("local": the default cluster,
             topo) k=11 ;;   # slurmctld 16828, slurmd 8001..8999 (below: its own range)
             acct) k=12 ;;   # slurmctld 16829, slurmd 7001..7999; with --accounting slurmdbd 16929, MariaDB 16930
             big) k=13 ;;    # slurmctld 16830, slurmd 6001..6999: benchmarks/cluster_scale.py --cluster big
+            acc) k=14 ;;    # slurmctld 16831, slurmd 5001..5999: benchmarks/accuracy.py --cluster acc
+            accuracy) k=15 ;;  # slurmctld 16832, slurmd 4001..4999: tests/test_accuracy_campaign.py
             rails) k=16 ;;  # slurmctld 16833, slurmd 3001..3999: tests/test_cluster_fabric_pairs.py
             *) k=$(( $(printf %s "$NAME" | cksum | cut -d' ' -f1) % 6 + 1 )) ;;
         esac

@@ -294,7 +294,8 @@ ALT_MODULES = ("test_cluster_gate.py", "test_fleet_history.py", "test_report_htm
 OWN_CLUSTER_MODULES = ("test_cluster_scale.py", "test_cluster_hostset.py", "test_cluster_site.py", "test_cluster_outage.py",
                        "test_image_distribute.py",
                        "test_cluster_pyxis.py", "test_cluster_sweep.py", "test_cluster_topology.py",
-                       "test_cluster_accounting.py", "test_local_slurm_down.py", "test_cluster_fabric_pairs.py")
+                       "test_cluster_accounting.py", "test_local_slurm_down.py", "test_cluster_fabric_pairs.py",
+                       "test_accuracy_campaign.py")
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:

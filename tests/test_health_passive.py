@@ -154,7 +154,7 @@ def test_the_fabric_in_the_passive_check(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setenv("TRAINREADY_SYSFS_ROOT", str(root))
     for k, v in NO_SLURM.items():
         monkeypatch.setenv(k, v)
-    from trainready.cluster import passive_fabric
+    from trainready.cluster.health import fabric as passive_fabric
     from trainready.spec.fabric import FabricSpec
 
     t0 = time.perf_counter()

@@ -16,7 +16,7 @@ def test_light_is_versions_alone_and_every_deeper_level_includes_it():
     quick = {c.name for c in select(None, None, Level.QUICK)}
     standard = {c.name for c in select(None, None, Level.STANDARD)}
     assert "matmul" not in light and "allreduce" not in light  # the seconds-long checks are quick's
-    assert light == ["versions"]
+    assert light == ["versions", "fabric"]  # the fabric reads files and NVML: milliseconds, at every level
     assert set(light) < quick < standard
     assert [c.name for c in select(["matmul"], None, Level.LIGHT)] == ["matmul"]  # --only wins over the level
 
@@ -30,7 +30,7 @@ def test_light_node_task_writes_a_real_node_record(tmp_path):
     assert doc["schema"] == NODE_SCHEMA and doc["node"] == "node7"
     assert doc["slurm"]["SLURM_JOB_ID"] == "4242"
     ran = {r["name"]: r["status"] for r in doc["report"]["results"]}
-    assert ran == {"versions": "pass"}
+    assert ran == {"versions": "pass", "fabric": "skip"}  # no RDMA device, no NVLink here: not applicable
     assert doc["versions"]["torch"] and doc["manifest"]["host"]
 
 

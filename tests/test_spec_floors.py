@@ -125,8 +125,9 @@ def test_every_floor_is_written_or_said_why_not(tmp_path) -> None:
     assert "software.image_digest: unknown" in said
     assert "host.pins: the reference's manifest has no host_settings" in said  # this manifest has none
     assert "fingerprint: not written: no passed fingerprint check in the record(s)" in said
+    assert "fabric: the reference's manifest has no fabric section" in said  # this manifest has none
     text = d.comment() + dump_toml(d.spec)
-    assert text.count("# NOT WRITTEN: ") == len(d.notes) == 7
+    assert text.count("# NOT WRITTEN: ") == len(d.notes) == 8
     p = tmp_path / "fleet.toml"
     p.write_text(text)
     assert load_spec(str(p))[0] == d.spec  # comments and all, it loads back

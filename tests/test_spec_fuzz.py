@@ -29,7 +29,8 @@ FINITE = ("-1", "0")
 NUMBER = re.compile(r"(?<==)(\s*)([-+]?\d[\d_]*(?:\.\d[\d_]*)?(?:[eE][-+]?\d+)?)(?=\s*(?:[,}#]|$))")
 LEADING_KEY = re.compile(r"^(\s*)([A-Za-z_][A-Za-z0-9_]*)(\s*=)")
 # Dict fields of the spec keyed by something other than an op: Python distributions, metric names, host settings.
-NOT_OP_KEYED = {"software.packages", "compare.metrics", "host.pins", "fingerprint.key", "fingerprint.entries"}
+NOT_OP_KEYED = {"software.packages", "compare.metrics", "host.pins", "fingerprint.key", "fingerprint.entries",
+                "fabric.nics", "fabric.rails"}  # keyed by RDMA device and by GPU index (spec/fabric.py validates them)
 # A value each op table accepts, so that only the key decides (spec/keys.op_tables' value rules).
 GOOD_VALUE = {"comm.expected_busbw_gbps": 300.0, "comm.expected_efficiency": 0.2, "comm.min_fraction_by_op": 0.75,
               "fleet.expected_busbw_gbps": 300.0}

@@ -46,8 +46,8 @@ SEVERITY: dict[Status, int] = {
 
 
 class Level(str, enum.Enum):
-    """How deep a run goes, each level including the ones before it: `light` is the version chain and the
-    manifest alone (one interpreter and torch start-up per node: for exercising fleet orchestration on many
+    """How deep a run goes, each level including the ones before it: `light` is the version chain, the
+    manifest and the fabric's files and NVML (one interpreter and torch start-up per node: for exercising fleet orchestration on many
     nodes, not an acceptance of the hardware), `quick` adds the checks that take seconds, `standard` every check but the burn-in, `burn-in` that too."""
 
     LIGHT = "light"

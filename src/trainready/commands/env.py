@@ -34,7 +34,7 @@ def env(
       trainready env --json - -q | jq .gpu.nvml  # JSON only, to stdout
       trainready env --code ~/Megatron-LM --lock uv.lock \\
           --image-digest sha256:0123...
-      trainready env -q --capture-fabric node07-fabric   # a node's fabric, to send
+      trainready env -q --capture-fabric node07-fabric  # to send
     """
     from trainready.manifest.build import collect
     from trainready.manifest.render import print_summary

@@ -6,11 +6,11 @@ matching check reports the figure and does not judge it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from trainready.hostsettings.pins import DEFAULT_MATCH
 from trainready.spec.burnin import BurnInSpec
 from trainready.spec.fabric import FabricSpec
+from trainready.spec.fingerprint import FingerprintSpec
 from trainready.util.strict import doc_field
 
 
@@ -269,18 +269,6 @@ class HostSpec:
     pcie_spread_max: float | None = doc_field(
         0.15, "Largest (best − worst) / best spread of one copy direction across the node's GPUs (omitted = not judged).",
     )
-
-
-@dataclass(frozen=True)
-class FingerprintSpec:
-    key_id: str = doc_field("", "Group key id of the reference server's fingerprint ('' = no reference: nodes are "
-                            "compared only with their own and the fleet's identical GPUs). Written by `spec init`.")
-    size: str = doc_field("", "Battery size the reference ran (cpu, quick, standard): only a run of the same size "
-                          "and key is compared with it.")
-    key: dict[str, Any] = doc_field(default_factory=dict, doc="The reference's group key (GPU model, SM count, "
-                                    "compute capability, MIG, CUDA, cuBLAS, torch, the battery's version, settings).")
-    entries: dict[str, str] = doc_field(default_factory=dict, doc="Battery entry (op/pattern) → the reference's "
-                                        "SHA-256 and its chunk digests, 'DIGEST:CHUNKS' (docs/checks-compute.md).")
 
 
 @dataclass(frozen=True)

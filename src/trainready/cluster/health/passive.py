@@ -11,7 +11,7 @@ no CUDA context, no GPU work, so a busy node is read, never disturbed.  It judge
 * the PCIe link: fewer lanes than the link's maximum (a link that trained down); a lower generation is only
   named (an idle GPU lowers its link speed to save power);
 * slowdown now: HW slowdown, HW thermal or HW power brake active (nvml.h clock-event reasons);
-* the fabric (`passive_fabric.py`): RDMA ports Active at the node's rate, their and the NVLinks' error counters
+* the fabric (`fabric.py`): RDMA ports Active at the node's rate, their and the NVLinks' error counters
   against the last reading, Fabric Manager / nvlsm where the NVLinks reach NVSwitches.
 
 A GPU whose serial changed on the same bus id is named (a part swapped in repair).  FAIL drains the node with a
@@ -173,7 +173,7 @@ def run_passive(want: int | None, state: str | None, plants: Mapping[str, str], 
     found = judge(now, last, want)
     fabric = None
     if "health.reading" not in plants:  # a replayed reading is judged alone: this machine's fabric is not it
-        from trainready.cluster import passive_fabric
+        from trainready.cluster.health import fabric as passive_fabric
 
         facts = passive_fabric.read()
         passive_fabric.judge(facts, (last or {}).get("fabric"), FabricSpec(), found)
