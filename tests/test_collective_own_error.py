@@ -71,7 +71,7 @@ def test_two_such_nodes_under_one_switch_name_the_switch_and_none_is_drained(tmp
     named = switches.blame(causes, TOPO, spec.fleet.switch_fraction, spec.fleet.switch_causes)
     assert [s.switch for s in named] == ["s2"]
     drain = guard.plan(verdict, guard.parse_max_drain("50%"), tuple(named), spec.fleet.switch_causes)
-    assert drain.drain == () and drain.held == ("node3", "node4") and "switch s2: 2 of its 2 node(s)" in drain.why
+    assert drain.drain == () and drain.held == ("node3", "node4") and "switch s2: 2 of its 2 tested node(s)" in drain.why
 
 
 def test_when_every_rank_raised_none_is_named_for_its_own_error(tmp_path):
