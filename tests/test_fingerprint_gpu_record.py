@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from fingerprint_records import flip_chunk
 from trainready.fingerprint import battery
 from trainready.fingerprint.judge import judge
 from trainready.fingerprint.key import compute_key, facts_of, group_of, key_diff, key_id
@@ -39,13 +40,6 @@ def _as_battery_1(rec: dict) -> dict:
     return dict(copy.deepcopy(rec), key=key, key_id=key_id(key), **facts_of(rec))
 
 
-def _changed(rec: dict, eid: str, chunk: int) -> dict:
-    out = copy.deepcopy(rec)
-    e = next(x for x in out["entries"] if x["id"] == eid)
-    e["digest"] = "f" * 64
-    e["chunks"] = e["chunks"][:8 * (chunk - 1)] + "00000000" + e["chunks"][8 * chunk:]
-    return out
-
 
 def test_the_captured_records_are_h100s_with_their_whole_key(records):
     a, b, other = records
@@ -66,7 +60,7 @@ def test_two_machines_two_vbios_one_group_a_changed_chunk_named_before_they_agre
     assert group_of(a) == group_of(b) == group_of(other)
     assert key_diff(a["key"], other["key"]) == ["settings.intra_op_threads: 16 vs None",
                                                 "vbios: 96.00.CF.00.01 vs 96.00.DA.00.0C"]
-    bad = _changed(other, "gemm-bf16/random-7", 12)
+    bad = flip_chunk(other, "gemm-bf16/random-7", 12)
     three = judge([("p0", a), ("p1", b), ("m2", bad)])
     assert [d.line() for d in three.deviations] == [
         "m2: bf16 GEMM 2048x2048x2048, pattern random-7, chunk 12 of 64 differs from 2 identical devices"]
@@ -86,7 +80,7 @@ def test_the_reference_from_three_agreeing_h100_records_holds_the_other_machine(
              dict(_as_battery_1(records[2]), serial="1650000000001", uuid="GPU-third")]
     ref = derive({}, {"results": [{"name": "fingerprint", "status": "pass", "details": {"devices": three}}]}).spec
     assert ref.fingerprint.key == three[0]["key"] and len(ref.fingerprint.entries) == 56
-    res = against_reference(ref, [_changed(three[1], "gemm-bf16/random-7", 12)], _who)
+    res = against_reference(ref, [flip_chunk(three[1], "gemm-bf16/random-7", 12)], _who)
     assert res.failures == [f"{_who(three[1])}: bf16 GEMM 2048x2048x2048, pattern random-7, chunk 12 of 64 differs "
                             "from the reference server's"]
     ok = against_reference(ref, [three[1]], _who)

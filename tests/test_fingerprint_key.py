@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from fingerprint_records import flip_chunk
 from trainready.checks.fingerprint import outcome_of
 from trainready.fingerprint import battery
 from trainready.fingerprint.battery import Plants, run_battery, settings_record
@@ -62,21 +63,13 @@ def _who(r: dict, n: int) -> str:
     return f"GPU {n} (PCI {r['pci_bus_id']}, serial {r['serial']})"
 
 
-def _flip_chunk(rec: dict, eid: str, chunk: int) -> dict:
-    """The record with entry `eid`'s chunk `chunk` (1-based) and so its digest other bits."""
-    out = copy.deepcopy(rec)
-    e = next(x for x in out["entries"] if x["id"] == eid)
-    e["digest"] = "f" * 64
-    e["chunks"] = e["chunks"][:8 * (chunk - 1)] + "00000000" + e["chunks"][8 * chunk:]
-    return out
-
 
 def test_two_vbios_versions_are_one_group_so_a_flip_among_them_is_named(captured):
     """Measured: H100s with VBIOS 96.00.CF.00.01 and 96.00.DA.00.0C give all 56 quick digests identical; a
     VBIOS in the key made the second one 'drift, not compared', so a flipped bit there was never judged."""
     p0, p1, m2 = captured
     assert m2["key"]["vbios"] != p0["key"]["vbios"] and m2["serial"] != p0["serial"]
-    bad = _flip_chunk(m2, "gemm-bf16/random-7", 12)
+    bad = flip_chunk(m2, "gemm-bf16/random-7", 12)
     j = judge([(_who(p0, 0), p0), (_who(p1, 1), p1), (_who(bad, 2), bad)])
     assert [d.line() for d in j.deviations] == [
         f"{_who(m2, 2)}: bf16 GEMM 2048x2048x2048, pattern random-7, chunk 12 of 64 differs from 2 identical GPUs"]
@@ -95,7 +88,7 @@ def test_driver_and_ecc_are_facts_judged_as_drift_not_a_key(captured):
     recs = [dict(copy.deepcopy(now), index=str(g), serial=f"SN{g}") for g in range(4)]
     recs[3].update(driver="575.57.08", ecc_mode="disabled")
     who = lambda r: f"GPU {r['index']} (PCI {r['pci_bus_id']}, serial {r['serial']})"  # noqa: E731
-    bad = outcome_of(default_spec(), recs[:3] + [_flip_chunk(recs[3], "exp-fp32/ones", 5)], "quick", 2)
+    bad = outcome_of(default_spec(), recs[:3] + [flip_chunk(recs[3], "exp-fp32/ones", 5)], "quick", 2)
     assert bad.status == Status.FAIL and "GPU 3 (PCI 00000000:00:06.0, serial SN3): fp32 exp 1024x4096, pattern " \
         "ones, chunk 5 of 64 differs from 3 identical GPUs" in bad.message
     ok = outcome_of(default_spec(), recs, "quick", 2)

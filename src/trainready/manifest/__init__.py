@@ -7,7 +7,10 @@ one unsupported query costs one field, not the manifest.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Callable, TypeVar
+
+from trainready.fabric.root import read
 
 T = TypeVar("T")
 
@@ -39,9 +42,5 @@ def guarded(fn: Callable[[], T], what: str = "") -> T | str:
 
 
 def read_text(path: Any) -> str | None:
-    """First-class sysfs/procfs read: stripped text, or None when absent/unreadable."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read().strip()
-    except OSError:
-        return None
+    """First-class sysfs/procfs read: stripped text, or None when absent/unreadable (fabric/root.py's reader)."""
+    return read(Path(path))
