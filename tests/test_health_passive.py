@@ -174,3 +174,27 @@ def test_the_fabric_in_the_passive_check(tmp_path: Path, monkeypatch: pytest.Mon
     said.clear()
     assert run_passive(None, state, {}, said.append) == 0
     assert any("WARN: fabric: NIC mlx5_5:1: symbol_error rose 0 → 4 (+4)" in s for s in said), said
+
+
+@pytest.mark.slow  # the FAIL asks Slurm to drain the node, which is not here: a minute of its retries
+def test_the_passive_check_holds_the_fabric_to_the_specs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every port trained to HDR alike: the spec-free rules (each port against the node's others) find nothing;
+    with the [fabric] of a spec written from a healthy NDR server (`spec init`), the passive check FAILs naming
+    the port and the spec's rate (`node --health-check --spec` hands it down)."""
+    from fabric_nvml import FabricNvml
+    from fabric_tree import HDR, hgx_tree
+    from trainready.fabric.facts import read_facts
+    from trainready.spec.init_fabric import fabric_spec
+
+    good = read_facts(hgx_tree(tmp_path / "good"), nv=FabricNvml(), environ={}, proc=tmp_path / "proc")
+    spec = fabric_spec({"fabric": good.to_json()}, [])
+    hdr = hgx_tree(tmp_path / "sys", nics={i: {"rate": HDR} for i in range(8)})
+    monkeypatch.setenv("TRAINREADY_SYSFS_ROOT", str(hdr))
+    for k, v in NO_SLURM.items():
+        monkeypatch.setenv(k, v)
+    said: list[str] = []
+    state = str(tmp_path / "s.json")
+    assert run_passive(None, state, {}, said.append) == 0 and not any("fabric" in s for s in said), said
+    said.clear()
+    assert run_passive(None, state, {}, said.append, fabric_spec=spec) == 1
+    assert any("fabric: NIC mlx5_0:1 at 200 Gb/sec (4X HDR), expected 400 Gb/s" in s for s in said), said

@@ -48,12 +48,13 @@ def run(argv: Sequence[str]) -> int | None:
         sys.stdout.flush()
 
     try:
-        want = None
+        want, fabric = None, None
         if "--spec" in args:
             from trainready.spec import load_spec
 
-            want = load_spec(args["--spec"])[0].gpu.count
-        return run_passive(want, args.get("--health-state"), {}, say, args.get("--json"))
+            spec = load_spec(args["--spec"])[0]
+            want, fabric = spec.gpu.count, spec.fabric
+        return run_passive(want, args.get("--health-state"), {}, say, args.get("--json"), fabric)
     except TrainreadyError as exc:
         sys.stderr.write(f"trainready: error: {exc}\n")
         return exc.exit_code

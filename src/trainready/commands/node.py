@@ -116,14 +116,15 @@ def _health(spec: str | None, active: bool, state: str | None, plants: dict[str,
         return run_health(spec, plants, typer.echo)
     from trainready.cluster.health.passive import run_passive
 
-    want = None
+    want, fabric = None, None
     if spec:
         from trainready.spec import load_spec
 
-        want = load_spec(spec)[0].gpu.count
+        loaded = load_spec(spec)[0]
+        want, fabric = loaded.gpu.count, loaded.fabric
     if json_path:
         check_out_path(json_path)
-    return run_passive(want, state, plants, typer.echo, json_path)
+    return run_passive(want, state, plants, typer.echo, json_path, fabric)
 
 
 def _list(only: list[str] | None, skip: list[str] | None, level: Level) -> int:

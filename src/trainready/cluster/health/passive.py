@@ -157,9 +157,10 @@ def reading_for(faults: Mapping[str, str], last: dict[str, Any] | None) -> Healt
 
 
 def run_passive(want: int | None, state: str | None, plants: Mapping[str, str], say: Callable[[str], None],
-                json_path: str | None = None) -> int:
+                json_path: str | None = None, fabric_spec: FabricSpec | None = None) -> int:
     """Read, judge, save the reading, drain on a failure: the exit code (0 healthy, 1 not, 3 planted).  A planted
-    reading is a test: it is judged and recorded, and never drains the node it runs on."""
+    reading is a test: it is judged and recorded, and never drains the node it runs on.  `want`: the spec's GPU
+    count; `fabric_spec`: its [fabric] (None: the spec-free rules, each port against the node's others)."""
     import time
 
     from trainready.cluster.health.active import drain_self
@@ -176,7 +177,7 @@ def run_passive(want: int | None, state: str | None, plants: Mapping[str, str], 
         from trainready.cluster.health import fabric as passive_fabric
 
         facts = passive_fabric.read()
-        passive_fabric.judge(facts, (last or {}).get("fabric"), FabricSpec(), found)
+        passive_fabric.judge(facts, (last or {}).get("fabric"), fabric_spec or FabricSpec(), found)
         fabric = passive_fabric.to_state(facts)
     node = node_name()
     unsaved = save_state(path, node, now, fabric)
