@@ -22,13 +22,13 @@ TOPO = Topology({"s1": ("node1", "node2"), "s2": ("node3", "node4"), "s3": ("nod
 OWN = "RuntimeError: [gloo] connect to peer failed: No route to host (errno 113)"  # as gloo raised it
 
 
-def failed_rendezvous(res: Path, raised: set[int]) -> None:
-    """RESULTS as the step leaves it: every rank reached 'rendezvous'; the ranks in `raised` failed there with their
-    own error, the others' watchdogs reported no progress; rank 0 wrote the comm record."""
+def failed_rendezvous(res: Path, raised: set[int], n: int = 6) -> None:
+    """RESULTS as the step leaves it: every rank of `n` reached 'rendezvous'; the ranks in `raised` failed there
+    with their own error, the others' watchdogs reported no progress; rank 0 wrote the comm record."""
     (res / "cross" / "ranks").mkdir(parents=True)
-    stages = {k: (1, f"node{k + 1}", "rendezvous") for k in range(6)}
+    stages = {k: (1, f"node{k + 1}", "rendezvous") for k in range(n)}
     early = {k: (v if k in raised else None) for k, v in stages.items()}  # a raising rank fails before most join
-    for r in range(6):
+    for r in range(n):
         _, peers = name_peers(early if r in raised else stages, r)  # the heartbeat view each rank reads
         own = r in raised
         det = {"rank": r, "host": f"node{r + 1}", "stage": "rendezvous", "error": OWN if own else
@@ -45,11 +45,11 @@ def failed_rendezvous(res: Path, raised: set[int]) -> None:
                 {"name": "comm", "status": "fail", "message": msg, "details": det, "metrics": []}]}))
 
 
-def judged(res: Path):
+def judged(res: Path, nodes: list[str] = NODES):
     from trainready.cluster.fleet import read_cross
 
-    cross, _ = read_cross(res, NODES)
-    return collective.judge(res, cross, NODES, 1)
+    cross, _ = read_cross(res, nodes)
+    return collective.judge(res, cross, nodes, 1)
 
 
 def test_the_ranks_that_failed_with_their_own_error_are_at_fault_not_those_that_waited(tmp_path):
@@ -87,3 +87,21 @@ def test_a_rank_that_raised_with_a_peer_behind_it_still_names_that_peer() -> Non
     got = blame.from_details({"rank": 0, "stage": "all_reduce 1 MiB", "error": "RuntimeError: Connection closed by "
                               "peer", "raised": True, **peers})
     assert got["at_fault"] == [2] and got["waiting"] == [0] and not got.get("own_error")
+
+
+def test_a_leaf_of_four_down_among_sixteen_names_its_switch_not_the_healthy_nodes_its_ranks_never_saw(tmp_path):
+    """The accuracy campaign's switch down (16 nodes, four leaves of four): the four ranks that raised at set-up
+    saw none of the others join; their view must not blame the twelve healthy nodes."""
+    nodes = [f"node{k}" for k in range(1, 17)]
+    topo = Topology({f"s{j + 1}": tuple(nodes[4 * j:4 * j + 4]) for j in range(4)}, "test")
+    failed_rendezvous(tmp_path, raised={8, 9, 10, 11}, n=16)
+    res, findings = judged(tmp_path, nodes)
+    assert sorted({f.node for f in findings}) == ["node10", "node11", "node12", "node9"], findings
+    spec = load_spec("example:local-slurm")[0]
+    verdict = decide([NodeInput(n, {"report": {"results": []}, "versions": {}}) for n in nodes], spec, [res], findings)
+    assert sorted(verdict.rejected) == ["node10", "node11", "node12", "node9"]
+    causes = {n.node: n.causes for n in verdict.nodes if n.rejected}
+    named = switches.blame(causes, topo, spec.fleet.switch_fraction, spec.fleet.switch_causes)
+    assert [s.switch for s in named] == ["s3"]
+    drain = guard.plan(verdict, guard.parse_max_drain("50%"), tuple(named), spec.fleet.switch_causes)
+    assert drain.drain == () and sorted(drain.held) == ["node10", "node11", "node12", "node9"]
