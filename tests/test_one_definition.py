@@ -57,8 +57,7 @@ def test_one_table_of_significand_bits_one_bit_view_and_no_dead_definitions():
     trees = _trees()
     files = lambda found: sorted(f.split(":")[0] for f in found)  # noqa: E731
     assert files(significand_tables(trees)) == ["numerics/bounds.py"]
-    # the fingerprint's battery keeps its own view until its execution changes land (one module, two uses)
-    assert files(bit_views(trees)) == ["fingerprint/battery.py", "fingerprint/battery.py", "numerics/bounds.py"]
+    assert files(bit_views(trees)) == ["numerics/bounds.py"]
     assert defined(trees, REMOVED) == []
     from trainready.fingerprint import patterns
     from trainready.numerics import bounds, opbounds

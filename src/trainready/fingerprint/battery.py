@@ -25,6 +25,7 @@ from typing import Any, Iterator
 from trainready.fingerprint import ops as ops_mod
 from trainready.fingerprint.ops import OPS, Op
 from trainready.fingerprint.patterns import BLOCK, PATTERNS, draw_bases
+from trainready.numerics.bounds import bits_view, flip_bit
 
 # The battery's version, recorded in the group key: raise it with any change that can change a device's bits or
 # the key's wording (an op, a shape, an input pattern, a setting, the hashing).  Devices and a reference of
@@ -161,11 +162,7 @@ class Hasher:
 
 def flip(out: Any, index: int, bit: int) -> None:
     """Flip stored bit `bit` (0 = the last significand bit) of element `index` (flat), in place."""
-    import torch
-
-    ity = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[out.element_size()]
-    iv = out.view(-1).view(ity)
-    iv[index] ^= 1 << bit
+    flip_bit(out, index, bit)
 
 
 def plant_index(numel: int) -> int:
@@ -176,10 +173,7 @@ def plant_index(numel: int) -> int:
 
 def first_diff_chunk(a: Any, b: Any) -> int | None:
     """0-based chunk of the first element where a and b differ bit for bit (None: identical)."""
-    import torch
-
-    ity = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
-    ne = (a.reshape(-1).view(ity) != b.reshape(-1).view(ity)).nonzero()
+    ne = (bits_view(a.reshape(-1)) != bits_view(b.reshape(-1))).nonzero()
     if ne.numel() == 0:
         return None
     idx = int(ne[0, 0])
