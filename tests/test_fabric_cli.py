@@ -46,8 +46,12 @@ def test_an_unknown_fabric_key_is_refused(tmp_path: Path) -> None:
     p = run_cli("node", "--only", "fabric", "--spec", str(spec))
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert p.stderr.strip().endswith("key 'fabric.nic_speed': unknown key (expected one of: counter_rise_max, fw_ver, "
-                                     "gpudirect, link_layer, nics, nvlink_per_gpu, nvlink_version, nvswitch, rails, "
-                                     "services)"), p.stderr
+                                     "gpudirect, link_layer, nics, nvlink_per_gpu, nvlink_version, nvswitch, rail_fraction, "
+                                     "rails, services)"), p.stderr
+    spec.write_text('[fabric]\nrail_fraction = 0.0\n')
+    p = run_cli("node", "--only", "fabric", "--spec", str(spec))
+    assert p.returncode == 2 and "Traceback" not in p.stderr and "fabric.rail_fraction" in p.stderr, p.stderr
+    assert "expected 0 < x <= 1, got 0.0" in p.stderr, p.stderr
 
 
 def test_spec_init_on_the_healthy_tree_holds_the_others_to_it(tmp_path: Path) -> None:

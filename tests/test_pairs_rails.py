@@ -11,6 +11,7 @@ from trainready.cluster.control.topology import parse
 from trainready.cluster.judge import switches
 from trainready.cluster.pairs import rails as rl
 from trainready.cluster.pairs.pairing import PairingOptions, find_culprits
+from trainready.spec.fabric import FabricSpec
 
 RATE = 400.0  # NDR: "400 Gb/sec (4X NDR)"
 NICS = [f"mlx5_{i}:1" for i in range(8)]
@@ -34,8 +35,8 @@ def planted(slow: dict[tuple[str, int], float], seed: int = 0):
 
 def search(nodes, slow, seed=0):
     log: rl.Log = {}
-    out = find_culprits(nodes, rl.measure_rails(planted(slow, seed), log), PairingOptions(rl.FLOOR_FRACTION, 1.0))
-    return out, rl.to_json(out, log, rl.FLOOR_FRACTION, 2, {})
+    out = find_culprits(nodes, rl.measure_rails(planted(slow, seed), log), PairingOptions(FabricSpec().rail_fraction, 1.0))
+    return out, rl.to_json(out, log, FabricSpec().rail_fraction, 2, {})
 
 
 NODES = [f"topo{k}" for k in range(1, 9)]

@@ -60,6 +60,11 @@ class FabricSpec:
         False, "GPUDirect RDMA must be ready: the nvidia_peermem module loaded, or the DMA-BUF path (Linux >= 5.12 "
         "and the open GPU kernel modules). False = said, not judged.",
     )
+    rail_fraction: float = doc_field(
+        0.8, "Floor of each rail's NIC-to-NIC bandwidth between two servers (perftest's ib_write_bw BW average, "
+        "`cluster pairs --fabric` and `cluster run`'s cross-node step) as a fraction of the port's rate: the "
+        "acceptance documents' 'every pair of nodes at >= 80% of the expected bandwidth'.",
+    )
     counter_rise_max: int = doc_field(
         10, "Largest rise of one error counter (an NVLink's replay, recovery or CRC count; an RDMA port's IBA "
         "PortCounters: symbol_error, link_downed, ...) between the run's start and the check, above which the check "
@@ -79,6 +84,7 @@ def validate(spec: object, path: str) -> None:
         ("nvlink_per_gpu", f.nvlink_per_gpu is None or f.nvlink_per_gpu >= 0, "an integer >= 0"),
         ("nvlink_version", f.nvlink_version is None or f.nvlink_version >= 1, "an NVLink generation >= 1"),
         ("counter_rise_max", f.counter_rise_max >= 0, "an integer >= 0"),
+        ("rail_fraction", 0 < f.rail_fraction <= 1, f"0 < x <= 1, got {f.rail_fraction}"),
         ("services", all(s.strip() for s in f.services), "systemd unit names such as 'nvidia-fabricmanager'"),
     ]
     for key, ok, expected in checks:

@@ -3,7 +3,7 @@
 A pair of nodes A, B is measured on every rail i: A's i-th compute NIC to B's i-th (perftest's ib_write_bw, the
 client measures; cluster/tasks/rails.py).  Each rail's figure is held to its floor, `fraction` x the port's rate
 (the spec's rate where it names one, else the slower end's `rate` in sysfs): the documents' "every pair of nodes
-at >= 80% of the expected bandwidth" is fraction 0.8.  The pair search (pairing.py) runs on one figure per pair,
+at >= 80% of the expected bandwidth" is fraction 0.8, the spec's `fabric.rail_fraction`.  The pair search (pairing.py) runs on one figure per pair,
 its worst rail's share of the rate, so a pair is below the floor when any rail is; the search's rounds re-pair
 the suspects with proven nodes as for the all_reduce.  Then every rail is classified on its own over the same
 pairs (pairing.classify): a node the search names, slow on some rails only, is named with those NICs; slow on
@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from trainready.cluster.pairs.pairing import NodeVerdict, PairingOutcome, PairResult, classify
-
-FLOOR_FRACTION = 0.8  # the documents: "every pair of nodes at >= 80% of the expected bandwidth"
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The rails in `cluster run`'s cross-node step: each node paired once with its neighbour (nodes in Slurm's order,
 1+2, 3+4, ...), NIC i to NIC i with perftest's ib_write_bw (rails.py's probe, server and client), each rail held
-to FLOOR x its rate.
+to the spec's `fabric.rail_fraction` (0.8: the documents' 80%) x its rate.
 
 One pairing cannot tell which of two nodes is slow, so a rail below the floor is a WARN on both nodes of the pair
 naming the rail, the NICs and the figure, never a rejection: `cluster pairs --fabric` re-pairs and names the node
@@ -21,7 +21,6 @@ from trainready.cluster.tasks import rails as rl
 from trainready.cluster.tasks.crosschecks import Finding
 from trainready.records import CheckResult, Level, Status
 
-FLOOR = 0.8  # the documents: every pair of nodes at >= 80% of the expected bandwidth
 POLL_S = 1.0
 
 
@@ -87,6 +86,7 @@ def judge(cross: Mapping[str, Mapping[str, Any]], spec: Any) -> tuple[CheckResul
     nodes not tested, where the spec names compute NICs)."""
     found: list[Finding] = []
     slow, measured, untested = 0, 0, {}
+    floor = spec.fabric.rail_fraction
     for node, doc in sorted(cross.items()):
         part = doc.get("rails")
         if not isinstance(part, Mapping):
@@ -97,17 +97,17 @@ def judge(cross: Mapping[str, Mapping[str, Any]], spec: Any) -> tuple[CheckResul
         for f in part.get("figures") or []:
             measured += 1
             rate, got = f.get("rate_gbps"), f.get("gbps")
-            if isinstance(got, (int, float)) and rate and got >= FLOOR * rate:
+            if isinstance(got, (int, float)) and rate and got >= floor * rate:
                 continue
             slow += 1
             what = (f"{got:.0f} Gb/s, {got / rate:.0%} of {rate:g}" if isinstance(got, (int, float)) and rate
                     else f"no figure: {f.get('why') or 'no rate'}")
             text = (f"rail {f.get('rail')} {part['partner']}:{f.get('nic_a')} -> {node}:{f.get('nic_b')}: {what}, below "
-                    f"{FLOOR:.0%} of the rate: one of the two; `cluster pairs --fabric` names which")
+                    f"{floor:.0%} of the rate: one of the two; `cluster pairs --fabric` names which")
             found += [Finding(node, "rails", Status.WARN, text), Finding(str(part["partner"]), "rails", Status.WARN, text)]
     if spec.fabric.nics:
         found += [Finding(n, "rails", Status.WARN, f"not tested ({why})") for n, why in untested.items()]
-    ok = (f"{measured} rail(s) measured between node pairs, each >= {FLOOR:.0%} of its rate" if measured else
+    ok = (f"{measured} rail(s) measured between node pairs, each >= {floor:.0%} of its rate" if measured else
           f"not tested on {len(untested)} node(s): {next(iter(untested.values()), 'no rails record')}")
     res = CheckResult("cluster.rails", "NIC to NIC, rail by rail (ib_write_bw)", Level.STANDARD,
                       Status.WARN if found else (Status.PASS if measured else Status.SKIP),

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 # catches a node 10% slow; gloo over a shared host's cores varied 0.19-0.56 GB/s between identical pairs on a
 # 2-core x86 VM.
 GPU_FLOOR, CPU_FLOOR = 0.9, 0.25
-FABRIC_FLOOR = 0.8  # --fabric: x the port's rate per rail (the documents: every pair at >= 80% of the expected bandwidth)
 
 
 @fleet_options(JOB, NODES, TOPOLOGY, time_limit="10:00")  # a pair's step: one all_reduce sweep, not a node's acceptance
@@ -41,9 +40,9 @@ def pairs_cmd(
     max_rounds: int = typer.Option(8, "--max-rounds", help="Give up after this many rounds (the rest: undecided)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the round-1 random matching (same seed, same pairs)."),
     fabric: bool = typer.Option(False, "--fabric", help="NIC to NIC instead of the all_reduce: perftest's ib_write_bw "
-                                "rail by rail (NIC i to NIC i), each rail held to --floor-fraction (default 0.8) x the "
-                                "port's rate; names the slow NIC and node. A node without perftest or an RDMA port is "
-                                "'not tested (why)', never a pass."),
+                                "rail by rail (NIC i to NIC i), each rail held to --floor-fraction (default: the spec's "
+                                "fabric.rail_fraction, 0.8) x the port's rate; names the slow NIC and node. A node "
+                                "without perftest or an RDMA port is 'not tested (why)', never a pass."),
     json_path: str = typer.Option(None, "--json", help=JSON_HELP),
     attach: bool = attach_option(),
     controller_wait: float = wait_option(),
@@ -80,7 +79,7 @@ def pairs_cmd(
 
     spec = load_spec(fleet.spec)[0]
     gpus = spec.gpu.count
-    frac = floor_fraction if floor_fraction is not None else (FABRIC_FLOOR if fabric else GPU_FLOOR if gpus else CPU_FLOOR)
+    frac = floor_fraction if floor_fraction is not None else (spec.fabric.rail_fraction if fabric else GPU_FLOOR if gpus else CPU_FLOOR)
     expected = expected if expected is not None else spec.fleet.expected_busbw_gbps.get("all_reduce")
     opts = pr.PairsOptions(fleet, PairingOptions(frac, 1.0 if fabric else expected, confirm, max_rounds, seed), gpus,
                            fabric)
