@@ -107,7 +107,9 @@ def test_a_slurmdbd_stopped_mid_run_is_not_known_and_the_run_goes_on(cluster, tm
     assert imp["known"] is False and imp["why"].startswith("not known (slurmdbd not answering: "), imp
     assert "Problem talking to the database: Connection refused" in imp["why"]
     assert "acct1: job impact: not known (slurmdbd not answering" in out
-    assert took < usual + 30, (took, usual)  # its usual time: no wait for a controller that answers
+    # no wait for a controller that answers: a run that took sacct's refusal for a silent slurmctld waits out
+    # --controller-wait (60 s) beyond its usual time before it gives up (exit 2, asserted against above)
+    assert took < usual + 60, (took, usual)
 
 
 def test_a_reason_ending_in_a_quote_is_kept_whole(cluster):

@@ -78,7 +78,7 @@ def test_planted_figures_name_a_slow_nic_a_slow_node_and_a_slow_switch(cluster, 
     status = {n["node"]: n["status"] for n in doc["nodes"]}
     assert status["rails1"] == status["rails2"] == "switch" and status["rails3"] == "good"
     assert "rails5: NIC mlx5_3:1 (rail 3) below 80% of its rate" in out
-    assert "switch s1: 2 of its 2 node(s) (rails1, rails2)" in out
+    assert "switch s1: 2 of its 2 tested node(s) (rails1, rails2)" in out
 
 
 def test_cluster_run_s_cross_step_measures_the_rails_and_warns_a_slow_pair_without_rejecting(cluster, tmp_path: Path):

@@ -86,7 +86,7 @@ def test_a_switch_whose_nodes_fail_at_set_up_is_named_and_none_drained(cluster, 
     assert set(rejected) == {"topo3", "topo4"}, out[-3000:]  # the ranks that failed, never those that waited
     assert all("failed with its own error" in " ".join(n["reasons"]) for n in rejected.values())
     assert [s["switch"] for s in doc["guard"]["switches"]] == ["s2"] and doc["guard"]["drain"] == []
-    assert doc["guard"]["held"] == ["topo3", "topo4"] and "switch s2: 2 of its 2 node(s) (topo3, topo4)" in out
+    assert doc["guard"]["held"] == ["topo3", "topo4"] and "switch s2: 2 of its 2 tested node(s) (topo3, topo4)" in out
     assert _reason("topo3") in ("", "none") and _reason("topo4") in ("", "none")
 
 
