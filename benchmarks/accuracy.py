@@ -171,6 +171,23 @@ def undrain(nodes: list[str]) -> list[str]:
     return back
 
 
+def answering(nodes: list[str], wait_s: float = 180.0) -> list[str]:
+    """The nodes whose slurmd answers slurmctld (no '*' on the state, not down), waiting up to `wait_s` for the rest:
+    on a busy host a slurmd misses a ping now and then (SlurmdTimeout) and comes back; a fault is planted only on a
+    node the round can test."""
+    t0 = time.monotonic()
+    while True:
+        states = dict((line.split("|") + [""])[:2] for line in slurm("sinfo", "-h", "-N", "-o", "%N|%T").splitlines())
+        deaf = [n for n in nodes if states.get(n, "down").endswith("*") or states.get(n, "").startswith(("down", "fail"))]
+        if not deaf or time.monotonic() - t0 > wait_s:
+            break
+        time.sleep(5)
+    if deaf or time.monotonic() - t0 > 5:
+        print(f"  waited {time.monotonic() - t0:.0f} s for slurmd to answer; not answering: {', '.join(deaf) or 'none'}",
+              flush=True)
+    return [n for n in nodes if n not in deaf]
+
+
 def cli(args: list[str], log: Path) -> tuple[int, float]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO / "src") + os.pathsep + env.get("PYTHONPATH", "")
@@ -284,6 +301,9 @@ def judge_run(p: Planted, doc: dict[str, Any], drained: dict[str, str]) -> dict[
     mine = [by.get(n, {}) for n in p.nodes]
     causes = [c for v in mine for c in v.get("causes", [])]
     said = "; ".join(r for v in mine for r in (v.get("reasons") or v.get("warnings") or []))[:300]
+    if k.expect != "not tested" and any(v.get("not_tested") for v in mine):
+        return {"void": "; ".join(v["not_tested"] for v in mine if v.get("not_tested")), "said": said,
+                "verdicts": {n: by.get(n, {}).get("verdict", "absent") for n in p.nodes}}  # its task never ran
     if k.expect == "switch":
         caught = bool(named)
         right_node, ok_drain = caught, not any(n in drained for n in p.nodes)
@@ -350,7 +370,7 @@ RUN_CHECKS = {"versions"}
 
 
 def run_round(c: Campaign, i: int) -> None:
-    free = list(c.nodes)
+    free = answering(c.nodes)
     planted = draw(c.deck_run, c.rng, units(c.rng, len(c.nodes), c.ns.rate), free, c.leaves, i, set())
     checks = RUN_CHECKS | {x for p in planted for x in p.kind.checks} | set(c.ns.run_checks.split(","))
     collective = any(p.kind.collective for p in planted) or c.rng.random() < c.ns.collective
@@ -414,7 +434,7 @@ def occupy(node: str, after_task: bool, partition: str, results: Path) -> tuple[
 
 def sweep_round(c: Campaign, s: int, active: list[Planted]) -> None:
     busy = {n for p in active for n in p.nodes + p.extra}
-    free = [n for n in c.nodes if n not in busy]
+    free = [n for n in answering(c.nodes) if n not in busy]
     taken = {p.kind.plant for p in active if p.kind.plant}
     k = units(c.rng, len(free) + 1, c.ns.rate) if s <= c.ns.sweeps - STRIKES else 0  # the last: no time to drain
     new = draw(c.deck_sweep, c.rng, k, free, c.leaves, s, taken)
@@ -520,9 +540,12 @@ def kind_rows(planted: list[Planted]) -> list[dict[str, Any]]:
         r = rows.setdefault((p.kind.name, phase), {"kind": p.kind.name, "phase": phase, "expect": p.kind.expect,
                                                    "hard": p.kind.hard, "n": 0, "caught": 0, "right_node": 0,
                                                    "right_cause": 0, "cause_n": 0, "right_class": 0, "class_n": 0,
-                                                   "drain_ok": 0, "sweeps": [], "misses": []})
-        r["n"] += 1
+                                                   "drain_ok": 0, "sweeps": [], "misses": [], "void": []})
         verdict = sweep_verdict(p) if phase == "sweep" else p.seen[0] if p.seen else {}
+        if verdict.get("void"):  # Slurm never ran its node's task (slurmd not answering): the plant never acted
+            r["void"].append(f"{'+'.join(p.nodes)} (round {p.where + 1}): {verdict['void']}"[:400])
+            continue
+        r["n"] += 1
         for key in ("caught", "right_node", "drain_ok"):
             r[key] += bool(verdict.get(key))
         for key, n in (("right_cause", "cause_n"), ("right_class", "class_n")):
@@ -567,15 +590,16 @@ def sweep_verdict(p: Planted) -> dict[str, Any]:
 def print_tables(c: Campaign) -> dict[str, Any]:
     rows = kind_rows(c.planted)
     print("\n| phase | fault | expected | planted | caught | right node | right cause | right class | drained/held "
-          "as it should | sweeps to detection | recall, 95% lower bound |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "as it should | sweeps to detection | recall, 95% lower bound | not exercised |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         cause = f"{r['right_cause']}/{r['cause_n']}" if r["cause_n"] else "-"
         klass = f"{r['right_class']}/{r['class_n']}" if r["class_n"] else "-"
         sweeps = ", ".join(str(s) for s in r["sweeps"]) or "-"
         print(f"| {r['phase']} | {r['kind']} | {r['expect']} | {r['n']} | {r['caught']} | {r['right_node']} | {cause} "
               f"| {klass} | {r['drain_ok']}/{r['n']} | {sweeps} | {100 * r['caught'] / r['n']:.0f}%, "
-              f"≥ {100 * lower95(r['caught'], r['n']):.0f}% |")
+              f"≥ {100 * lower95(r['caught'], r['n']):.0f}% | {len(r['void'])} |" if r["n"] else
+              f"| {r['phase']} | {r['kind']} | {r['expect']} | 0 | - | - | - | - | - | - | - | {len(r['void'])} |")
     healthy = {}
     print("\n| healthy nodes | trials | false FAIL | false drain | not judged |")
     print("|---|---|---|---|---|")
@@ -591,7 +615,11 @@ def print_tables(c: Campaign) -> dict[str, Any]:
     misses = [m for r in rows for m in (f"{r['phase']} {r['kind']}: {x}" for x in r["misses"])]
     if misses:
         print("\nmisses:\n" + "\n".join("  " + m for m in misses))
-    return {"kinds": rows, "healthy": healthy, "misses": misses}
+    void = [m for r in rows for m in (f"{r['phase']} {r['kind']}: {x}" for x in r["void"])]
+    if void:
+        print("\nnot exercised (Slurm never ran the planted node's task; neither caught nor missed):\n"
+              + "\n".join("  " + m for m in void))
+    return {"kinds": rows, "healthy": healthy, "misses": misses, "void": void}
 
 
 def rescore(paths: list[Path]) -> int:

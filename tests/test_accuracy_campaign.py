@@ -54,7 +54,10 @@ def test_the_draw_is_seeded_and_printed(campaign) -> None:  # type: ignore[no-un
 
 def test_every_hard_fault_is_caught_on_its_node_for_its_cause_and_drained(campaign) -> None:  # type: ignore[no-untyped-def]
     rows = [r for r in campaign["kinds"] if r["hard"]]
-    assert rows and sum(r["n"] for r in rows) >= 10
+    # a fault whose node Slurm never ran (its slurmd missed slurmctld's pings on this busy host) is not exercised:
+    # listed, neither caught nor missed; the campaign waits for every slurmd before it plants, so it stays rare
+    assert len(campaign["void"]) <= 2, campaign["void"]
+    assert rows and sum(r["n"] for r in rows) >= 8
     short = [r for r in rows if (r["caught"], r["right_node"], r["drain_ok"]) != (r["n"],) * 3
              or r["right_cause"] != r["cause_n"] or r["right_class"] != r["class_n"]]
     assert short == [], "\n".join(campaign["misses"]) + campaign["log"][-3000:]
@@ -83,3 +86,23 @@ def test_a_miss_is_counted_as_one() -> None:
     assert accuracy.upper95(0, 200) == pytest.approx(1 - 0.05 ** (1 / 200), rel=1e-6)  # ~3/n, the rule of three
     assert 3 / 200 * 0.99 < accuracy.upper95(0, 200) < 3 / 200
     assert accuracy.lower95(10, 10) == pytest.approx(0.05 ** (1 / 10), rel=1e-6)
+
+
+def test_a_fault_on_a_node_slurm_never_ran_is_not_exercised_and_not_a_catch() -> None:
+    """A run whose planted node was 'not tested' (slurmd not answering): the trial is void, listed, and counts
+    neither as caught nor as missed; the same node rejected counts as caught."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import accuracy
+
+    kind = accuracy.BY_NAME["matmul"]
+    p = accuracy.Planted(kind, ("n1",), 0)
+    deaf = {"nodes": [{"node": "n1", "verdict": "not tested", "not_tested": "down or not responding (idle*)",
+                       "causes": [], "reasons": ["not tested: down or not responding (idle*)"]}]}
+    seen = accuracy.judge_run(p, deaf, {})
+    assert seen.get("void") and "caught" not in seen
+    rows = accuracy.kind_rows([accuracy.Planted(kind, ("n1",), 0, seen=[seen])])
+    assert [(r["n"], r["caught"], len(r["misses"]), len(r["void"])) for r in rows] == [(0, 0, 0, 1)]
+    hit = {"nodes": [{"node": "n1", "verdict": "reject", "not_tested": "", "causes": ["check matmul"],
+                      "reasons": ["check matmul: FAIL"]}]}
+    seen = accuracy.judge_run(p, hit, {"n1": "trainready:run/hw check matmul"})
+    assert not seen.get("void") and seen["caught"] and seen["drain_ok"] and seen["right_cause"]

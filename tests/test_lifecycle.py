@@ -184,3 +184,47 @@ def test_interrupt_stops_everything_and_says_so_in_one_line(tmp_path: Path, sig:
         assert last["status"] == "error" and last["message"].startswith(f"interrupted by {name}"), last
         during = lines[0].split(" during ", 1)[1].split(" ", 1)[0].rstrip(";")
         assert during in REGISTRY, lines[0]  # names the check (and, while its ranks ran, their stages)
+
+
+def test_an_interrupt_landing_in_a_weakref_callback_is_neither_printed_nor_lost(monkeypatch) -> None:
+    """SIGTERM inside a callback Python cannot raise from (importlib's module-lock weakref `cb`): without the hook
+    Python prints 'Exception ignored in ...' and a traceback; with it the interrupt reaches no hook and
+    `raise_pending` raises it at the next checkpoint.  Another unraisable exception still reaches the hook."""
+    import gc
+    import weakref
+
+    from trainready.errors import Interrupted
+    from trainready.util import signals
+
+    seen: list[BaseException] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: seen.append(u.exc_value))
+
+    class Thing:
+        pass
+
+    def dropped(cb: object) -> None:
+        t = Thing()
+        ref = weakref.ref(t, cb)  # type: ignore[arg-type]
+        del t
+        gc.collect()
+        assert ref() is None
+
+    def interrupt(_ref: object) -> None:
+        signals._handler(signal.SIGTERM, None)  # raises Interrupted where Python can only ignore it
+
+    def own_error(_ref: object) -> None:
+        raise ValueError("a callback's own error")
+
+    saved = dict(signals._state)
+    try:
+        with signals.interrupts_raise():
+            dropped(own_error)
+            assert [type(e) for e in seen] == [ValueError]
+            dropped(interrupt)
+            assert [type(e) for e in seen] == [ValueError]  # the interrupt: not printed
+            with pytest.raises(Interrupted):
+                signals.raise_pending()  # and not lost
+            signals._state["signum"] = 0  # spent: the handlers are restored, not left SIG_IGN
+        assert sys.unraisablehook is not None and sys.unraisablehook.__name__ == "<lambda>"
+    finally:
+        signals._state.update(saved)

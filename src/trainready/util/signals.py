@@ -32,6 +32,20 @@ def _handler(signum: int, frame: Any) -> None:
     raise Interrupted(signum)
 
 
+def _unraisable(hook: Any) -> Any:
+    """sys.unraisablehook that keeps quiet about our own `Interrupted` when it lands where Python cannot raise
+    (a weakref callback, such as importlib's module-lock `cb`, or a __del__): Python would print 'Exception
+    ignored in ...' and a traceback; the interrupt is not lost, `raise_pending` raises it at the next
+    checkpoint.  Anything else goes to the hook that was there."""
+
+    def quiet(unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, Interrupted):
+            return
+        hook(unraisable)
+
+    return quiet
+
+
 def raise_pending() -> None:
     """A checkpoint: raise `Interrupted` again if a signal came and nobody handled it yet.
 
@@ -56,11 +70,13 @@ def interrupts_raise() -> Iterator[None]:
         yield
         return
     old = {s: signal.signal(s, _handler) for s in SIGNALS}
+    old_hook, sys.unraisablehook = sys.unraisablehook, _unraisable(sys.unraisablehook)
     _state["installed"] = True
     try:
         yield
     finally:
         _state["installed"] = False
+        sys.unraisablehook = old_hook
         for s, h in old.items():
             signal.signal(s, signal.SIG_IGN if _state["signum"] else h)
 
