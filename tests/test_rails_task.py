@@ -133,3 +133,22 @@ def test_gpudirect_asked_of_a_perftest_without_cuda_is_not_tested(tree):
     assert rails.probe(planted=False, gpudirect=False)["untested"].startswith("ib_write_bw opens none")
     doc = rails.probe(planted=False, gpudirect=True)
     assert doc["untested"].startswith("ib_write_bw was built without CUDA") and "fabric.gpudirect" in doc["untested"]
+
+
+def test_a_planted_sysfs_tree_is_what_every_node_s_probe_reads(tmp_path: Path, monkeypatch):
+    """cluster.sysfs=PATH: the probe reads that tree (a capture folder's sys/, or the tree itself), not /sys or
+    TRAINREADY_SYSFS_ROOT; a PATH that is no folder is refused in one line before any job."""
+    from trainready.fabric.sample import hgx_replay
+
+    monkeypatch.setenv("TRAINREADY_SYSFS_ROOT", str(tmp_path / "empty"))
+    assert rails.probe(planted=True, root=rails.planted_root({}))["untested"] is not None  # the env's empty tree
+    capture = hgx_replay(tmp_path / "capture")
+    for path in (capture, capture / "sys"):
+        root = rails.planted_root({"cluster.sysfs": str(path)})
+        assert root == capture / "sys"
+        doc = rails.probe(planted=True, root=root)
+        assert doc["untested"] is None and [n["nic"] for n in doc["nics"]][:8] == [f"mlx5_{i}:1" for i in range(8)]
+    fl.validate({"cluster.sysfs": str(capture), "cluster.rails": "400", "cluster.nic_slow": "n2:3"})
+    assert fl.nodes_planted({"cluster.sysfs": str(capture), "cluster.nic_slow": "n2:3"}) == {"n2"}
+    with pytest.raises(UsageError, match=r"--plant cluster.sysfs=/nonexistent: expected a folder"):
+        fl.validate({"cluster.sysfs": "/nonexistent"})

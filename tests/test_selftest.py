@@ -28,23 +28,17 @@ NEEDS_PYXIS = {"cluster.image"}
 # local cluster with 4 leaf switches; a switch down (its nodes' set-up fails): tests/test_switch_down.py and the
 # accuracy campaign (benchmarks/accuracy.py).
 NEEDS_TOPOLOGY = {"cluster.slow_link", "cluster.switch_down"}
-# A slow NIC and planted rail figures: judged by `cluster pairs --fabric` over nodes with RDMA ports (ib_write_bw
-# rail by rail), which the self-test's `cluster run` cases over a site's default partition need not have;
-# tests/test_cluster_fabric_pairs.py plants both on a local cluster whose nodes read a ConnectX-7 sysfs tree.
-NEEDS_RDMA = {"cluster.nic_slow", "cluster.rails"}
 
 
 def test_every_plant_has_a_selftest_case() -> None:
     covered = {p for c in CASES for p in c.plants}
-    missing = set(PLANTS) - covered - NEEDS_PYXIS - NEEDS_TOPOLOGY - NEEDS_RDMA
+    missing = set(PLANTS) - covered - NEEDS_PYXIS - NEEDS_TOPOLOGY
     assert missing == set(), f"plants without a selftest case: {sorted(missing)}"
-    elsewhere = NEEDS_PYXIS | NEEDS_TOPOLOGY | NEEDS_RDMA
+    elsewhere = NEEDS_PYXIS | NEEDS_TOPOLOGY
     assert not elsewhere & covered and elsewhere <= set(PLANTS)
     assert "cluster.image" in (Path(__file__).parent / "test_cluster_pyxis.py").read_text()
     assert "cluster.slow_link" in (Path(__file__).parent / "test_cluster_topology.py").read_text()
     assert "cluster.switch_down" in (Path(__file__).parent / "test_switch_down.py").read_text()
-    rdma = (Path(__file__).parent / "test_cluster_fabric_pairs.py").read_text()
-    assert all(p in rdma for p in NEEDS_RDMA)
     assert covered - set(PLANTS) == set(), f"cases covering unknown plants: {sorted(covered - set(PLANTS))}"
     assert len({c.name for c in CASES}) == len(CASES)
 

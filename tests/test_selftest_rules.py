@@ -158,3 +158,23 @@ def test_cluster_cases_name_the_first_three_usable_nodes_of_the_default_partitio
     with pytest.raises(prepare.Unmet, match=r"needs 3 usable nodes in the default partition batch, Slurm has 1 "
                                             r"\(site1\)"):
         prepare.fleet_nodes(tmp_path / "other")
+
+
+def test_a_pairs_record_names_its_culprit_for_the_selftest(tmp_path: Path) -> None:
+    """`node:NAME` on a `cluster pairs` record: detected when NAME is not 'good' and its reason or its --fabric
+    line matches; a good NAME is missed, and accepted by the control."""
+    import json
+
+    from trainready.selftest.judge import Finished, judge_case, judge_control
+
+    expect = r"NIC mlx5_3:1 \(rail 3\) below 80% of its rate"
+    doc = {"schema": "trainready.pairs/1", "nodes": [
+        {"node": "n1", "status": "good", "reason": ""},
+        {"node": "n2", "status": "bad", "reason": "below the floor with 2 partners proven good (n1, n3)"}],
+        "fabric": {"lines": ["n2: NIC mlx5_3:1 (rail 3) below 80% of its rate against 2 partners (49%, 49%)"]}}
+    rec = tmp_path / "pairs.json"
+    rec.write_text(json.dumps(doc))
+    run = Finished(("cluster", "pairs"), 1, "", rec, 1.0)
+    assert judge_case("node:n1", expect, run).outcome == "missed"
+    assert judge_case("node:n2", expect, run).outcome == "detected"
+    assert judge_control("node:n1", run).outcome == "passed" and judge_control("node:n2", run).outcome == "failed"

@@ -56,6 +56,15 @@ def cluster(name: str, plant: str, checks: str = "versions", collective: bool = 
             *(() if collective else ("--no-collective",)), "--plant", plant)
 
 
+def pairs_fabric(name: str, plant: str) -> tuple[str, ...]:
+    """`cluster pairs --fabric` over {node1} {node2} {node3}: every node's RDMA probe reads the replayed HGX B200
+    server's sysfs ({fabric_node}, cluster.sysfs: 8 x NDR 400 ports) and each rail's figure is planted
+    (cluster.rails: no ib_write_bw, every rail at 98% of its rate), so the fault is the judge's to find."""
+    return ("cluster", "pairs", "--fabric", "--nodelist", "{node1},{node2},{node3}", "--results",
+            f"{{cluster_results}}/{name}", "--spec", "{spec_fleet}", "--time", "2:00", "--plant",
+            "cluster.sysfs={fabric_node}", "--plant", "cluster.rails=400", "--plant", plant)
+
+
 def sweep(name: str, plant: str) -> tuple[str, ...]:
     """`cluster sweep` over {node1} {node2} {node3} of the default partition (idle ones), train_step's figure,
     judged from one earlier sweep ({spec_trend}: prepare.DECLINE_MIN_RUNS)."""

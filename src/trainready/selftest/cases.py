@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from trainready.selftest.cases_fabric import ROWS as FABRIC_ROWS
 from trainready.selftest.argv import share_key, shared_argv  # noqa: F401 - the fleet cases' runs (re-exported)
 from trainready.selftest.argv import (TRAINING, burnin as _burnin, cluster as _cluster, comm as _comm,
-                                     compat_save as _compat_save, data as _data, node as _node, resume as _resume,
-                                     sweep as _sweep)
+                                     compat_save as _compat_save, data as _data, node as _node,
+                                     pairs_fabric as _pairs_fabric, resume as _resume, sweep as _sweep)
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,7 @@ def control_of(case: Case) -> tuple[tuple[str, ...], tuple[str, ...]]:
     the fault is swapped for its clean twin (`clean`; a replayed-facts plant keeps its --plant, now
     replaying healthy facts); a case's own output folder becomes one shared by its family's control."""
     swap = dict(case.clean)
+    stand_ins = ("cluster.rails=", "cluster.sysfs=")  # what stands in for hardware absent here: kept, not faults
 
     def plain(argv: tuple[str, ...]) -> tuple[str, ...]:
         out: list[str] = []
@@ -67,7 +68,7 @@ def control_of(case: Case) -> tuple[tuple[str, ...], tuple[str, ...]]:
         for a in it:
             if a == "--plant":
                 value = next(it)
-                if any(f"{{{k}}}" in value for k in swap):
+                if any(f"{{{k}}}" in value for k in swap) or value.startswith(stand_ins):
                     out += [a, value]
                 continue
             out.append(a)
@@ -261,6 +262,11 @@ CASES: tuple[Case, ...] = (
     Case("cluster.forge", "the third node overwrites the second's record with a failing one (a rogue node): held to "
          "Slurm's exit code of the second's task", _cluster("forge", "cluster.forge={node3}:{node2}"), "node:{node2}",
          r"not tested: its record says FAIL .* Slurm says task \d+ exited 0: written by another process", needs="slurm"),
+    Case("cluster.nic_slow", "the second node's compute NIC mlx5_3 measures half its rate to every partner (rail "
+         "by rail, as ib_write_bw would; the figures planted on a replayed HGX B200's eight NDR ports)",
+         _pairs_fabric("nic_slow", "cluster.nic_slow={node2}:3"), "node:{node2}",
+         r"NIC mlx5_3:1 \(rail 3\) below 80% of its rate", covers=("cluster.nic_slow", "cluster.rails", "cluster.sysfs"),
+         needs="slurm", judge_only=True),
     # the trend's figures are planted from the node's first recorded one (cluster/sweep/trend.py plant_decline):
     # no timing in the verdict, so it runs beside the other cases
     Case("cluster.decline", "the third node's figures decline 30% a sweep (a slow decline, recorded over two "

@@ -87,12 +87,22 @@ def judge_case(check: str, expect: str, run: Finished) -> Verdict:
     return Verdict("detected" if found else "missed", status, msg)
 
 
+def _standing(doc: dict[str, Any], node: dict[str, Any]) -> tuple[bool, list[str]]:
+    """(accepted, reasons) of a node in a fleet record, or in a `cluster pairs` record (trainready.pairs/1:
+    accepted when its status is 'good'; its reasons the pairing's and, with --fabric, the lines naming it)."""
+    if "accepted" in node:
+        return bool(node.get("accepted")), [str(r) for r in node.get("reasons", [])]
+    name = str(node.get("node"))
+    lines = [str(x) for x in (doc.get("fabric") or {}).get("lines") or [] if str(x).startswith(f"{name}:")]
+    return node.get("status") == "good", ([str(node["reason"])] if node.get("reason") else []) + lines
+
+
 def _judge_node(doc: dict[str, Any], name: str, expect: str) -> Verdict:
     node = next((n for n in doc.get("nodes", []) if n.get("node") == name), None)
     if node is None:
         return Verdict("broke", "no node", f"the fleet record has no node {name}")
-    reasons = [str(r) for r in node.get("reasons", [])]
-    rejected = not node.get("accepted")
+    accepted, reasons = _standing(doc, node)
+    rejected = not accepted
     found = rejected and any(re.search(expect, r) for r in reasons)
     return Verdict("detected" if found else "missed", "rejected" if rejected else "accepted",
                    "; ".join(reasons) or "accepted")
@@ -135,9 +145,10 @@ def judge_control(check: str, run: Finished) -> Verdict:
         node = next((n for n in doc.get("nodes", []) if n.get("node") == name), None)
         if node is None:
             return Verdict("broke", "no node", f"the fleet record has no node {name}")
-        reasons = "; ".join(str(r) for r in node.get("reasons", []))
-        return Verdict("passed" if node.get("accepted") else "failed", "accepted" if node.get("accepted") else
-                       "rejected", reasons or "accepted")
+        accepted, said = _standing(doc, node)
+        reasons = "; ".join(said)
+        return Verdict("passed" if accepted else "failed", "accepted" if accepted else "rejected",
+                       reasons or "accepted")
     res = _result(doc, check)
     if res is None:
         return Verdict("broke", "no result", f"the record has no '{check}' result")

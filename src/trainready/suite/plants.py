@@ -125,6 +125,8 @@ CLUSTER_PLANTS: dict[str, str] = {
                      "(GBPS where sysfs gives none), slowed by cluster.nic_slow, cluster.slow and cluster.slow_link",
     "cluster.nic_slow": "NODE:RAIL[:FACTOR]: with cluster.rails, that node's NIC of index RAIL (from 0) measures FACTOR "
                         "(default 0.5) of the others in `cluster pairs --fabric` (a slow NIC)",
+    "cluster.sysfs": "PATH: the RDMA probe of `cluster pairs --fabric` and of the cross step reads PATH as sysfs (a tree "
+                     "`env --capture-fabric` wrote, or its sys/) instead of /sys, on every node",
     "cluster.image": "NODE:PATH[,NODE:PATH...]: each NODE is given the squashfs PATH instead of --container-image (Pyxis runs it)",
 }
 

@@ -7,6 +7,7 @@ keeps what names its own node; a run with plants is marked in every record and n
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Mapping
 
 from trainready.errors import UsageError
@@ -64,6 +65,9 @@ def validate(faults: Mapping[str, str]) -> None:
         decline(faults, node)
         nic_factor(faults, node, 0)
     rails_gbps(faults)
+    tree = faults.get("cluster.sysfs")
+    if tree is not None and not Path(tree).is_dir():
+        raise UsageError(f"--plant cluster.sysfs={tree}: expected a folder (a sysfs tree, or `env --capture-fabric`'s)")
 
 
 def decline(faults: Mapping[str, str], node: str) -> float | None:
@@ -107,8 +111,12 @@ def check_plants(nf: NodeFaults) -> dict[str, str]:
     return {**out, "fingerprint.drift": "all"} if nf.drift else out
 
 
+FLEET_WIDE = ("cluster.rails", "cluster.sysfs")  # plants whose value names no node
+
+
 def nodes_planted(faults: Mapping[str, str]) -> set[str]:
-    return {v.partition(":")[0].strip() for k, v in faults.items() if k.startswith("cluster.") and k != "cluster.rails"}
+    return {v.partition(":")[0].strip() for k, v in faults.items() if k.startswith("cluster.")
+            and k not in FLEET_WIDE}
 
 
 def for_node(faults: Mapping[str, str], node: str) -> NodeFaults:

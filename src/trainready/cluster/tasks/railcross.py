@@ -55,7 +55,7 @@ def node_part(results: Path, node: str, nodes: Sequence[str], spec: Any, plants:
 
     fab = spec.fabric
     planted = "cluster.rails" in plants
-    mine = {**rl.probe(planted, fab.nics, fab.gpudirect), "node": node, "host": socket.gethostname()}
+    mine = {**rl.probe(planted, fab.nics, fab.gpudirect, rl.planted_root(plants)), "node": node, "host": socket.gethostname()}
     atomic_write_json(probe_file(results, node), mine)
     mate, role = partner(nodes, node)
     if mate is None:

@@ -42,12 +42,12 @@ def probe_path(results: Path, node: str) -> Path:
     return results / "pairs" / "fabric" / "probe" / f"{node}.json"
 
 
-def _nics(want: Mapping[str, float]) -> list[dict[str, Any]]:
+def _nics(want: Mapping[str, float], root: Path | None = None) -> list[dict[str, Any]]:
     """The rails' NICs in order: the spec's compute NICs as it lists them, held to its rates (one it names that
     sysfs lacks is kept, `missing`: its rail has no figure); without them every RDMA port, names sorted naturally."""
     from trainready.fabric.sysfs import read_ports
 
-    ports = [p for p in read_ports() if p.link_layer in ("InfiniBand", "Ethernet")]
+    ports = [p for p in read_ports(root) if p.link_layer in ("InfiniBand", "Ethernet")]
 
     def key(p: Any) -> list[Any]:
         return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", p.device)] + [p.port]
@@ -86,18 +86,21 @@ def _opens(nics: list[dict[str, Any]]) -> dict[str, str]:
     return out
 
 
-def probe(planted: bool, want: Mapping[str, float] | None = None, gpudirect: bool = False) -> dict[str, Any]:
+def probe(planted: bool, want: Mapping[str, float] | None = None, gpudirect: bool = False,
+          root: Path | None = None) -> dict[str, Any]:
     """This node's probe record (without its name): what it can test, or why not.  `want`: the spec's compute
-    NICs and rates (fabric.nics); `gpudirect`: the spec's fabric.gpudirect (ib_write_bw --use_cuda)."""
+    NICs and rates (fabric.nics); `gpudirect`: the spec's fabric.gpudirect (ib_write_bw --use_cuda); `root`: the
+    sysfs tree read (default: sysfs_root(); planted: cluster.sysfs)."""
     from trainready.fabric.root import sysfs_root
 
-    nics = _nics(want or {})
+    root = sysfs_root() if root is None else root
+    nics = _nics(want or {}, root)
     tool = pt.installed()
     doc: dict[str, Any] = {"schema": PROBE_SCHEMA, "perftest": tool, "nics": nics, "planted": planted,
                            "gpudirect": gpudirect}
     present = [n for n in nics if not n.get("missing")]
     if not present:
-        return {**doc, "untested": f"no RDMA device ({sysfs_root() / 'class/infiniband'}: no port)"}
+        return {**doc, "untested": f"no RDMA device ({root / 'class/infiniband'}: no port)"}
     if planted:
         return {**doc, "untested": None}
     if tool is None:
@@ -121,9 +124,17 @@ def run_probe_task(results: Path, plants: Mapping[str, str], spec_path: str | No
 
     fab = load_spec(spec_path)[0].fabric
     node = node_name()
-    doc = probe("cluster.rails" in plants, fab.nics, fab.gpudirect)
+    doc = probe("cluster.rails" in plants, fab.nics, fab.gpudirect, planted_root(plants))
     atomic_write_json(probe_path(results, node), {**doc, "node": node})
     return 0
+
+
+def planted_root(plants: Mapping[str, str]) -> Path | None:
+    """The sysfs tree `cluster.sysfs=PATH` names (a captured node's `sys/`, or the folder holding it), else None."""
+    path = plants.get("cluster.sysfs")
+    if not path:
+        return None
+    return Path(path) / "sys" if (Path(path) / "sys" / "class").is_dir() else Path(path)
 
 
 def read_probe(results: Path, node: str) -> tuple[dict[str, Any] | None, str]:
