@@ -269,3 +269,16 @@ def test_the_readmes_two_lines_try_the_fleet_on_the_local_cluster_as_written(loc
     finally:
         if fresh:
             shutil.rmtree(results, ignore_errors=True)
+
+
+def test_the_selftest_names_a_slow_nic_with_cluster_pairs_fabric_on_the_local_cluster(local_slurm, tmp_path):
+    """The self-test's `cluster.nic_slow` case for real: `cluster pairs --fabric` over node1..node3, each node's
+    probe reading the replayed HGX B200's eight NDR ports (cluster.sysfs), the rail figures planted, node2's rail 3
+    at half: node2 and its NIC mlx5_3:1 named, node1 (the run's control) good."""
+    out = tmp_path / "st.json"
+    p = run_cli("selftest", "--only", "cluster.nic_slow", "--json", str(out), timeout=600)
+    doc = json.loads(out.read_text())
+    case = doc["cases"][0]
+    assert p.returncode == 0 and case["outcome"] == "detected", (case, p.stdout[-2000:])
+    assert case["check"] == "node:node2" and "node2: NIC mlx5_3:1 (rail 3) below 80% of its rate" in case["message"]
+    assert "cluster.sysfs=" in " ".join(case["argv"]) and "cluster.nic_slow=node2:3" in case["argv"]

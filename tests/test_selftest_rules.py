@@ -115,7 +115,7 @@ def test_list_says_which_cases_prove_the_judge_not_the_measurement() -> None:
     assert p.returncode == 0, p.stderr
     marked = {line.split()[0] for line in p.stdout.splitlines() if "proves the judge, not the measurement" in line}
     assert marked == {"throughput.slow_gpu", "cluster.slow", "cluster.slow_once", "cluster.drift", "burnin.counter",
-                      "cluster.decline", "fabric.counter_rise", "fabric.counter_rise_nvlink"}
+                      "cluster.decline", "fabric.counter_rise", "fabric.counter_rise_nvlink", "cluster.nic_slow"}
 
 
 @pytest.mark.parametrize("mode, lanes", [("FORCE:4", 3), ("FORCE:2", 2), ("NO", 1), ("YES:4", 1), ("EXCLUSIVE", 1)])

@@ -60,7 +60,6 @@ def control_of(case: Case) -> tuple[tuple[str, ...], tuple[str, ...]]:
     the fault is swapped for its clean twin (`clean`; a replayed-facts plant keeps its --plant, now
     replaying healthy facts); a case's own output folder becomes one shared by its family's control."""
     swap = dict(case.clean)
-    stand_ins = ("cluster.rails=", "cluster.sysfs=")  # what stands in for hardware absent here: kept, not faults
 
     def plain(argv: tuple[str, ...]) -> tuple[str, ...]:
         out: list[str] = []
@@ -68,7 +67,7 @@ def control_of(case: Case) -> tuple[tuple[str, ...], tuple[str, ...]]:
         for a in it:
             if a == "--plant":
                 value = next(it)
-                if any(f"{{{k}}}" in value for k in swap) or value.startswith(stand_ins):
+                if any(f"{{{k}}}" in value for k in swap):
                     out += [a, value]
                 continue
             out.append(a)
