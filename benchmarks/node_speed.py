@@ -8,6 +8,7 @@ CUDA context, cuBLAS handles, forkserver); later runs are "warm" (the OS's file 
 filled).  --src runs another tree's sources (a baseline beside this one on the same machine).
 
     PYTHONPATH=src python3 benchmarks/node_speed.py [--runs 2] [--level standard] [--src DIR] [--label NAME]
+        [--against OTHER/src]   # the two trees alternately, the ratio of their median walls printed
 """
 
 from __future__ import annotations
@@ -73,12 +74,24 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--level", default="standard")
     ap.add_argument("--src", default=str(Path(__file__).resolve().parents[1] / "src"))
     ap.add_argument("--label", default="this tree")
+    ap.add_argument("--against", help="another tree's src/: its runs alternate with this tree's (the same machine, "
+                    "the same minutes) and the ratio of the two median walls is printed")
     ap.add_argument("--json", help="write every run's row here")
     args, extra = ap.parse_known_args(argv)
     rows = []
+    trees = [(args.label, args.src)] + ([("against", args.against)] if args.against else [])
     for i in range(args.runs):
-        wall, rep = one_run(args.src, args.level, extra)
-        rows.append(show(args.label, i, wall, rep, args.level))
+        for label, src in trees if i % 2 == 0 else trees[::-1]:  # alternate who goes first: neither always cold
+            wall, rep = one_run(src, args.level, extra)
+            rows.append(show(label, i, wall, rep, args.level))
+    if args.against:
+        import statistics
+
+        med = {label: statistics.median(r["wall_s"] for r in rows if r["label"] == label) for label, _ in trees}
+        load = os.getloadavg()
+        print(f"median wall: {args.label} {med[args.label]:.1f} s, against {med['against']:.1f} s: ratio "
+              f"{med[args.label] / med['against']:.2f} ({args.runs} run(s) each, alternating; load average now "
+              f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f})", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0
