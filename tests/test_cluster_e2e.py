@@ -181,6 +181,12 @@ def test_the_rma_folders_on_node_commands_run_as_written_on_a_drained_node(fault
             c = c.replace(" trainready bundle ", f" {sys.executable} -m trainready bundle ")
             p = subprocess.run(["bash", "-c", c], capture_output=True, text=True, env=env, timeout=600)
             assert p.returncode == 0, (c, p.stdout, p.stderr)
+        import time
+
+        for _ in range(120):  # the bundle's srun job may still be completing on node2: 'draining' until it ends
+            if sinfo_reason("node2")[0] != "draining":
+                break
+            time.sleep(0.5)
         assert sinfo_reason("node2") == ("drained", reason)
         out = res / "rma" / "node2"
         ran = {t["name"]: t["outcome"] for t in json.loads((out / "tools.json").read_text())}
