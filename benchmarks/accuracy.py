@@ -301,9 +301,10 @@ def judge_run(p: Planted, doc: dict[str, Any], drained: dict[str, str]) -> dict[
     mine = [by.get(n, {}) for n in p.nodes]
     causes = [c for v in mine for c in v.get("causes", [])]
     said = "; ".join(r for v in mine for r in (v.get("reasons") or v.get("warnings") or []))[:300]
+    verdicts = {n: by.get(n, {}).get("verdict", "absent") for n in p.nodes}
     if k.expect != "not tested" and any(v.get("not_tested") for v in mine):
         return {"void": "; ".join(v["not_tested"] for v in mine if v.get("not_tested")), "said": said,
-                "verdicts": {n: by.get(n, {}).get("verdict", "absent") for n in p.nodes}}  # its task never ran
+                "verdicts": verdicts}  # its task never ran
     if k.expect == "switch":
         caught = bool(named)
         right_node, ok_drain = caught, not any(n in drained for n in p.nodes)
@@ -317,7 +318,7 @@ def judge_run(p: Planted, doc: dict[str, Any], drained: dict[str, str]) -> dict[
     klass = klass_of(p.nodes[0], mine[0].get("causes", []), drained) if caught and k.klass else ""
     return {"caught": caught, "right_node": right_node, "right_cause": cause if k.cause else None,
             "right_class": (klass == k.klass) if k.klass else None, "drain_ok": ok_drain, "said": said,
-            "verdicts": {n: by.get(n, {}).get("verdict", "absent") for n in p.nodes}, "class": klass}
+            "verdicts": verdicts, "class": klass}
 
 
 def judge_healthy(nodes: list[str], verdicts: dict[str, tuple[str, str]], drained: dict[str, str]) -> dict[str, Any]:

@@ -11,7 +11,6 @@ Writes RESULTS/pairs/pairs.json (schema trainready.pairs/1): every pair, every n
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import time
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from trainready.cluster.options import FleetOptions, time_seconds
 from trainready.cluster.pairs import state as ps
 from trainready.cluster.pairs.pairing import Pair, PairingOptions, PairingOutcome, PairResult, find_culprits
 from trainready.cluster.tasks.pair import pair_record
+from trainready.util.listing import natural
 
 SCHEMA = "trainready.pairs/1"
 GRACE_S = 60.0  # beyond --time before a pair's srun is given up (Slurm kills the step at its limit)
@@ -35,10 +35,6 @@ class PairsOptions:
     pairing: PairingOptions
     gpus_per_node: int = 0
     fabric: bool = False  # --fabric: ib_write_bw rail by rail (fabric.py, rails.py) instead of the all_reduce
-
-
-def _natural(name: str) -> list[Any]:
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
 
 
 def pair_argv(opts: PairsOptions, rnd: int, a: str, b: str) -> list[str]:
@@ -133,7 +129,7 @@ def run_steps(opts: PairsOptions, addr: Mapping[str, str], rnd: int, pairs: Sequ
     procs = []
     for a, b in pairs:
         pair_record(f.results, rnd, a, b).unlink(missing_ok=True)
-        first = min((a, b), key=_natural)  # rank 0's node in srun's block distribution
+        first = min((a, b), key=natural)  # rank 0's node in srun's block distribution
         env = dict(os.environ, MASTER_ADDR=addr.get(first, first))
         log = logs / f"round-{rnd}-{a}__{b}.out"
         with open(log, "w", encoding="utf-8") as fh:

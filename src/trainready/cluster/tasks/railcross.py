@@ -11,7 +11,6 @@ fleet has none to test).  The node's part goes into its cross record (`rails`); 
 
 from __future__ import annotations
 
-import re
 import socket
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any, Mapping, Sequence
 from trainready.cluster.tasks import rails as rl
 from trainready.cluster.tasks.crosschecks import Finding
 from trainready.records import CheckResult, Level, Status
+from trainready.util.listing import natural
 
 POLL_S = 1.0
 
@@ -30,7 +30,7 @@ def probe_file(results: Path, node: str) -> Path:
 
 def partner(nodes: Sequence[str], node: str) -> tuple[str | None, int]:
     """(its partner, 0 serve / 1 measure) in the matching 1+2, 3+4, ... over the nodes in natural order."""
-    order = sorted(set(nodes), key=lambda n: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", n)])
+    order = sorted(set(nodes), key=natural)
     i = order.index(node)
     j = i + 1 if i % 2 == 0 else i - 1
     return (order[j], i % 2) if j < len(order) else (None, 0)

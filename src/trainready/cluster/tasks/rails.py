@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from trainready.comm import perftest as pt
+from trainready.util.listing import natural
 
 PROBE_SCHEMA = "trainready.railprobe/1"
 PAIR_SCHEMA = "trainready.railpair/1"
@@ -50,7 +50,7 @@ def _nics(want: Mapping[str, float], root: Path | None = None) -> list[dict[str,
     ports = [p for p in read_ports(root) if p.link_layer in ("InfiniBand", "Ethernet")]
 
     def key(p: Any) -> list[Any]:
-        return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", p.device)] + [p.port]
+        return [*natural(p.device), p.port]
 
     def row(p: Any, rate: float | None) -> dict[str, Any]:
         return {"nic": p.name, "device": p.device, "port": p.port, "rate_gbps": rate, "state": p.state,
