@@ -171,6 +171,18 @@ def undrain(nodes: list[str]) -> list[str]:
     return back
 
 
+def settle(max_load: float, wait_s: float = 180.0) -> None:
+    """Wait (at most `wait_s`) until this host's 1-minute load average is at most `max_load` (0: never wait): a
+    round starts under its declared background, not in a peak of other work on the host (a test suite's other
+    workers reached load average 31 on 2 cores)."""
+    t0 = time.monotonic()
+    while max_load > 0 and os.getloadavg()[0] > max_load and time.monotonic() - t0 < wait_s:
+        time.sleep(5)
+    if time.monotonic() - t0 > 5:
+        print(f"  waited {time.monotonic() - t0:.0f} s for the load average to fall to {max_load:g} (now "
+              f"{os.getloadavg()[0]:.2f})", flush=True)
+
+
 def answering(nodes: list[str], wait_s: float = 180.0) -> list[str]:
     """The nodes whose slurmd answers slurmctld (no '*' on the state, not down), waiting up to `wait_s` for the rest:
     on a busy host a slurmd misses a ping now and then (SlurmdTimeout) and comes back; a fault is planted only on a
@@ -371,6 +383,7 @@ RUN_CHECKS = {"versions"}
 
 
 def run_round(c: Campaign, i: int) -> None:
+    settle(c.ns.max_load)
     free = answering(c.nodes)
     planted = draw(c.deck_run, c.rng, units(c.rng, len(c.nodes), c.ns.rate), free, c.leaves, i, set())
     checks = RUN_CHECKS | {x for p in planted for x in p.kind.checks} | set(c.ns.run_checks.split(","))
@@ -435,6 +448,7 @@ def occupy(node: str, after_task: bool, partition: str, results: Path) -> tuple[
 
 def sweep_round(c: Campaign, s: int, active: list[Planted]) -> None:
     busy = {n for p in active for n in p.nodes + p.extra}
+    settle(c.ns.max_load)
     free = [n for n in answering(c.nodes) if n not in busy]
     taken = {p.kind.plant for p in active if p.kind.plant}
     k = units(c.rng, len(free) + 1, c.ns.rate) if s <= c.ns.sweeps - STRIKES else 0  # the last: no time to drain
@@ -666,6 +680,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--sweep-partition", default="sweep")
     ap.add_argument("--batch", default="batch", help="the partition whose jobs preempt the sweep's")
     ap.add_argument("--kinds", default="", help="draw only these kinds of the catalogue (comma-separated names)")
+    ap.add_argument("--max-load", type=float, default=0.0, help="before each round wait (at most 180 s) for the "
+                    "host's 1-minute load average to fall to this (0: start at once)")
     ap.add_argument("--json", default=None, help="write the tables and every round here")
     ap.add_argument("--keep", default=None, help="keep the records here (default: a temporary folder)")
     ns = ap.parse_args(argv)

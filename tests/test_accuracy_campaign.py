@@ -39,7 +39,7 @@ def campaign(cluster, tmp_path_factory: pytest.TempPathFactory) -> dict:  # type
     p = subprocess.run([sys.executable, str(REPO / "benchmarks" / "accuracy.py"), "--cluster", CLUSTER, "--nodes", "6",
                         "--runs", "3", "--sweeps", "3", "--pairs", "0", "--seed", str(SEED), "--rate", "0.3",
                         "--kinds", KINDS, "--background", "quiet", "--time", "4:00", "--max-drain", "100%",
-                        "--sweep-max-drain", "100%",
+                        "--sweep-max-drain", "100%", "--max-load", "12",
                         "--json", str(out / "accuracy.json")], env=env, capture_output=True, text=True, timeout=3000)
     assert p.returncode == 0, (p.stdout + p.stderr)[-4000:]
     doc = json.loads((out / "accuracy.json").read_text())
